@@ -1,0 +1,6 @@
+//! Physics: presets (with sources), FLOPs/bytes of a step, and the roofline that turns them into time
+//! and energy under the power roof.
+
+pub mod model;
+pub mod presets;
+pub mod roofline;

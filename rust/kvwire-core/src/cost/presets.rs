@@ -1,0 +1,278 @@
+//! Hardware and model presets, each with its source.
+//!
+//! Shapes come from each model's published `config.json`; device peaks from the vendor datasheets; the
+//! derating factors (`flops_eff`, `bw_eff`), idle power and energy coefficients, and the link table are
+//! those of the reference simulator (Disaggregated_Inference_Sim `hardware.py`, MIT licence), as
+//! transcribed in `spec/simulator.md` (a). Units are decimal SI: GB = 1e9 B, TB/s = 1e12 B/s.
+
+use serde::{Deserialize, Serialize};
+
+/// A decoder-only transformer shape (dense attention + SwiGLU MLP).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// Display name.
+    pub name: String,
+    /// Transformer layers (L).
+    pub layers: u32,
+    /// Hidden size (d).
+    pub d_model: u32,
+    /// Attention (query) heads.
+    pub heads: u32,
+    /// Key/value heads (GQA width).
+    pub kv_heads: u32,
+    /// Per-head dimension.
+    pub head_dim: u32,
+    /// MLP intermediate size.
+    pub d_ff: u32,
+    /// Vocabulary size.
+    pub vocab: u32,
+    /// Bytes per weight (2.0 = BF16).
+    #[serde(default = "two")]
+    pub weight_bytes_per_param: f64,
+    /// Bytes per cached K or V element (2.0 = BF16).
+    #[serde(default = "two")]
+    pub kv_bytes_per_value: f64,
+    /// Where the preset's numbers come from.
+    #[serde(default)]
+    pub source: String,
+}
+
+fn two() -> f64 {
+    2.0
+}
+
+/// One accelerator (one device; an instance is `devices_per_instance` of them acting as one).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSpec {
+    /// Display name.
+    pub name: String,
+    /// Dense BF16 peak, TFLOP/s (1e12 FLOP/s).
+    pub peak_tflops: f64,
+    /// HBM bandwidth, TB/s (1e12 B/s).
+    pub hbm_tb_per_s: f64,
+    /// HBM capacity, GB (1e9 B).
+    pub hbm_gb: f64,
+    /// Fraction of the FLOP peak reached by real kernels (roofline derating).
+    pub flops_eff: f64,
+    /// Fraction of the HBM peak reached by real kernels.
+    pub bw_eff: f64,
+    /// Board power limit, W.
+    pub tdp_w: f64,
+    /// Static power, W.
+    pub idle_w: f64,
+    /// Dynamic energy per FLOP, pJ.
+    pub pj_per_flop: f64,
+    /// Dynamic energy per HBM byte, pJ.
+    pub pj_per_byte: f64,
+    /// Where the preset's numbers come from.
+    #[serde(default)]
+    pub source: String,
+}
+
+/// A point-to-point link carrying the KV hand-off (one direction).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// Display name.
+    pub name: String,
+    /// Bandwidth per channel, GB/s (1e9 B/s).
+    pub bandwidth_gb_per_s: f64,
+    /// One-way latency per transfer, µs.
+    pub latency_us: f64,
+    /// Energy per bit moved, pJ.
+    pub pj_per_bit: f64,
+    /// Where the preset's numbers come from.
+    #[serde(default)]
+    pub source: String,
+}
+
+const SHAPE_SRC: &str = "shape from the model's config.json; weights and KV in BF16 as in the reference simulator (spec/simulator.md (a))";
+
+#[allow(clippy::too_many_arguments)]
+fn model(
+    name: &str,
+    layers: u32,
+    d_model: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    d_ff: u32,
+    vocab: u32,
+    source: &str,
+) -> ModelSpec {
+    ModelSpec {
+        name: name.into(),
+        layers,
+        d_model,
+        heads,
+        kv_heads,
+        head_dim,
+        d_ff,
+        vocab,
+        weight_bytes_per_param: 2.0,
+        kv_bytes_per_value: 2.0,
+        source: format!("{source}; {SHAPE_SRC}"),
+    }
+}
+
+/// Model presets: `(key, spec)`.
+pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
+    vec![
+        (
+            "llama3-8b",
+            model("Llama-3-8B", 32, 4096, 32, 8, 128, 14336, 128256, "meta-llama/Meta-Llama-3-8B"),
+        ),
+        (
+            "llama3-70b",
+            model("Llama-3-70B", 80, 8192, 64, 8, 128, 28672, 128256, "meta-llama/Meta-Llama-3-70B"),
+        ),
+        (
+            "mistral-7b",
+            model(
+                "Mistral-7B",
+                32,
+                4096,
+                32,
+                8,
+                128,
+                14336,
+                32000,
+                "mistralai/Mistral-7B-v0.1 (sliding window ignored)",
+            ),
+        ),
+        (
+            "yi-34b",
+            model("Yi-34B", 60, 7168, 56, 8, 128, 20480, 64000, "01-ai/Yi-34B"),
+        ),
+        (
+            "opt-13b",
+            model(
+                "OPT-13B",
+                40,
+                5120,
+                40,
+                40,
+                128,
+                13653,
+                50272,
+                "facebook/opt-13b (GELU MLP of 20480 approximated as a 3-matrix MLP with d_ff 13653, as the reference does)",
+            ),
+        ),
+        (
+            "llama3.2-1b",
+            model("Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, "meta-llama/Llama-3.2-1B"),
+        ),
+    ]
+}
+
+const DEVICE_SRC: &str = "flops_eff/bw_eff, idle power and pJ coefficients from the reference simulator (spec/simulator.md (a))";
+
+#[allow(clippy::too_many_arguments)]
+fn device(
+    name: &str,
+    peak_tflops: f64,
+    hbm_tb_per_s: f64,
+    hbm_gb: f64,
+    tdp_w: f64,
+    idle_w: f64,
+    pj_per_flop: f64,
+    pj_per_byte: f64,
+    datasheet: &str,
+) -> DeviceSpec {
+    DeviceSpec {
+        name: name.into(),
+        peak_tflops,
+        hbm_tb_per_s,
+        hbm_gb,
+        flops_eff: 0.55,
+        bw_eff: 0.80,
+        tdp_w,
+        idle_w,
+        pj_per_flop,
+        pj_per_byte,
+        source: format!("{datasheet}; {DEVICE_SRC}"),
+    }
+}
+
+/// Device presets: `(key, spec)`.
+pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
+    vec![
+        (
+            "h100",
+            device("H100-SXM", 989.0, 3.35, 80.0, 700.0, 100.0, 1.0, 60.0, "NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense BF16, 3.35 TB/s, 80 GB, 700 W"),
+        ),
+        (
+            "h200",
+            device("H200-SXM", 989.0, 4.8, 141.0, 700.0, 100.0, 1.0, 60.0, "NVIDIA H200 SXM datasheet: 989 TFLOP/s dense BF16, 4.8 TB/s, 141 GB, 700 W"),
+        ),
+        (
+            "a100",
+            device("A100-SXM-80GB", 312.0, 2.039, 80.0, 400.0, 60.0, 1.6, 70.0, "NVIDIA A100 80GB SXM datasheet: 312 TFLOP/s BF16, 2.039 TB/s, 80 GB, 400 W"),
+        ),
+        (
+            "a100-40g",
+            device("A100-SXM-40GB", 312.0, 1.555, 40.0, 400.0, 60.0, 1.6, 70.0, "NVIDIA A100 40GB SXM datasheet: 312 TFLOP/s BF16, 1.555 TB/s, 40 GB, 400 W"),
+        ),
+        (
+            "b200",
+            device("B200", 2250.0, 8.0, 180.0, 1000.0, 140.0, 0.6, 45.0, "NVIDIA B200 (HGX) datasheet: 2.25 PFLOP/s dense BF16, 8 TB/s, 180 GB, 1000 W"),
+        ),
+    ]
+}
+
+const LINK_SRC: &str = "bandwidth, latency and pJ/bit from the reference simulator's link table (spec/simulator.md (a))";
+
+fn link(name: &str, bandwidth_gb_per_s: f64, latency_us: f64, pj_per_bit: f64, note: &str) -> LinkSpec {
+    LinkSpec {
+        name: name.into(),
+        bandwidth_gb_per_s,
+        latency_us,
+        pj_per_bit,
+        source: format!("{note}; {LINK_SRC}"),
+    }
+}
+
+/// Link presets: `(key, spec)`.
+pub fn link_presets() -> Vec<(&'static str, LinkSpec)> {
+    vec![
+        ("nvlink3", link("NVLink 3 (one direction)", 300.0, 5.0, 5.0, "A100 NVLink: 600 GB/s bidirectional")),
+        ("nvlink4", link("NVLink 4 (one direction)", 450.0, 5.0, 5.0, "H100 NVLink: 900 GB/s bidirectional")),
+        ("nvlink5", link("NVLink 5 (one direction)", 900.0, 5.0, 5.0, "B200 NVLink: 1.8 TB/s bidirectional")),
+        ("pcie4", link("PCIe Gen4 x16", 32.0, 5.0, 6.0, "PCIe 4.0 x16: 16 GT/s x 16 lanes")),
+        ("pcie5", link("PCIe Gen5 x16", 64.0, 5.0, 6.0, "PCIe 5.0 x16: 32 GT/s x 16 lanes")),
+        ("ib-ndr", link("InfiniBand NDR 400G", 50.0, 10.0, 15.0, "NVIDIA ConnectX-7 NDR: 400 Gb/s")),
+        ("eth-100g", link("100 GbE", 12.5, 20.0, 15.0, "IEEE 802.3 100 Gb/s Ethernet")),
+        ("eth-25g", link("25 GbE", 3.125, 20.0, 15.0, "IEEE 802.3 25 Gb/s Ethernet")),
+        (
+            "cpo-optical",
+            link("Co-packaged optics (illustrative)", 200.0, 5.0, 3.0, "illustrative round numbers, not a product (seed article 004)"),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preset_keys_are_the_documented_ones() {
+        let m: Vec<_> = model_presets().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(m, ["llama3-8b", "llama3-70b", "mistral-7b", "yi-34b", "opt-13b", "llama3.2-1b"]);
+        let d: Vec<_> = device_presets().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(d, ["h100", "h200", "a100", "a100-40g", "b200"]);
+        let l: Vec<_> = link_presets().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            l,
+            ["nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "ib-ndr", "eth-100g", "eth-25g", "cpo-optical"]
+        );
+    }
+
+    #[test]
+    fn every_preset_names_its_source() {
+        assert!(model_presets().iter().all(|(_, s)| !s.source.is_empty()));
+        assert!(device_presets().iter().all(|(_, s)| !s.source.is_empty()));
+        assert!(link_presets().iter().all(|(_, s)| !s.source.is_empty()));
+    }
+}

@@ -1,0 +1,273 @@
+//! From FLOPs and bytes to step time and energy: the roofline with derated rates, optional DVFS, the power
+//! roof (TDP or a pool power cap) and the fixed per-step overhead (`spec/simulator.md` (b)).
+
+use super::model::StepWork;
+use super::presets::DeviceSpec;
+
+/// What set a step's duration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    Compute,
+    Memory,
+    /// The power budget stretched the step.
+    Power,
+}
+
+/// Duration and dynamic energy of one step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepTiming {
+    /// Step time including the fixed overhead, s.
+    pub time_s: f64,
+    /// Compute energy (after any clock scaling), J.
+    pub compute_j: f64,
+    /// HBM energy, J.
+    pub memory_j: f64,
+    pub bound: Bound,
+}
+
+/// Cost-model switches shared by every pool.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RooflineParams {
+    /// Fixed time added to every step, s.
+    pub step_overhead_s: f64,
+    /// Enforce the board TDP as a power roof.
+    pub enforce_tdp: bool,
+    /// Scale the compute clock down on memory-bound steps.
+    pub dvfs: bool,
+    /// Lowest clock fraction.
+    pub s_min: f64,
+}
+
+/// The step timer of one instance: `n` devices of one kind acting as one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepTimer {
+    rate_flops: f64,
+    rate_bytes: f64,
+    j_per_flop: f64,
+    j_per_byte: f64,
+    /// Dynamic power budget of the instance, W (`None`: no power roof).
+    budget_w: Option<f64>,
+    p: RooflineParams,
+}
+
+impl StepTimer {
+    /// Timer for an instance of `devices` × `dev`, with an optional per-device power cap (W).
+    pub fn new(dev: &DeviceSpec, devices: u32, power_cap_w: Option<f64>, p: RooflineParams) -> Self {
+        let n = devices as f64;
+        let limit = match (power_cap_w, p.enforce_tdp) {
+            (Some(cap), true) => Some(cap.min(dev.tdp_w)),
+            (Some(cap), false) => Some(cap),
+            (None, true) => Some(dev.tdp_w),
+            (None, false) => None,
+        };
+        StepTimer {
+            rate_flops: dev.peak_tflops * 1e12 * dev.flops_eff * n,
+            rate_bytes: dev.hbm_tb_per_s * 1e12 * dev.bw_eff * n,
+            j_per_flop: dev.pj_per_flop * 1e-12,
+            j_per_byte: dev.pj_per_byte * 1e-12,
+            budget_w: limit.map(|w| (w - dev.idle_w) * n),
+            p,
+        }
+    }
+
+    /// Dynamic power budget, W, if a power roof applies.
+    pub fn budget_w(&self) -> Option<f64> {
+        self.budget_w
+    }
+
+    /// Time and energy of a step doing `w`.
+    pub fn time(&self, w: StepWork) -> StepTiming {
+        let t_c = w.flops / self.rate_flops;
+        let t_m = w.bytes / self.rate_bytes;
+        let mut e_c = w.flops * self.j_per_flop;
+        let e_m = w.bytes * self.j_per_byte;
+        let mut bound = if t_c >= t_m { Bound::Compute } else { Bound::Memory };
+        let mut s = 1.0_f64;
+        if self.p.dvfs && t_m > t_c {
+            s = self.p.s_min.max(t_c / t_m);
+        }
+        if let Some(budget) = self.budget_w {
+            let power = (e_c * s * s + e_m) / (t_c / s).max(t_m);
+            if power > budget {
+                bound = Bound::Power;
+                let x = (budget * t_m - e_m) / e_c;
+                s = if x > 0.0 && x.sqrt() * t_m >= t_c {
+                    // Slow the clock while memory still sets the time.
+                    x.sqrt()
+                } else {
+                    // Compute-bound under the cap: E_c·s³ + E_m·s = budget·t_c (one real root, Cardano).
+                    cubic_root_depressed(e_m / e_c, -budget * t_c / e_c)
+                };
+                s = s.max(self.p.s_min);
+            }
+        }
+        let mut t = (t_c / s).max(t_m);
+        e_c *= s * s;
+        if let Some(budget) = self.budget_w {
+            if (e_c + e_m) / t > budget {
+                t = (e_c + e_m) / budget;
+            }
+        }
+        StepTiming {
+            time_s: t + self.p.step_overhead_s,
+            compute_j: e_c,
+            memory_j: e_m,
+            bound,
+        }
+    }
+}
+
+/// The real root of s³ + p·s + q = 0 for p > 0 (exactly one real root).
+fn cubic_root_depressed(p: f64, q: f64) -> f64 {
+    let disc = (q * q / 4.0 + p * p * p / 27.0).sqrt();
+    (-q / 2.0 + disc).cbrt() + (-q / 2.0 - disc).cbrt()
+}
+
+/// KV capacity of an instance in tokens: floor((HBM·n·mem_util − resident weights) / KV bytes per token).
+/// Returns the usable bytes as the error when nothing fits.
+pub fn kv_capacity_tokens(
+    dev: &DeviceSpec,
+    devices: u32,
+    mem_util: f64,
+    resident_weight_bytes: f64,
+    kv_bytes_per_token: f64,
+) -> Result<u64, f64> {
+    let usable = dev.hbm_gb * 1e9 * devices as f64 * mem_util;
+    let free = usable - resident_weight_bytes;
+    let tokens = (free / kv_bytes_per_token).floor();
+    if tokens >= 1.0 {
+        Ok(tokens as u64)
+    } else {
+        Err(usable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::model::{LmHead, ModelCost};
+    use crate::cost::presets::{device_presets, model_presets};
+
+    fn dev(key: &str) -> DeviceSpec {
+        device_presets().into_iter().find(|(k, _)| *k == key).unwrap().1
+    }
+    fn cost(key: &str) -> ModelCost {
+        let m = model_presets().into_iter().find(|(k, _)| *k == key).unwrap().1;
+        ModelCost::new(&m, LmHead::All)
+    }
+    const REF: RooflineParams = RooflineParams {
+        step_overhead_s: 0.0005,
+        enforce_tdp: true,
+        dvfs: false,
+        s_min: 0.4,
+    };
+    fn ms(t: StepTiming) -> f64 {
+        t.time_s * 1e3
+    }
+
+    /// Every time row of the step-cost table in spec/simulator.md (b), to the printed 4 decimals (ms).
+    #[test]
+    fn step_times_match_reference_table() {
+        let c8 = cost("llama3-8b");
+        let c70 = cost("llama3-70b");
+        let h100 = StepTimer::new(&dev("h100"), 1, None, REF);
+        let h100x4 = StepTimer::new(&dev("h100"), 4, None, REF);
+        let a100 = StepTimer::new(&dev("a100"), 1, None, REF);
+        let p8 = c8.prefill(2048, 1, c8.prompt_attention_flops(2048));
+        let rows = [
+            (h100.time(p8), 59.0332, Bound::Compute),
+            (
+                h100.time(c8.prefill(8192, 4, 4 * c8.prompt_attention_flops(2048))),
+                234.6328,
+                Bound::Compute,
+            ),
+            (h100.time(c8.decode(2048, 1)), 6.2007, Bound::Memory),
+            (h100.time(c8.decode(131_072, 64)), 12.5142, Bound::Memory),
+            (a100.time(p8), 186.0427, Bound::Compute),
+            (a100.time(c8.decode(2048, 1)), 9.8660, Bound::Memory),
+            (
+                h100x4.time(c70.prefill(2048, 1, c70.prompt_attention_flops(2048))),
+                133.8667,
+                Bound::Compute,
+            ),
+            (h100x4.time(c70.decode(2048, 1)), 13.5294, Bound::Memory),
+        ];
+        for (i, (t, want_ms, want_bound)) in rows.into_iter().enumerate() {
+            assert_eq!((ms(t) * 1e4).round() / 1e4, want_ms, "row {i}: {t:?}");
+            assert_eq!(t.bound, want_bound, "row {i}");
+        }
+        let t = h100x4.time(c70.decode(36_800, 16));
+        assert_eq!((ms(t) * 1e3).round() / 1e3, 14.592);
+    }
+
+    /// Mid-size prefills (≈170–580 tokens for 8B on H100) are power-bound at the TDP; 2,048 and decode are not.
+    #[test]
+    fn mid_size_prefills_are_power_bound_on_h100() {
+        let c8 = cost("llama3-8b");
+        let h100 = StepTimer::new(&dev("h100"), 1, None, REF);
+        for s in [200u64, 400] {
+            let t = h100.time(c8.prefill(s, 1, c8.prompt_attention_flops(s)));
+            assert_eq!(t.bound, Bound::Power, "{s} tokens");
+            // The roof holds: dynamic power over the stretched time equals the 600 W budget.
+            let p = (t.compute_j + t.memory_j) / (t.time_s - REF.step_overhead_s);
+            assert!((p - 600.0).abs() < 1e-6 * 600.0 || p < 600.0, "{s}: {p} W");
+        }
+        for s in [100u64, 2048] {
+            let t = h100.time(c8.prefill(s, 1, c8.prompt_attention_flops(s)));
+            assert_ne!(t.bound, Bound::Power, "{s} tokens");
+        }
+    }
+
+    /// Without TDP enforcement and without a cap there is no roof; a per-device cap lowers the budget.
+    #[test]
+    fn power_cap_and_tdp_switch() {
+        let c8 = cost("llama3-8b");
+        let w = c8.prefill(400, 1, c8.prompt_attention_flops(400));
+        let free = StepTimer::new(&dev("h100"), 1, None, RooflineParams { enforce_tdp: false, ..REF });
+        assert_eq!(free.budget_w(), None);
+        assert_eq!(free.time(w).bound, Bound::Compute);
+        let capped = StepTimer::new(&dev("h100"), 2, Some(400.0), REF);
+        assert_eq!(capped.budget_w(), Some(600.0));
+        let above_tdp = StepTimer::new(&dev("h100"), 1, Some(900.0), REF);
+        assert_eq!(above_tdp.budget_w(), Some(600.0));
+        let t_cap = StepTimer::new(&dev("h100"), 1, Some(400.0), REF).time(w);
+        assert!(t_cap.time_s > free.time(w).time_s);
+        let p = (t_cap.compute_j + t_cap.memory_j) / (t_cap.time_s - REF.step_overhead_s);
+        assert!(p <= 300.0 * (1.0 + 1e-9), "{p}");
+    }
+
+    /// DVFS slows the clock of memory-bound steps: same time, less compute energy.
+    #[test]
+    fn dvfs_saves_energy_on_memory_bound_steps() {
+        let c8 = cost("llama3-8b");
+        let w = c8.decode(2048, 1);
+        let base = StepTimer::new(&dev("h100"), 1, None, REF).time(w);
+        let dv = StepTimer::new(&dev("h100"), 1, None, RooflineParams { dvfs: true, ..REF }).time(w);
+        assert_eq!(dv.time_s, base.time_s);
+        assert!(dv.compute_j < base.compute_j * 0.5);
+        assert_eq!(dv.memory_j, base.memory_j);
+    }
+
+    #[test]
+    fn cubic_root_solves_the_cubic() {
+        for (p, q) in [(0.1, -2.0), (3.0, -0.5), (1e-3, -1e-3)] {
+            let s = cubic_root_depressed(p, q);
+            assert!((s * s * s + p * s + q).abs() < 1e-12, "{p} {q} {s}");
+        }
+    }
+
+    /// KV capacities quoted in spec/simulator.md (b).
+    #[test]
+    fn kv_capacity_matches_reference() {
+        let c8 = cost("llama3-8b");
+        let c70 = cost("llama3-70b");
+        let cap = |d: &str, n, c: &ModelCost| {
+            kv_capacity_tokens(&dev(d), n, 0.9, c.resident_weight_bytes(), c.kv_bytes_per_token)
+        };
+        assert_eq!(cap("h100", 1, &c8), Ok(426_788));
+        assert_eq!(cap("a100", 1, &c8), Ok(426_788));
+        assert_eq!(cap("h100", 4, &c70), Ok(448_288));
+        assert_eq!(cap("h100", 2, &c70), Ok(8_835));
+        assert!(cap("h100", 1, &c70).is_err());
+    }
+}

@@ -1,0 +1,79 @@
+//! The one error type of the core. Every variant names the offending input (a field path such as
+//! `workload.arrivals.rate_per_s`, or a trace column and row) and says why it was refused.
+//! The Python bindings map each variant to one Python exception class in a single `match`.
+
+use thiserror::Error;
+
+/// Everything that can go wrong between a scenario arriving and a result leaving the core.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum Error {
+    /// A scenario field is missing, of the wrong type, out of range, or unknown.
+    #[error("{path}: {reason}")]
+    Field { path: String, reason: String },
+
+    /// A preset name that does not exist.
+    #[error("{path}: unknown {kind} preset {name:?} (known: {known})")]
+    UnknownPreset {
+        path: String,
+        kind: &'static str,
+        name: String,
+        known: String,
+    },
+
+    /// The model's weights (plus the smallest useful KV cache) do not fit on an instance.
+    #[error(
+        "{path}: model {model:?} does not fit on {devices}x {device:?}: {weights_gb:.1} GB of weights \
+         against {usable_gb:.1} GB usable ({mem_util} of {hbm_gb:.1} GB HBM); use more devices_per_instance \
+         or a larger device"
+    )]
+    DoesNotFit {
+        path: String,
+        model: String,
+        device: String,
+        devices: u32,
+        weights_gb: f64,
+        usable_gb: f64,
+        hbm_gb: f64,
+        mem_util: f64,
+    },
+
+    /// An explicit request table is malformed (a column is missing, a value is NaN/negative, rows unsorted...).
+    #[error("{path}: {reason}")]
+    Trace { path: String, reason: String },
+
+    /// A broken internal invariant. Never expected; reported instead of panicking across the FFI boundary.
+    #[error("internal error (please report): {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// Shorthand for [`Error::Field`].
+    pub fn field(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Field {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Trace`].
+    pub fn trace(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Trace {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The field path (or trace column/row) the error is about; empty for internal errors.
+    pub fn path(&self) -> &str {
+        match self {
+            Error::Field { path, .. }
+            | Error::UnknownPreset { path, .. }
+            | Error::DoesNotFit { path, .. }
+            | Error::Trace { path, .. } => path,
+            Error::Internal(_) => "",
+        }
+    }
+}
+
+/// Result alias used throughout the core.
+pub type Result<T> = std::result::Result<T, Error>;

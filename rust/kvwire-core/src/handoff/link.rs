@@ -1,0 +1,69 @@
+//! The KV link as a queueing resource: `channels` FCFS servers, each carrying one transfer at the full
+//! per-channel rate (the reference's SimPy `Resource`). Transfers are granted in request order; a free
+//! channel with the lowest index takes the head of the queue.
+
+use std::collections::VecDeque;
+
+/// FCFS multi-channel link state.
+#[derive(Clone, Debug)]
+pub struct FcfsLink {
+    busy: Vec<Option<u32>>,
+    waiting: VecDeque<u32>,
+}
+
+impl FcfsLink {
+    pub fn new(channels: u32) -> Self {
+        FcfsLink {
+            busy: vec![None; channels as usize],
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// Queue request `r` for a channel.
+    pub fn request(&mut self, r: u32) {
+        self.waiting.push_back(r);
+    }
+
+    /// Grant the head of the queue to the lowest free channel, if both exist: `(channel, request)`.
+    pub fn grant(&mut self) -> Option<(usize, u32)> {
+        if self.waiting.is_empty() {
+            return None;
+        }
+        let ch = self.busy.iter().position(Option::is_none)?;
+        let r = self.waiting.pop_front()?;
+        self.busy[ch] = Some(r);
+        Some((ch, r))
+    }
+
+    /// Free `channel`, returning the request it carried.
+    pub fn release(&mut self, channel: usize) -> Option<u32> {
+        self.busy.get_mut(channel).and_then(Option::take)
+    }
+
+    /// Requests waiting for a channel.
+    pub fn queued(&self) -> usize {
+        self.waiting.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fcfs_over_two_channels() {
+        let mut l = FcfsLink::new(2);
+        for r in [7, 8, 9] {
+            l.request(r);
+        }
+        assert_eq!(l.grant(), Some((0, 7)));
+        assert_eq!(l.grant(), Some((1, 8)));
+        assert_eq!(l.grant(), None); // both busy
+        assert_eq!(l.queued(), 1);
+        assert_eq!(l.release(1), Some(8));
+        assert_eq!(l.grant(), Some((1, 9)));
+        assert_eq!(l.grant(), None); // queue empty
+        assert_eq!(l.release(1), Some(9));
+        assert_eq!(l.release(1), None);
+    }
+}

@@ -1,0 +1,4 @@
+//! The hand-off path: the link's queueing model and the cost of one transfer (with in-transit compression).
+
+pub mod link;
+pub mod transfer;

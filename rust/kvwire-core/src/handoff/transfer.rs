@@ -1,0 +1,137 @@
+//! Time and energy of one KV transfer over the link, with optional in-transit compression
+//! (`spec/simulator.md` (a) "KVTransit" and (b) "Compression").
+
+use crate::cost::presets::LinkSpec;
+use crate::quant::formats::Format;
+
+/// Operations of budget the in-transit stage has per wire byte.
+pub const TRANSIT_OPS_PER_WIRE_BYTE: f64 = 1.6;
+/// Energy of the in-transit stage per input bit, J.
+pub const TRANSIT_J_PER_INPUT_BIT: f64 = 1e-12;
+/// Latency the in-transit stage adds, s.
+pub const TRANSIT_LATENCY_S: f64 = 1e-6;
+
+/// One transfer's cost.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Transfer {
+    /// Time the channel is held, s.
+    pub duration_s: f64,
+    pub wire_bytes: f64,
+    pub link_j: f64,
+    pub transit_j: f64,
+    /// The stage's ops budget, not the wire, set the time.
+    pub transit_bound: bool,
+}
+
+/// Transfer-cost calculator for one link and compression setting.
+#[derive(Clone, Debug)]
+pub struct TransferCost {
+    latency_s: f64,
+    bytes_per_s: f64,
+    j_per_bit: f64,
+    compression: Option<Compression>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Compression {
+    ratio: f64,
+    ops_per_input_byte: f64,
+}
+
+impl TransferCost {
+    /// `kv_bytes_per_value` converts hand-off bytes to values (2 for BF16) for the stage's ops count.
+    pub fn new(link: &LinkSpec, compression: Option<&Format>, kv_bytes_per_value: f64) -> Self {
+        TransferCost {
+            latency_s: link.latency_us * 1e-6,
+            bytes_per_s: link.bandwidth_gb_per_s * 1e9,
+            j_per_bit: link.pj_per_bit * 1e-12,
+            compression: compression.map(|f| Compression {
+                ratio: f.ratio_vs_bf16(),
+                ops_per_input_byte: f.encode_ops_per_value / kv_bytes_per_value,
+            }),
+        }
+    }
+
+    /// Cost of handing off `bytes` of KV. Without compression: ℓ + S/B. With compression in transit:
+    /// ℓ + 1 µs + max(S/ρ/B, ops/(1.6·B)).
+    pub fn transfer(&self, bytes: f64) -> Transfer {
+        match self.compression {
+            None => Transfer {
+                duration_s: self.latency_s + bytes / self.bytes_per_s,
+                wire_bytes: bytes,
+                link_j: bytes * 8.0 * self.j_per_bit,
+                transit_j: 0.0,
+                transit_bound: false,
+            },
+            Some(c) => {
+                let wire = bytes / c.ratio;
+                let ops = c.ops_per_input_byte * bytes;
+                let t_wire = wire / self.bytes_per_s;
+                let t_ops = ops / (TRANSIT_OPS_PER_WIRE_BYTE * self.bytes_per_s);
+                Transfer {
+                    duration_s: self.latency_s + TRANSIT_LATENCY_S + t_wire.max(t_ops),
+                    wire_bytes: wire,
+                    link_j: wire * 8.0 * self.j_per_bit,
+                    transit_j: bytes * 8.0 * TRANSIT_J_PER_INPUT_BIT,
+                    transit_bound: t_ops > t_wire,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::presets::link_presets;
+    use crate::quant::formats::format;
+
+    fn link(key: &str) -> LinkSpec {
+        link_presets().into_iter().find(|(k, _)| *k == key).unwrap().1
+    }
+
+    /// The link table of spec/handoff.md: 268.4 MB (2,048 tokens of Llama-3-8B) on each link, to 0.1 ms.
+    #[test]
+    fn link_table_times() {
+        let bytes = 2048.0 * 131_072.0;
+        for (key, ms) in [
+            ("nvlink4", 0.6),
+            ("cpo-optical", 1.3),
+            ("ib-ndr", 5.4),
+            ("eth-100g", 21.5),
+            ("eth-25g", 85.9),
+        ] {
+            let t = TransferCost::new(&link(key), None, 2.0).transfer(bytes);
+            assert_eq!((t.duration_s * 1e4).round() / 10.0, ms, "{key}");
+            assert_eq!(t.wire_bytes, bytes);
+            assert_eq!(t.transit_j, 0.0);
+        }
+    }
+
+    /// 25 GbE saturates at 11.6 hand-offs/s of 268.4 MB (spec/handoff.md).
+    #[test]
+    fn link_full_rate() {
+        let bytes = 2048.0 * 131_072.0;
+        let t = TransferCost::new(&link("eth-25g"), None, 2.0).transfer(bytes);
+        assert_eq!((10.0 / (t.duration_s - 20e-6)).round() / 10.0, 11.6);
+    }
+
+    /// fp8 halves the wire bytes and is within the ops budget; mxfp4 (the reference's fp4-block) is
+    /// transit-bound: its time falls only 1.6× (spec/simulator.md (b)).
+    #[test]
+    fn in_transit_compression() {
+        let bytes = 1e9;
+        let l = link("eth-25g");
+        let none = TransferCost::new(&l, None, 2.0).transfer(bytes);
+        let fp8 = TransferCost::new(&l, format("fp8"), 2.0).transfer(bytes);
+        assert_eq!(fp8.wire_bytes, bytes / 2.0);
+        assert!(!fp8.transit_bound);
+        assert_eq!(fp8.duration_s, 20e-6 + 1e-6 + bytes / 2.0 / 3.125e9);
+        assert_eq!(fp8.transit_j, bytes * 8.0 * 1e-12);
+        assert_eq!(fp8.link_j, none.link_j / 2.0);
+        let fp4 = TransferCost::new(&l, format("mxfp4"), 2.0).transfer(bytes);
+        assert!(fp4.transit_bound);
+        let wire_only = none.duration_s - 20e-6;
+        assert!(((fp4.duration_s - 21e-6) * 1.6 - wire_only).abs() < 1e-12);
+    }
+}

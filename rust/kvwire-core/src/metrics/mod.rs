@@ -1,0 +1,5 @@
+//! Measurement: the per-request table (struct of columns), run totals, and inter-token-latency statistics.
+
+pub mod itl;
+pub mod stats;
+pub mod table;

@@ -1,0 +1,119 @@
+//! Run-level accumulators: per-instance busy time and energy, link totals, the in-system population
+//! integral (Little's law), and the ITL histogram.
+
+use super::itl::{ItlHistogram, Quantiles};
+use crate::cost::roofline::{Bound, StepTiming};
+use crate::cost::model::StepWork;
+
+/// Totals of one instance over the run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InstanceStats {
+    /// `prefill-i`, `decode-i` or `colocated-i`.
+    pub name: String,
+    /// Device preset key.
+    pub device: String,
+    pub devices: u32,
+    /// Σ step times including the per-step overhead, s.
+    pub busy_s: f64,
+    pub steps: u64,
+    pub prefill_steps: u64,
+    pub decode_steps: u64,
+    /// Σ batch sizes (prompts in prefill steps, sequences in decode steps).
+    pub batch_sum: u64,
+    /// Busy time of steps stretched by the power roof, s.
+    pub power_bound_s: f64,
+    /// Busy time of compute-bound steps, s.
+    pub compute_bound_s: f64,
+    pub flops: f64,
+    pub bytes: f64,
+    pub compute_j: f64,
+    pub memory_j: f64,
+    /// Highest instantaneous power of a step: idle + dynamic energy / step time, W.
+    pub peak_step_power_w: f64,
+    /// Static power of the instance (all its devices), W.
+    pub idle_w: f64,
+    /// Un-derated peaks of the instance, for MFU / MBU.
+    pub peak_flops_per_s: f64,
+    pub peak_bytes_per_s: f64,
+    /// KV capacity in tokens (admission units); `None` where the instance holds no KV reservation.
+    pub kv_capacity_tokens: Option<u64>,
+    pub kv_peak_tokens: u64,
+    /// Tokens still reserved at the end (0 when every reservation was returned).
+    pub kv_end_tokens: u64,
+}
+
+impl InstanceStats {
+    /// Account one step.
+    pub fn add_step(&mut self, w: StepWork, t: StepTiming, batch: u64, is_prefill: bool) {
+        self.busy_s += t.time_s;
+        self.steps += 1;
+        if is_prefill {
+            self.prefill_steps += 1;
+        } else {
+            self.decode_steps += 1;
+        }
+        self.batch_sum += batch;
+        match t.bound {
+            Bound::Power => self.power_bound_s += t.time_s,
+            Bound::Compute => self.compute_bound_s += t.time_s,
+            Bound::Memory => {}
+        }
+        self.flops += w.flops;
+        self.bytes += w.bytes;
+        self.compute_j += t.compute_j;
+        self.memory_j += t.memory_j;
+        let p = self.idle_w + (t.compute_j + t.memory_j) / t.time_s;
+        if p > self.peak_step_power_w {
+            self.peak_step_power_w = p;
+        }
+    }
+}
+
+/// Totals of the KV link.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LinkStats {
+    pub name: String,
+    pub channels: u32,
+    /// Σ transfer times (channel-seconds).
+    pub busy_s: f64,
+    pub transfers: u64,
+    /// KV bytes handed off (before compression).
+    pub handoff_bytes: f64,
+    /// Bytes on the wire (after compression).
+    pub wire_bytes: f64,
+    /// Link energy: wire bits × pJ/bit.
+    pub link_j: f64,
+    /// In-transit compression stage energy: input bits × 1 pJ.
+    pub transit_j: f64,
+    /// Σ (kv_start − first_token), s.
+    pub wait_s: f64,
+    /// Transfers whose time was set by the stage's ops budget, not the wire.
+    pub transit_bound: u64,
+}
+
+/// Everything the engine measured besides the per-request table.
+#[derive(Clone, Debug, Default)]
+pub struct RunStats {
+    pub instances: Vec<InstanceStats>,
+    pub link: Option<LinkStats>,
+    /// Last completion time, s from t = 0 (0 when nothing completed).
+    pub horizon_s: f64,
+    /// Kernel events processed.
+    pub events: u64,
+    /// ∫ N(t) dt of the in-system population, request·s (Little's law: L = area / horizon).
+    pub population_area: f64,
+    pub completed: u64,
+    pub rejected: u64,
+    pub measured: u64,
+    /// Static energy: Σ idle power × horizon, J.
+    pub static_j: f64,
+    pub itl: ItlHistogram,
+    /// Wall-clock time of the core run, s (not deterministic; everything else is).
+    pub wall_s: f64,
+}
+
+impl RunStats {
+    pub fn itl_quantiles(&self) -> Quantiles {
+        self.itl.quantiles()
+    }
+}

@@ -1,0 +1,141 @@
+//! Batching and admission rules: how many queued requests join the next step. Pure functions of the queue
+//! and the instance's state; the engine applies the result.
+
+use std::collections::VecDeque;
+
+/// KV reservation of a request, in tokens: prompt + output (the reference's "oracle" reservation).
+#[inline]
+pub fn reservation(prompt: u32, output: u32) -> u64 {
+    prompt as u64 + output as u64
+}
+
+/// Whether a request can ever be admitted by an instance of `capacity` tokens (equality is admitted).
+#[inline]
+pub fn ever_fits(prompt: u32, output: u32, capacity: u64) -> bool {
+    reservation(prompt, output) <= capacity
+}
+
+/// Prefill batch of a disaggregated prefill instance: strict FIFO, the head always, then further prompts
+/// while the batch's prompt tokens stay ≤ `max_tokens`; batching stops at the first prompt that would
+/// exceed the budget. Returns the number of queued requests taken.
+pub fn prefill_batch_len(queue: &VecDeque<u32>, prompt: &[u32], max_tokens: u32) -> usize {
+    let mut tokens = 0u64;
+    for (n, &r) in queue.iter().enumerate() {
+        let s = prompt[r as usize] as u64;
+        if n > 0 && tokens + s > max_tokens as u64 {
+            return n;
+        }
+        tokens += s;
+    }
+    queue.len()
+}
+
+/// State an admission decision depends on.
+#[derive(Clone, Copy, Debug)]
+pub struct Occupancy {
+    pub running: u64,
+    pub max_batch: u64,
+    pub kv_used: u64,
+    pub kv_capacity: u64,
+}
+
+/// Decode admission at a step boundary: FIFO while running < `max_batch` and the reservation fits the free
+/// KV; the queue head blocks the requests behind it. Returns the number admitted.
+pub fn decode_admit_len(queue: &VecDeque<u32>, prompt: &[u32], output: &[u32], o: Occupancy) -> usize {
+    let mut kv = o.kv_used;
+    for (n, &r) in queue.iter().enumerate() {
+        let res = reservation(prompt[r as usize], output[r as usize]);
+        if o.running + n as u64 >= o.max_batch || kv + res > o.kv_capacity {
+            return n;
+        }
+        kv += res;
+    }
+    queue.len()
+}
+
+/// Prefill admission of a colocated instance: FIFO while running + batch < `max_batch`, the batch's prompt
+/// tokens stay ≤ `max_tokens` (the head is exempt from this budget only) and the reservation fits the free
+/// KV. Batching stops at the first candidate that fails. Returns the number taken.
+pub fn colocated_prefill_len(
+    queue: &VecDeque<u32>,
+    prompt: &[u32],
+    output: &[u32],
+    max_tokens: u32,
+    o: Occupancy,
+) -> usize {
+    let mut kv = o.kv_used;
+    let mut tokens = 0u64;
+    for (n, &r) in queue.iter().enumerate() {
+        let (p, out) = (prompt[r as usize], output[r as usize]);
+        let res = reservation(p, out);
+        let over_budget = n > 0 && tokens + p as u64 > max_tokens as u64;
+        if o.running + n as u64 >= o.max_batch || over_budget || kv + res > o.kv_capacity {
+            return n;
+        }
+        kv += res;
+        tokens += p as u64;
+    }
+    queue.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(n: u32) -> VecDeque<u32> {
+        (0..n).collect()
+    }
+
+    #[test]
+    fn prefill_batch_is_strict_fifo_under_the_budget() {
+        let prompt = [3000, 3000, 3000, 10];
+        assert_eq!(prefill_batch_len(&q(4), &prompt, 8192), 2); // 9000 > 8192 stops; the 10 is not pulled forward
+        assert_eq!(prefill_batch_len(&q(4), &[9000, 1, 1, 1], 8192), 1); // an oversize head runs alone
+        assert_eq!(prefill_batch_len(&q(3), &[4096, 4096, 1], 8192), 2); // equality fits
+        assert_eq!(prefill_batch_len(&VecDeque::new(), &[], 8192), 0);
+    }
+
+    #[test]
+    fn decode_admission_head_blocks_and_batch_limit() {
+        let prompt = [100, 100, 1];
+        let output = [10, 10, 1];
+        let occ = |running, kv_used| Occupancy {
+            running,
+            max_batch: 4,
+            kv_used,
+            kv_capacity: 300,
+        };
+        assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 0)), 3); // 110 + 110 + 2 = 222 ≤ 300
+        assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 100)), 1); // second 110 would reach 320
+        assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 200)), 0); // head blocks the small third
+        assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(3, 0)), 1); // batch limit 4
+        assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(4, 0)), 0);
+        assert_eq!(decode_admit_len(&q(1), &[290], &[10], occ(0, 0)), 1); // equality admitted
+    }
+
+    #[test]
+    fn colocated_admission_rules() {
+        let occ = Occupancy {
+            running: 0,
+            max_batch: 256,
+            kv_used: 0,
+            kv_capacity: 1_000_000,
+        };
+        // Head exempt from the token budget only.
+        assert_eq!(colocated_prefill_len(&q(2), &[9000, 5], &[1, 1], 8192, occ), 1);
+        assert_eq!(colocated_prefill_len(&q(3), &[4000, 4000, 500], &[1, 1, 1], 8192, occ), 2);
+        // The KV check applies to the head too.
+        let full = Occupancy { kv_capacity: 100, ..occ };
+        assert_eq!(colocated_prefill_len(&q(1), &[90], &[20], 8192, full), 0);
+        // running + batch < max_batch.
+        let busy = Occupancy { running: 255, ..occ };
+        assert_eq!(colocated_prefill_len(&q(3), &[1, 1, 1], &[1, 1, 1], 8192, busy), 1);
+    }
+
+    #[test]
+    fn rejection_boundary_is_inclusive() {
+        assert!(ever_fits(100, 50, 150));
+        assert!(!ever_fits(100, 51, 150));
+        assert!(!ever_fits(u32::MAX, u32::MAX, u32::MAX as u64)); // no overflow
+    }
+}

@@ -1,0 +1,137 @@
+//! The scenario: parsed once at the boundary ([`Scenario::from_json`]), validated with field-path errors,
+//! presets resolved. Everything downstream works on the checked [`Scenario`].
+
+pub mod spec;
+mod validate;
+
+use crate::cost::model::LmHead;
+use crate::cost::presets::{DeviceSpec, LinkSpec, ModelSpec};
+use crate::cost::roofline::RooflineParams;
+use crate::error::{Error, Result};
+use crate::quant::formats::Format;
+use crate::workload::{Arrivals, LengthDist, Trace};
+
+pub use spec::ScenarioSpec;
+
+/// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Named<T> {
+    pub key: String,
+    pub spec: T,
+}
+
+/// A pool of identical instances.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pool {
+    pub device: Named<DeviceSpec>,
+    pub instances: u32,
+    pub devices_per_instance: u32,
+    /// Per-device power cap, W.
+    pub power_cap_w: Option<f64>,
+}
+
+/// Which pools exist.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Topology {
+    Disaggregated { prefill: Pool, decode: Pool },
+    Colocated { pool: Pool },
+}
+
+/// The KV link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    pub spec: Named<LinkSpec>,
+    pub channels: u32,
+}
+
+/// Where the requests come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Workload {
+    Generated {
+        requests: usize,
+        seed: u64,
+        arrivals: Arrivals,
+        prompt: LengthDist,
+        output: LengthDist,
+    },
+    Trace(Trace),
+}
+
+/// Prefill routing policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrefillRouting {
+    LeastQueuedTokens,
+    RoundRobin,
+}
+
+/// Decode / colocated routing policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadRouting {
+    LeastLoaded,
+    RoundRobin,
+}
+
+/// A validated scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    pub model: Named<ModelSpec>,
+    pub topology: Topology,
+    pub link: Link,
+    /// Hand-off compression in transit (`None` = no compression stage).
+    pub compression: Option<&'static Format>,
+    pub workload: Workload,
+    pub ttft_slo_s: f64,
+    pub tpot_slo_s: f64,
+    pub warmup_fraction: f64,
+    pub lm_head: LmHead,
+    pub roofline: RooflineParams,
+    pub mem_util: f64,
+    pub max_prefill_tokens: u32,
+    pub max_decode_batch: u32,
+    pub prefill_routing: PrefillRouting,
+    pub decode_routing: LoadRouting,
+    pub colocated_routing: LoadRouting,
+    pub macro_steps: bool,
+}
+
+impl Scenario {
+    /// Parse and validate a JSON scenario. `requests`, when given, is an explicit request table supplied
+    /// beside the scenario (the Python `requests=` argument); the scenario must then not describe a workload.
+    pub fn from_json(json: &str, requests: Option<Trace>) -> Result<Self> {
+        let spec = parse_spec(json)?;
+        validate::validate(spec, requests)
+    }
+
+    /// Validate an already-parsed spec.
+    pub fn from_spec(spec: ScenarioSpec, requests: Option<Trace>) -> Result<Self> {
+        validate::validate(spec, requests)
+    }
+}
+
+/// The built-in default scenario, written out in full (what `{}` means).
+pub const DEFAULT_SCENARIO_JSON: &str = include_str!("default.json");
+
+/// Deserialize with the JSON path of any error (`workload.arrivals.rate_per_s`).
+pub fn parse_spec(json: &str) -> Result<ScenarioSpec> {
+    let de = &mut serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize(de).map_err(|e| serde_error(e.path().to_string(), e.inner().to_string()))
+}
+
+/// Turn a serde error into a field error: drop serde_json's "at line L column C" (users pass dicts, not text)
+/// and move an unknown field's name into the path.
+pub(crate) fn serde_error(path: String, msg: String) -> Error {
+    let msg = match msg.rfind(" at line ") {
+        Some(i) if msg[i..].contains(" column ") => msg[..i].to_string(),
+        _ => msg,
+    };
+    let path = if path == "." { String::new() } else { path };
+    if let Some(rest) = msg.strip_prefix("unknown field `") {
+        if let Some(end) = rest.find('`') {
+            let name = &rest[..end];
+            let full = if path.is_empty() { name.to_string() } else { format!("{path}.{name}") };
+            return Error::field(full, format!("unknown field{}", &rest[end + 1..]));
+        }
+    }
+    let path = if path.is_empty() { "scenario".to_string() } else { path };
+    Error::field(path, msg)
+}

@@ -1,0 +1,288 @@
+//! The scenario as written by users (JSON/TOML/dict): serde types with defaults and `deny_unknown_fields`.
+//! Nothing here is trusted; [`super::validate`] turns a [`ScenarioSpec`] into a checked [`super::Scenario`].
+//! Field names and defaults are the public contract (`spec/interface.md`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Top level of a scenario. Every field is optional; `{}` is the built-in default scenario.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSpec {
+    /// Model preset name or inline object (`{"preset": ..., overrides...}` or every field).
+    pub model: Option<Value>,
+    pub mode: Option<ModeSpec>,
+    pub prefill: Option<PoolSpec>,
+    pub decode: Option<PoolSpec>,
+    pub colocated: Option<PoolSpec>,
+    /// Link preset name or object `{"preset": ..., "channels": ..., overrides...}`.
+    pub link: Option<Value>,
+    #[serde(default)]
+    pub handoff: HandoffSpec,
+    #[serde(default)]
+    pub workload: WorkloadSpec,
+    #[serde(default)]
+    pub slo: SloSpec,
+    #[serde(default)]
+    pub metrics: MetricsSpec,
+    #[serde(default)]
+    pub cost: CostSpec,
+    #[serde(default)]
+    pub scheduler: SchedulerSpec,
+    #[serde(default)]
+    pub router: RouterSpec,
+    #[serde(default)]
+    pub engine: EngineSpec,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModeSpec {
+    Disaggregated,
+    Colocated,
+}
+
+/// A pool of identical instances.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolSpec {
+    /// Device preset name or inline object.
+    #[serde(default = "default_device")]
+    pub device: Value,
+    /// Number of instances (default 1; 2 for a colocated pool given without `instances`).
+    pub instances: Option<u32>,
+    #[serde(default = "one")]
+    pub devices_per_instance: u32,
+    /// Per-device power cap, W (applies to this pool only).
+    pub power_cap_w: Option<f64>,
+}
+
+fn default_device() -> Value {
+    Value::String("h100".into())
+}
+fn one() -> u32 {
+    1
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HandoffSpec {
+    /// A format name from the format table (`"none"`, `"fp8"`, `"mxfp4"`, ...).
+    pub compression: String,
+    pub compress_at: CompressAt,
+    pub streaming: Streaming,
+}
+
+impl Default for HandoffSpec {
+    fn default() -> Self {
+        HandoffSpec {
+            compression: "none".into(),
+            compress_at: CompressAt::Transit,
+            streaming: Streaming::Whole,
+        }
+    }
+}
+
+/// Where compression runs. Only the in-transit stage of the reference exists so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompressAt {
+    Transit,
+}
+
+/// How the KV leaves the prefill instance. Only whole-cache hand-off (the reference) exists so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Streaming {
+    Whole,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// Number of generated requests (default 800). Not allowed with `trace`.
+    pub requests: Option<u64>,
+    /// Seed of the generator (default 1). Not allowed with `trace`.
+    pub seed: Option<u64>,
+    pub arrivals: Option<ArrivalSpec>,
+    pub prompt_tokens: Option<LengthSpec>,
+    pub output_tokens: Option<LengthSpec>,
+    /// Explicit requests, as columns.
+    pub trace: Option<TraceSpec>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArrivalSpec {
+    #[serde(default = "poisson")]
+    pub process: ProcessSpec,
+    pub rate_per_s: f64,
+    /// Coefficient of variation of the gaps (gamma only; 1 = Poisson, > 1 = bursty).
+    pub cv: Option<f64>,
+}
+
+fn poisson() -> ProcessSpec {
+    ProcessSpec::Poisson
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcessSpec {
+    Poisson,
+    Gamma,
+}
+
+/// A token-length distribution. Which fields apply depends on `dist`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LengthSpec {
+    pub dist: DistSpec,
+    /// fixed: the length.
+    pub value: Option<u32>,
+    /// lognormal: mean before rounding and clipping.
+    pub mean: Option<f64>,
+    /// lognormal: coefficient of variation (0 = always `mean`).
+    pub cv: Option<f64>,
+    /// Smallest length (clipping bound for lognormal, inclusive bound for uniform).
+    pub min: Option<u32>,
+    /// Largest length.
+    pub max: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DistSpec {
+    Fixed,
+    Uniform,
+    Lognormal,
+}
+
+/// Explicit requests as three equal-length columns, sorted by arrival.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    pub arrival_s: Vec<f64>,
+    pub prompt_tokens: Vec<u32>,
+    pub output_tokens: Vec<u32>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SloSpec {
+    pub ttft_s: f64,
+    pub tpot_s: f64,
+}
+
+impl Default for SloSpec {
+    fn default() -> Self {
+        SloSpec {
+            ttft_s: 1.0,
+            tpot_s: 0.025,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSpec {
+    /// Fraction of completed requests (first by arrival) left out of latency and SLO figures.
+    pub warmup_fraction: f64,
+}
+
+impl Default for MetricsSpec {
+    fn default() -> Self {
+        MetricsSpec {
+            warmup_fraction: 0.1,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CostSpec {
+    pub step_overhead_s: f64,
+    /// Fraction of HBM the engine may use for weights and KV.
+    pub mem_util: f64,
+    pub prefill_lm_head: LmHeadSpec,
+    pub enforce_tdp: bool,
+    pub dvfs: bool,
+    /// Lowest clock fraction under DVFS or a power roof.
+    pub s_min: f64,
+}
+
+impl Default for CostSpec {
+    fn default() -> Self {
+        CostSpec {
+            step_overhead_s: 0.0005,
+            mem_util: 0.9,
+            prefill_lm_head: LmHeadSpec::Last,
+            enforce_tdp: true,
+            dvfs: false,
+            s_min: 0.4,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LmHeadSpec {
+    /// Once per prompt (what serving engines do). Default.
+    Last,
+    /// On every prompt token (the reference simulator).
+    All,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerSpec {
+    pub max_prefill_tokens: u32,
+    pub max_decode_batch: u32,
+}
+
+impl Default for SchedulerSpec {
+    fn default() -> Self {
+        SchedulerSpec {
+            max_prefill_tokens: 8192,
+            max_decode_batch: 256,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouterSpec {
+    pub prefill: PrefillRouterSpec,
+    pub decode: LoadRouterSpec,
+    pub colocated: LoadRouterSpec,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefillRouterSpec {
+    /// The instance whose queue holds the fewest prompt tokens (batch in flight not counted). Default.
+    #[default]
+    LeastQueuedTokens,
+    RoundRobin,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadRouterSpec {
+    /// The instance with the fewest queued + running requests. Default.
+    #[default]
+    LeastLoaded,
+    RoundRobin,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineSpec {
+    /// Decode fast path: lazy per-sequence bookkeeping and macro-steps (results identical to step-by-step).
+    pub macro_steps: bool,
+}
+
+impl Default for EngineSpec {
+    fn default() -> Self {
+        EngineSpec { macro_steps: true }
+    }
+}

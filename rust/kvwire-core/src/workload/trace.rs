@@ -1,0 +1,127 @@
+//! An explicit request table (three columns), validated once at the boundary.
+
+use crate::error::{Error, Result};
+
+/// Requests sorted by arrival: `arrival_s` (s, finite, ≥ 0, non-decreasing), `prompt_tokens` (≥ 1),
+/// `output_tokens` (≥ 0; 0 and 1 finish at the end of prefill).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    arrival_s: Vec<f64>,
+    prompt_tokens: Vec<u32>,
+    output_tokens: Vec<u32>,
+}
+
+impl Trace {
+    /// Validate three columns. `path` names the table in errors (e.g. `requests` or `workload.trace`);
+    /// every error names the column and the first offending row.
+    pub fn from_columns(path: &str, arrival_s: &[f64], prompt_tokens: &[i64], output_tokens: &[i64]) -> Result<Self> {
+        let n = arrival_s.len();
+        if n == 0 {
+            return Err(Error::trace(path, "the request table is empty: give at least one request"));
+        }
+        for (name, len) in [("prompt_tokens", prompt_tokens.len()), ("output_tokens", output_tokens.len())] {
+            if len != n {
+                return Err(Error::trace(
+                    format!("{path}.{name}"),
+                    format!("has {len} rows but arrival_s has {n}: the columns must have equal length"),
+                ));
+            }
+        }
+        let mut prev = 0.0_f64;
+        for (i, &a) in arrival_s.iter().enumerate() {
+            if !a.is_finite() || a < 0.0 {
+                return Err(Error::trace(
+                    format!("{path}.arrival_s[{i}]"),
+                    format!("arrival time must be a finite number of seconds ≥ 0, got {a}"),
+                ));
+            }
+            if a < prev {
+                return Err(Error::trace(
+                    format!("{path}.arrival_s[{i}]"),
+                    format!("the table must be sorted by arrival_s: row {i} ({a}) comes before row {} ({prev})", i - 1),
+                ));
+            }
+            prev = a;
+        }
+        let prompt = to_u32(path, "prompt_tokens", prompt_tokens, 1)?;
+        let output = to_u32(path, "output_tokens", output_tokens, 0)?;
+        Ok(Trace {
+            arrival_s: arrival_s.to_vec(),
+            prompt_tokens: prompt,
+            output_tokens: output,
+        })
+    }
+
+    /// Wrap columns that are valid by construction (the generators).
+    pub(crate) fn from_parts_unchecked(arrival_s: Vec<f64>, prompt_tokens: Vec<u32>, output_tokens: Vec<u32>) -> Self {
+        Trace {
+            arrival_s,
+            prompt_tokens,
+            output_tokens,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.arrival_s.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.arrival_s.is_empty()
+    }
+    pub fn arrival_s(&self) -> &[f64] {
+        &self.arrival_s
+    }
+    pub fn prompt_tokens(&self) -> &[u32] {
+        &self.prompt_tokens
+    }
+    pub fn output_tokens(&self) -> &[u32] {
+        &self.output_tokens
+    }
+    /// Take the columns back (moved into the result table).
+    pub fn into_parts(self) -> (Vec<f64>, Vec<u32>, Vec<u32>) {
+        (self.arrival_s, self.prompt_tokens, self.output_tokens)
+    }
+}
+
+fn to_u32(path: &str, name: &str, col: &[i64], min: i64) -> Result<Vec<u32>> {
+    col.iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            if v < min || v > u32::MAX as i64 {
+                Err(Error::trace(
+                    format!("{path}.{name}[{i}]"),
+                    format!("must be an integer in [{min}, {}], got {v}", u32::MAX),
+                ))
+            } else {
+                Ok(v as u32)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_a_valid_table() {
+        let t = Trace::from_columns("requests", &[0.0, 0.0, 1.5], &[1, 2, 3], &[0, 1, 9]).unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.output_tokens(), &[0, 1, 9]);
+    }
+
+    #[test]
+    fn names_column_and_row_of_bad_values() {
+        let e = |a: &[f64], p: &[i64], o: &[i64]| Trace::from_columns("requests", a, p, o).unwrap_err();
+        assert_eq!(e(&[], &[], &[]).path(), "requests");
+        assert_eq!(e(&[0.0, f64::NAN], &[1, 1], &[1, 1]).path(), "requests.arrival_s[1]");
+        assert_eq!(e(&[0.0, -1.0], &[1, 1], &[1, 1]).path(), "requests.arrival_s[1]");
+        assert_eq!(e(&[0.0, f64::INFINITY], &[1, 1], &[1, 1]).path(), "requests.arrival_s[1]");
+        assert_eq!(e(&[2.0, 1.0], &[1, 1], &[1, 1]).path(), "requests.arrival_s[1]");
+        assert_eq!(e(&[0.0, 1.0], &[1, 0], &[1, 1]).path(), "requests.prompt_tokens[1]");
+        assert_eq!(e(&[0.0, 1.0], &[1, 1], &[-3, 1]).path(), "requests.output_tokens[0]");
+        assert_eq!(e(&[0.0, 1.0], &[1], &[1, 1]).path(), "requests.prompt_tokens");
+        assert_eq!(e(&[0.0], &[1 << 40], &[1]).path(), "requests.prompt_tokens[0]");
+        let msg = e(&[2.0, 1.0], &[1, 1], &[1, 1]).to_string();
+        assert!(msg.contains("sorted"), "{msg}");
+    }
+}

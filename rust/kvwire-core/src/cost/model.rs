@@ -20,6 +20,22 @@ pub struct StepWork {
     pub bytes: f64,
 }
 
+/// Round an exact count to the nearest `f64` (the common case, below 2⁶⁴, avoids the slow `u128` path).
+#[inline]
+fn to_f64(x: u128) -> f64 {
+    if x >> 64 == 0 {
+        x as u64 as f64
+    } else {
+        wide_to_f64(x)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn wide_to_f64(x: u128) -> f64 {
+    x as f64
+}
+
 /// Derived, exact quantities of a model shape.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelCost {
@@ -67,9 +83,10 @@ impl ModelCost {
     }
 
     /// Weight bytes read by a pass over `tokens` tokens: every matmul weight once plus the looked-up embedding rows.
+    #[inline]
     fn weights_read(&self, tokens: u128) -> f64 {
-        self.matmul_params as f64 * self.weight_bytes_per_param
-            + (tokens * self.d_model) as f64 * self.weight_bytes_per_param
+        to_f64(self.matmul_params) * self.weight_bytes_per_param
+            + to_f64(tokens * self.d_model) * self.weight_bytes_per_param
     }
 
     /// Causal-attention FLOPs of one prompt of `s` tokens: 2·L·d·s·(s+1).
@@ -80,6 +97,7 @@ impl ModelCost {
 
     /// Work of a prefill step over whole prompts with `total_tokens` = Σ s_i, `prompts` = k and
     /// `attention_flops` = Σ [`Self::prompt_attention_flops`]`(s_i)`.
+    #[inline]
     pub fn prefill(&self, total_tokens: u64, prompts: u64, attention_flops: u128) -> StepWork {
         let t = total_tokens as u128;
         let matmul = match self.lm_head {
@@ -87,18 +105,19 @@ impl ModelCost {
             LmHead::Last => 2 * self.layer_params * t + 2 * self.vocab * self.d_model * prompts as u128,
         };
         StepWork {
-            flops: (matmul + attention_flops) as f64,
+            flops: to_f64(matmul + attention_flops),
             bytes: self.weights_read(t) + total_tokens as f64 * self.kv_bytes_per_token,
         }
     }
 
     /// Work of a decode step for `batch` sequences whose cached context sums to `ctx` tokens.
+    #[inline]
     pub fn decode(&self, ctx: u64, batch: u64) -> StepWork {
         let b = batch as u128;
         let positions = ctx as u128 + b;
         StepWork {
-            flops: (2 * self.matmul_params * b + 4 * self.layers * self.d_model * positions) as f64,
-            bytes: self.weights_read(b) + positions as f64 * self.kv_bytes_per_token,
+            flops: to_f64(2 * self.matmul_params * b + 4 * self.layers * self.d_model * positions),
+            bytes: self.weights_read(b) + to_f64(positions) * self.kv_bytes_per_token,
         }
     }
 

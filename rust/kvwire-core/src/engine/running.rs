@@ -75,6 +75,7 @@ impl RunningSet {
     }
 
     /// Σ (prompt + tokens generated so far) over the running sequences: the cached context of a step.
+    #[inline]
     pub fn ctx_tokens(&self, prompt: &[u32]) -> u64 {
         match &self.repr {
             Repr::Plain(seqs) => seqs.iter().map(|s| prompt[s.req as usize] as u64 + s.tokens_out as u64).sum(),
@@ -116,6 +117,7 @@ impl RunningSet {
     /// sequences go to `itl` (first the continuing ones, which all waited `continuing_gap`, then each newly
     /// admitted one, which waited since its first token, in admission order). Finished requests are
     /// appended to `finished`.
+    #[inline]
     pub fn complete_step(
         &mut self,
         end: f64,

@@ -6,48 +6,29 @@
 //! count, sum, minimum and maximum and is represented by its value when min = max (exact) or else by the
 //! mean of its values. Percentiles use numpy's "linear" rule over the flattened multiset; mean and max are exact.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+/// Mantissa bits kept in a bucket key.
+const KEY_MANTISSA_BITS: u32 = 13;
+const PAGE_SHIFT: u32 = 52 - KEY_MANTISSA_BITS;
+const PAGE_LEN: usize = 1 << KEY_MANTISSA_BITS;
 
-/// A fast multiplicative hasher for the `u64` bucket keys (no external crate).
-#[derive(Default)]
-struct KeyHasher(u64);
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, k: u64) {
-        self.0 = (k ^ (k >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+/// One bucket: count, then the bit patterns of sum, min and max (all-zero = empty, so pages can be
+/// allocated zeroed and mapped lazily by the OS).
+type Bucket = [u64; 4];
+
+fn bucket_value(b: &Bucket) -> f64 {
+    let (min, max) = (f64::from_bits(b[2]), f64::from_bits(b[3]));
+    if min == max {
+        min
+    } else {
+        f64::from_bits(b[1]) / b[0] as f64
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Bucket {
-    count: u64,
-    sum: f64,
-    min: f64,
-    max: f64,
-}
-
-impl Bucket {
-    fn value(&self) -> f64 {
-        if self.min == self.max {
-            self.min
-        } else {
-            self.sum / self.count as f64
-        }
-    }
-}
-
-/// Weighted, bucketed sample of non-negative durations.
+/// Weighted, bucketed sample of non-negative durations. Buckets live in dense pages, one page per
+/// binade (sign + exponent) touched, so consecutive similar gaps hit neighbouring memory.
 #[derive(Clone, Debug, Default)]
 pub struct ItlHistogram {
-    buckets: HashMap<u64, Bucket, BuildHasherDefault<KeyHasher>>,
+    pages: Vec<Option<Box<[Bucket]>>>,
     count: u64,
     sum: f64,
     sum_err: f64,
@@ -74,20 +55,24 @@ impl ItlHistogram {
         if weight == 0 {
             return;
         }
-        let key = value.to_bits() >> 36;
-        let e = self.buckets.entry(key).or_insert(Bucket {
-            count: 0,
-            sum: 0.0,
-            min: value,
-            max: value,
-        });
-        e.count += weight;
-        e.sum += value * weight as f64;
-        e.min = e.min.min(value);
-        e.max = e.max.max(value);
+        let bits = value.to_bits();
+        let page = (bits >> 52) as usize;
+        if page >= self.pages.len() {
+            self.pages.resize_with(page + 1, || None);
+        }
+        let p = self.pages[page].get_or_insert_with(|| vec![[0u64; 4]; PAGE_LEN].into_boxed_slice());
+        let b = &mut p[((bits >> PAGE_SHIFT) as usize) & (PAGE_LEN - 1)];
+        let x = value * weight as f64;
+        if b[0] == 0 {
+            *b = [weight, x.to_bits(), bits, bits];
+        } else {
+            b[0] += weight;
+            b[1] = (f64::from_bits(b[1]) + x).to_bits();
+            b[2] = f64::from_bits(b[2]).min(value).to_bits();
+            b[3] = f64::from_bits(b[3]).max(value).to_bits();
+        }
         self.count += weight;
         // Neumaier-compensated running sum for an accurate mean.
-        let x = value * weight as f64;
         let t = self.sum + x;
         if self.sum.abs() >= x.abs() {
             self.sum_err += (self.sum - t) + x;
@@ -109,16 +94,19 @@ impl ItlHistogram {
         if self.count == 0 {
             return Quantiles::default();
         }
-        let mut b: Vec<(u64, Bucket)> = self.buckets.iter().map(|(&k, &v)| (k, v)).collect();
-        b.sort_unstable_by_key(|&(k, _)| k);
-        // Cumulative counts, for rank → bucket lookups.
-        let mut cum = Vec::with_capacity(b.len());
+        // Non-empty buckets in ascending key order (= ascending value for non-negative floats), with
+        // cumulative counts for rank → bucket lookups.
+        let mut b: Vec<&Bucket> = Vec::new();
+        let mut cum = Vec::new();
         let mut acc = 0u64;
-        for (_, v) in &b {
-            acc += v.count;
-            cum.push(acc);
+        for page in self.pages.iter().flatten() {
+            for bucket in page.iter().filter(|x| x[0] > 0) {
+                acc += bucket[0];
+                b.push(bucket);
+                cum.push(acc);
+            }
         }
-        let at = |rank: u64| -> f64 { b[cum.partition_point(|&c| c <= rank)].1.value() };
+        let at = |rank: u64| -> f64 { bucket_value(b[cum.partition_point(|&c| c <= rank)]) };
         let q = |p: f64| -> f64 {
             let k = (self.count - 1) as f64 * p / 100.0;
             let lo = k.floor();

@@ -44,6 +44,7 @@ pub struct InstanceStats {
 
 impl InstanceStats {
     /// Account one step.
+    #[inline]
     pub fn add_step(&mut self, w: StepWork, t: StepTiming, batch: u64, is_prefill: bool) {
         self.busy_s += t.time_s;
         self.steps += 1;
@@ -62,9 +63,10 @@ impl InstanceStats {
         self.bytes += w.bytes;
         self.compute_j += t.compute_j;
         self.memory_j += t.memory_j;
-        let p = self.idle_w + (t.compute_j + t.memory_j) / t.time_s;
-        if p > self.peak_step_power_w {
-            self.peak_step_power_w = p;
+        // idle + dynamic / time > peak, tested without dividing (the division runs only on a new peak).
+        let dynamic_j = t.compute_j + t.memory_j;
+        if dynamic_j > (self.peak_step_power_w - self.idle_w) * t.time_s {
+            self.peak_step_power_w = self.idle_w + dynamic_j / t.time_s;
         }
     }
 }

@@ -14,6 +14,7 @@
 //! (routers, batching, admission), `cost` (physics: roofline, presets), `handoff` (link model, transfer
 //! cost), `quant` (format table), `workload` (arrivals, lengths, traces), `metrics` (result columns, totals).
 
+pub mod catalog;
 pub mod cost;
 pub mod engine;
 pub mod error;

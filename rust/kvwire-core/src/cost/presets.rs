@@ -201,30 +201,86 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
     vec![
         (
             "h100",
-            device("H100-SXM", 989.0, 3.35, 80.0, 700.0, 100.0, 1.0, 60.0, "NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense BF16, 3.35 TB/s, 80 GB, 700 W"),
+            device(
+                "H100-SXM",
+                989.0,
+                3.35,
+                80.0,
+                700.0,
+                100.0,
+                1.0,
+                60.0,
+                "NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense BF16, 3.35 TB/s, 80 GB, 700 W",
+            ),
         ),
         (
             "h200",
-            device("H200-SXM", 989.0, 4.8, 141.0, 700.0, 100.0, 1.0, 60.0, "NVIDIA H200 SXM datasheet: 989 TFLOP/s dense BF16, 4.8 TB/s, 141 GB, 700 W"),
+            device(
+                "H200-SXM",
+                989.0,
+                4.8,
+                141.0,
+                700.0,
+                100.0,
+                1.0,
+                60.0,
+                "NVIDIA H200 SXM datasheet: 989 TFLOP/s dense BF16, 4.8 TB/s, 141 GB, 700 W",
+            ),
         ),
         (
             "a100",
-            device("A100-SXM-80GB", 312.0, 2.039, 80.0, 400.0, 60.0, 1.6, 70.0, "NVIDIA A100 80GB SXM datasheet: 312 TFLOP/s BF16, 2.039 TB/s, 80 GB, 400 W"),
+            device(
+                "A100-SXM-80GB",
+                312.0,
+                2.039,
+                80.0,
+                400.0,
+                60.0,
+                1.6,
+                70.0,
+                "NVIDIA A100 80GB SXM datasheet: 312 TFLOP/s BF16, 2.039 TB/s, 80 GB, 400 W",
+            ),
         ),
         (
             "a100-40g",
-            device("A100-SXM-40GB", 312.0, 1.555, 40.0, 400.0, 60.0, 1.6, 70.0, "NVIDIA A100 40GB SXM datasheet: 312 TFLOP/s BF16, 1.555 TB/s, 40 GB, 400 W"),
+            device(
+                "A100-SXM-40GB",
+                312.0,
+                1.555,
+                40.0,
+                400.0,
+                60.0,
+                1.6,
+                70.0,
+                "NVIDIA A100 40GB SXM datasheet: 312 TFLOP/s BF16, 1.555 TB/s, 40 GB, 400 W",
+            ),
         ),
         (
             "b200",
-            device("B200", 2250.0, 8.0, 180.0, 1000.0, 140.0, 0.6, 45.0, "NVIDIA B200 (HGX) datasheet: 2.25 PFLOP/s dense BF16, 8 TB/s, 180 GB, 1000 W"),
+            device(
+                "B200",
+                2250.0,
+                8.0,
+                180.0,
+                1000.0,
+                140.0,
+                0.6,
+                45.0,
+                "NVIDIA B200 (HGX) datasheet: 2.25 PFLOP/s dense BF16, 8 TB/s, 180 GB, 1000 W",
+            ),
         ),
     ]
 }
 
 const LINK_SRC: &str = "bandwidth, latency and pJ/bit from the reference simulator's link table (spec/simulator.md (a))";
 
-fn link(name: &str, bandwidth_gb_per_s: f64, latency_us: f64, pj_per_bit: f64, note: &str) -> LinkSpec {
+fn link(
+    name: &str,
+    bandwidth_gb_per_s: f64,
+    latency_us: f64,
+    pj_per_bit: f64,
+    note: &str,
+) -> LinkSpec {
     LinkSpec {
         name: name.into(),
         bandwidth_gb_per_s,
@@ -237,17 +293,83 @@ fn link(name: &str, bandwidth_gb_per_s: f64, latency_us: f64, pj_per_bit: f64, n
 /// Link presets: `(key, spec)`.
 pub fn link_presets() -> Vec<(&'static str, LinkSpec)> {
     vec![
-        ("nvlink3", link("NVLink 3 (one direction)", 300.0, 5.0, 5.0, "A100 NVLink: 600 GB/s bidirectional")),
-        ("nvlink4", link("NVLink 4 (one direction)", 450.0, 5.0, 5.0, "H100 NVLink: 900 GB/s bidirectional")),
-        ("nvlink5", link("NVLink 5 (one direction)", 900.0, 5.0, 5.0, "B200 NVLink: 1.8 TB/s bidirectional")),
-        ("pcie4", link("PCIe Gen4 x16", 32.0, 5.0, 6.0, "PCIe 4.0 x16: 16 GT/s x 16 lanes")),
-        ("pcie5", link("PCIe Gen5 x16", 64.0, 5.0, 6.0, "PCIe 5.0 x16: 32 GT/s x 16 lanes")),
-        ("ib-ndr", link("InfiniBand NDR 400G", 50.0, 10.0, 15.0, "NVIDIA ConnectX-7 NDR: 400 Gb/s")),
-        ("eth-100g", link("100 GbE", 12.5, 20.0, 15.0, "IEEE 802.3 100 Gb/s Ethernet")),
-        ("eth-25g", link("25 GbE", 3.125, 20.0, 15.0, "IEEE 802.3 25 Gb/s Ethernet")),
+        (
+            "nvlink3",
+            link(
+                "NVLink 3 (one direction)",
+                300.0,
+                5.0,
+                5.0,
+                "A100 NVLink: 600 GB/s bidirectional",
+            ),
+        ),
+        (
+            "nvlink4",
+            link(
+                "NVLink 4 (one direction)",
+                450.0,
+                5.0,
+                5.0,
+                "H100 NVLink: 900 GB/s bidirectional",
+            ),
+        ),
+        (
+            "nvlink5",
+            link(
+                "NVLink 5 (one direction)",
+                900.0,
+                5.0,
+                5.0,
+                "B200 NVLink: 1.8 TB/s bidirectional",
+            ),
+        ),
+        (
+            "pcie4",
+            link(
+                "PCIe Gen4 x16",
+                32.0,
+                5.0,
+                6.0,
+                "PCIe 4.0 x16: 16 GT/s x 16 lanes",
+            ),
+        ),
+        (
+            "pcie5",
+            link(
+                "PCIe Gen5 x16",
+                64.0,
+                5.0,
+                6.0,
+                "PCIe 5.0 x16: 32 GT/s x 16 lanes",
+            ),
+        ),
+        (
+            "ib-ndr",
+            link(
+                "InfiniBand NDR 400G",
+                50.0,
+                10.0,
+                15.0,
+                "NVIDIA ConnectX-7 NDR: 400 Gb/s",
+            ),
+        ),
+        (
+            "eth-100g",
+            link("100 GbE", 12.5, 20.0, 15.0, "IEEE 802.3 100 Gb/s Ethernet"),
+        ),
+        (
+            "eth-25g",
+            link("25 GbE", 3.125, 20.0, 15.0, "IEEE 802.3 25 Gb/s Ethernet"),
+        ),
         (
             "cpo-optical",
-            link("Co-packaged optics (illustrative)", 200.0, 5.0, 3.0, "illustrative round numbers, not a product (seed article 004)"),
+            link(
+                "Co-packaged optics (illustrative)",
+                200.0,
+                5.0,
+                3.0,
+                "illustrative round numbers, not a product (seed article 004)",
+            ),
         ),
     ]
 }
@@ -259,13 +381,33 @@ mod tests {
     #[test]
     fn preset_keys_are_the_documented_ones() {
         let m: Vec<_> = model_presets().into_iter().map(|(k, _)| k).collect();
-        assert_eq!(m, ["llama3-8b", "llama3-70b", "mistral-7b", "yi-34b", "opt-13b", "llama3.2-1b"]);
+        assert_eq!(
+            m,
+            [
+                "llama3-8b",
+                "llama3-70b",
+                "mistral-7b",
+                "yi-34b",
+                "opt-13b",
+                "llama3.2-1b"
+            ]
+        );
         let d: Vec<_> = device_presets().into_iter().map(|(k, _)| k).collect();
         assert_eq!(d, ["h100", "h200", "a100", "a100-40g", "b200"]);
         let l: Vec<_> = link_presets().into_iter().map(|(k, _)| k).collect();
         assert_eq!(
             l,
-            ["nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "ib-ndr", "eth-100g", "eth-25g", "cpo-optical"]
+            [
+                "nvlink3",
+                "nvlink4",
+                "nvlink5",
+                "pcie4",
+                "pcie5",
+                "ib-ndr",
+                "eth-100g",
+                "eth-25g",
+                "cpo-optical"
+            ]
         );
     }
 

@@ -52,7 +52,12 @@ pub struct StepTimer {
 
 impl StepTimer {
     /// Timer for an instance of `devices` × `dev`, with an optional per-device power cap (W).
-    pub fn new(dev: &DeviceSpec, devices: u32, power_cap_w: Option<f64>, p: RooflineParams) -> Self {
+    pub fn new(
+        dev: &DeviceSpec,
+        devices: u32,
+        power_cap_w: Option<f64>,
+        p: RooflineParams,
+    ) -> Self {
         let n = devices as f64;
         let limit = match (power_cap_w, p.enforce_tdp) {
             (Some(cap), true) => Some(cap.min(dev.tdp_w)),
@@ -82,12 +87,20 @@ impl StepTimer {
         let t_m = w.bytes / self.rate_bytes;
         let mut e_c = w.flops * self.j_per_flop;
         let e_m = w.bytes * self.j_per_byte;
-        let mut bound = if t_c >= t_m { Bound::Compute } else { Bound::Memory };
+        let mut bound = if t_c >= t_m {
+            Bound::Compute
+        } else {
+            Bound::Memory
+        };
         // Common case, full clock: no DVFS slow-down and under the power budget. Identical to the general
         // path below with s = 1 (t_c / 1 = t_c and E_c · 1² = E_c exactly), without its divisions.
         let t_full = t_c.max(t_m);
         let slow_clock = self.p.dvfs && t_m > t_c;
-        if !slow_clock && self.budget_w.is_none_or(|budget| e_c + e_m <= budget * t_full) {
+        if !slow_clock
+            && self
+                .budget_w
+                .is_none_or(|budget| e_c + e_m <= budget * t_full)
+        {
             return StepTiming {
                 time_s: t_full + self.p.step_overhead_s,
                 compute_j: e_c,
@@ -162,10 +175,18 @@ mod tests {
     use crate::cost::presets::{device_presets, model_presets};
 
     fn dev(key: &str) -> DeviceSpec {
-        device_presets().into_iter().find(|(k, _)| *k == key).unwrap().1
+        device_presets()
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .unwrap()
+            .1
     }
     fn cost(key: &str) -> ModelCost {
-        let m = model_presets().into_iter().find(|(k, _)| *k == key).unwrap().1;
+        let m = model_presets()
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .unwrap()
+            .1;
         ModelCost::new(&m, LmHead::All)
     }
     const REF: RooflineParams = RooflineParams {
@@ -236,7 +257,15 @@ mod tests {
     fn power_cap_and_tdp_switch() {
         let c8 = cost("llama3-8b");
         let w = c8.prefill(400, 1, c8.prompt_attention_flops(400));
-        let free = StepTimer::new(&dev("h100"), 1, None, RooflineParams { enforce_tdp: false, ..REF });
+        let free = StepTimer::new(
+            &dev("h100"),
+            1,
+            None,
+            RooflineParams {
+                enforce_tdp: false,
+                ..REF
+            },
+        );
         assert_eq!(free.budget_w(), None);
         assert_eq!(free.time(w).bound, Bound::Compute);
         let capped = StepTimer::new(&dev("h100"), 2, Some(400.0), REF);
@@ -255,7 +284,8 @@ mod tests {
         let c8 = cost("llama3-8b");
         let w = c8.decode(2048, 1);
         let base = StepTimer::new(&dev("h100"), 1, None, REF).time(w);
-        let dv = StepTimer::new(&dev("h100"), 1, None, RooflineParams { dvfs: true, ..REF }).time(w);
+        let dv =
+            StepTimer::new(&dev("h100"), 1, None, RooflineParams { dvfs: true, ..REF }).time(w);
         assert_eq!(dv.time_s, base.time_s);
         assert!(dv.compute_j < base.compute_j * 0.5);
         assert_eq!(dv.memory_j, base.memory_j);
@@ -275,7 +305,13 @@ mod tests {
         let c8 = cost("llama3-8b");
         let c70 = cost("llama3-70b");
         let cap = |d: &str, n, c: &ModelCost| {
-            kv_capacity_tokens(&dev(d), n, 0.9, c.resident_weight_bytes(), c.kv_bytes_per_token)
+            kv_capacity_tokens(
+                &dev(d),
+                n,
+                0.9,
+                c.resident_weight_bytes(),
+                c.kv_bytes_per_token,
+            )
         };
         assert_eq!(cap("h100", 1, &c8), Ok(426_788));
         assert_eq!(cap("a100", 1, &c8), Ok(426_788));

@@ -126,7 +126,12 @@ impl LoadView for ColoView<'_> {
         self.0.len()
     }
     fn queued_tokens(&self, i: usize) -> u64 {
-        self.0[i].d.queue.iter().map(|&r| self.1[r as usize] as u64).sum()
+        self.0[i]
+            .d
+            .queue
+            .iter()
+            .map(|&r| self.1[r as usize] as u64)
+            .sum()
     }
     fn queued_requests(&self, i: usize) -> u64 {
         self.0[i].d.queue.len() as u64
@@ -178,7 +183,9 @@ pub fn simulate(scenario: Scenario) -> Result<SimOutput> {
         } => generate(*requests, *seed, *arrivals, *prompt, *output),
         Workload::Trace(_) => match scenario.workload.clone() {
             Workload::Trace(t) => t,
-            Workload::Generated { .. } => return Err(Error::Internal("workload changed kind".into())),
+            Workload::Generated { .. } => {
+                return Err(Error::Internal("workload changed kind".into()))
+            }
         },
     };
     let mut sim = Sim::new(&scenario, trace)?;
@@ -205,7 +212,14 @@ fn instance_stats(name: String, pool: &Pool) -> InstanceStats {
 impl Sim {
     fn new(sc: &Scenario, trace: Trace) -> Result<Self> {
         let model = ModelCost::new(&sc.model.spec, sc.lm_head);
-        let timer = |p: &Pool| StepTimer::new(&p.device.spec, p.devices_per_instance, p.power_cap_w, sc.roofline);
+        let timer = |p: &Pool| {
+            StepTimer::new(
+                &p.device.spec,
+                p.devices_per_instance,
+                p.power_cap_w,
+                sc.roofline,
+            )
+        };
         let capacity = |p: &Pool| -> Result<u64> {
             kv_capacity_tokens(
                 &p.device.spec,
@@ -234,7 +248,10 @@ impl Sim {
         };
         let (mut prefill, mut decode, mut colo) = (Vec::new(), Vec::new(), Vec::new());
         match &sc.topology {
-            Topology::Disaggregated { prefill: pp, decode: dp } => {
+            Topology::Disaggregated {
+                prefill: pp,
+                decode: dp,
+            } => {
                 for i in 0..pp.instances {
                     prefill.push(PrefillInst {
                         timer: timer(pp),
@@ -260,12 +277,19 @@ impl Sim {
                 }
             }
         }
-        let reject_capacity = decode.first().or(colo.first().map(|c| &c.d)).map(|d| d.kv_capacity);
-        let reject_capacity = reject_capacity.ok_or_else(|| Error::Internal("no KV-holding pool".into()))?;
+        let reject_capacity = decode
+            .first()
+            .or(colo.first().map(|c| &c.d))
+            .map(|d| d.kv_capacity);
+        let reject_capacity =
+            reject_capacity.ok_or_else(|| Error::Internal("no KV-holding pool".into()))?;
         let (arrival, prompt, output) = trace.into_parts();
         let n = arrival.len();
         if n > u32::MAX as usize {
-            return Err(Error::field("workload", format!("at most {} requests per run", u32::MAX)));
+            return Err(Error::field(
+                "workload",
+                format!("at most {} requests per run", u32::MAX),
+            ));
         }
         let mut t = RequestTable::new(arrival, prompt, output);
         // Rejection depends only on sizes, so the measured set (completed requests after the warm-up
@@ -372,7 +396,10 @@ impl Sim {
     }
 
     fn population_change(&mut self, now: f64, up: bool) {
-        debug_assert!(now >= self.population_t, "population updates out of time order");
+        debug_assert!(
+            now >= self.population_t,
+            "population updates out of time order"
+        );
         self.population_area += self.population as f64 * (now - self.population_t);
         self.population_t = now;
         if up {
@@ -407,15 +434,19 @@ impl Sim {
                 inst.queued_tokens += prompt;
                 if !inst.busy && !inst.wake_pending {
                     inst.wake_pending = true;
-                    self.q.push(now, Priority::Normal, Ev::PrefillWake(p as u32));
+                    self.q
+                        .push(now, Priority::Normal, Ev::PrefillWake(p as u32));
                 }
             } else {
-                let i = self.decode_router.pick(&ColoView(&self.colo, &self.t.prompt_tokens));
+                let i = self
+                    .decode_router
+                    .pick(&ColoView(&self.colo, &self.t.prompt_tokens));
                 let inst = &mut self.colo[i].d;
                 inst.queue.push_back(r);
                 if !inst.busy && !inst.wake_pending {
                     inst.wake_pending = true;
-                    self.q.push(now, Priority::Normal, Ev::ColocatedWake(i as u32));
+                    self.q
+                        .push(now, Priority::Normal, Ev::ColocatedWake(i as u32));
                 }
             }
         }
@@ -434,7 +465,9 @@ impl Sim {
         inst.batch.clear();
         let (mut tokens, mut attention) = (0u64, 0u128);
         for _ in 0..n {
-            let Some(r) = inst.queue.pop_front() else { break };
+            let Some(r) = inst.queue.pop_front() else {
+                break;
+            };
             let s = self.t.prompt_tokens[r as usize] as u64;
             tokens += s;
             attention += self.model.prompt_attention_flops(s);
@@ -447,7 +480,11 @@ impl Sim {
         let timing = inst.timer.time(work);
         inst.stats.add_step(work, timing, n as u64, true);
         inst.busy = true;
-        self.q.push(now + timing.time_s, Priority::Normal, Ev::PrefillDone(p as u32));
+        self.q.push(
+            now + timing.time_s,
+            Priority::Normal,
+            Ev::PrefillDone(p as u32),
+        );
     }
 
     fn on_prefill_done(&mut self, p: usize, now: f64) {
@@ -469,7 +506,9 @@ impl Sim {
         while let Some((ch, r)) = self.link.grant() {
             let i = r as usize;
             self.t.kv_start_s[i] = now;
-            let x = self.xfer.transfer(self.model.handoff_bytes(self.t.prompt_tokens[i]));
+            let x = self
+                .xfer
+                .transfer(self.model.handoff_bytes(self.t.prompt_tokens[i]));
             let s = &mut self.link_stats;
             s.busy_s += x.duration_s;
             s.transfers += 1;
@@ -479,7 +518,11 @@ impl Sim {
             s.transit_j += x.transit_j;
             s.wait_s += now - self.t.first_token_s[i];
             s.transit_bound += x.transit_bound as u64;
-            self.q.push(now + x.duration_s, Priority::Normal, Ev::TransferDone(ch as u32));
+            self.q.push(
+                now + x.duration_s,
+                Priority::Normal,
+                Ev::TransferDone(ch as u32),
+            );
         }
     }
 
@@ -519,7 +562,8 @@ impl Sim {
             if self.macro_steps && e < self.q.next_time() {
                 end = self.colo_step_end(i, e);
             } else {
-                self.q.push(e, Priority::Normal, Ev::ColocatedDone(i as u32));
+                self.q
+                    .push(e, Priority::Normal, Ev::ColocatedDone(i as u32));
                 return;
             }
         }
@@ -536,7 +580,13 @@ impl Sim {
 
     fn decode_step_end(&mut self, d: usize, now: f64) -> Option<f64> {
         let mut finished = std::mem::take(&mut self.finished);
-        complete_decode_step(&mut self.decode[d], &self.t, &mut self.itl, &mut finished, now);
+        complete_decode_step(
+            &mut self.decode[d],
+            &self.t,
+            &mut self.itl,
+            &mut finished,
+            now,
+        );
         for &r in &finished {
             self.complete(r, now);
         }
@@ -556,7 +606,13 @@ impl Sim {
             kv_capacity: inst.d.kv_capacity,
         };
         let t = &mut self.t;
-        let n = colocated_prefill_len(&inst.d.queue, &t.prompt_tokens, &t.output_tokens, self.max_prefill_tokens, occ);
+        let n = colocated_prefill_len(
+            &inst.d.queue,
+            &t.prompt_tokens,
+            &t.output_tokens,
+            self.max_prefill_tokens,
+            occ,
+        );
         if n == 0 {
             inst.step = ColoStep::Decode;
             return start_decode_step(&mut inst.d, &self.model, &t.prompt_tokens, now);
@@ -564,7 +620,9 @@ impl Sim {
         inst.batch.clear();
         let (mut tokens, mut attention) = (0u64, 0u128);
         for _ in 0..n {
-            let Some(r) = inst.d.queue.pop_front() else { break };
+            let Some(r) = inst.d.queue.pop_front() else {
+                break;
+            };
             let i_r = r as usize;
             let s = t.prompt_tokens[i_r] as u64;
             tokens += s;
@@ -592,7 +650,8 @@ impl Sim {
                     let ri = r as usize;
                     self.t.first_token_s[ri] = now;
                     if self.t.output_tokens[ri] <= 1 {
-                        self.colo[i].d.kv_used -= reservation(self.t.prompt_tokens[ri], self.t.output_tokens[ri]);
+                        self.colo[i].d.kv_used -=
+                            reservation(self.t.prompt_tokens[ri], self.t.output_tokens[ri]);
                         self.complete(r, now);
                     } else {
                         self.t.decode_start_s[ri] = now;
@@ -604,7 +663,13 @@ impl Sim {
             }
             ColoStep::Decode => {
                 let mut finished = std::mem::take(&mut self.finished);
-                complete_decode_step(&mut self.colo[i].d, &self.t, &mut self.itl, &mut finished, now);
+                complete_decode_step(
+                    &mut self.colo[i].d,
+                    &self.t,
+                    &mut self.itl,
+                    &mut finished,
+                    now,
+                );
                 for &r in &finished {
                     self.complete(r, now);
                 }
@@ -672,7 +737,9 @@ fn admit_decode(inst: &mut DecodeInst, t: &mut RequestTable, max_batch: u64, now
     };
     let n = decode_admit_len(&inst.queue, &t.prompt_tokens, &t.output_tokens, occ);
     for _ in 0..n {
-        let Some(r) = inst.queue.pop_front() else { break };
+        let Some(r) = inst.queue.pop_front() else {
+            break;
+        };
         let i = r as usize;
         inst.kv_used += reservation(t.prompt_tokens[i], t.output_tokens[i]);
         t.decode_start_s[i] = now;
@@ -682,7 +749,12 @@ fn admit_decode(inst: &mut DecodeInst, t: &mut RequestTable, max_batch: u64, now
 }
 
 /// Start a decode step over everything running; `None` (and idle) when nothing runs.
-fn start_decode_step(inst: &mut DecodeInst, model: &ModelCost, prompt: &[u32], now: f64) -> Option<f64> {
+fn start_decode_step(
+    inst: &mut DecodeInst,
+    model: &ModelCost,
+    prompt: &[u32],
+    now: f64,
+) -> Option<f64> {
     if inst.running.is_empty() {
         inst.busy = false;
         return None;

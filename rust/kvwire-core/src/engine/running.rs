@@ -78,7 +78,10 @@ impl RunningSet {
     #[inline]
     pub fn ctx_tokens(&self, prompt: &[u32]) -> u64 {
         match &self.repr {
-            Repr::Plain(seqs) => seqs.iter().map(|s| prompt[s.req as usize] as u64 + s.tokens_out as u64).sum(),
+            Repr::Plain(seqs) => seqs
+                .iter()
+                .map(|s| prompt[s.req as usize] as u64 + s.tokens_out as u64)
+                .sum(),
             Repr::Fast { ctx_tokens, .. } => *ctx_tokens,
         }
     }
@@ -234,7 +237,12 @@ mod tests {
             trace.push((ctx, fin));
         }
         let q = itl.quantiles();
-        let bits = [q.count, q.p50.unwrap_or(0.0).to_bits(), q.max.unwrap_or(0.0).to_bits(), q.mean.unwrap_or(0.0).to_bits()];
+        let bits = [
+            q.count,
+            q.p50.unwrap_or(0.0).to_bits(),
+            q.max.unwrap_or(0.0).to_bits(),
+            q.mean.unwrap_or(0.0).to_bits(),
+        ];
         (trace, bits.to_vec())
     }
 

@@ -87,7 +87,11 @@ mod tests {
     use crate::quant::formats::format;
 
     fn link(key: &str) -> LinkSpec {
-        link_presets().into_iter().find(|(k, _)| *k == key).unwrap().1
+        link_presets()
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .unwrap()
+            .1
     }
 
     /// The link table of spec/handoff.md: 268.4 MB (2,048 tokens of Llama-3-8B) on each link, to 0.1 ms.

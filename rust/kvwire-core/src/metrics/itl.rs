@@ -60,7 +60,8 @@ impl ItlHistogram {
         if page >= self.pages.len() {
             self.pages.resize_with(page + 1, || None);
         }
-        let p = self.pages[page].get_or_insert_with(|| vec![[0u64; 4]; PAGE_LEN].into_boxed_slice());
+        let p =
+            self.pages[page].get_or_insert_with(|| vec![[0u64; 4]; PAGE_LEN].into_boxed_slice());
         let b = &mut p[((bits >> PAGE_SHIFT) as usize) & (PAGE_LEN - 1)];
         let x = value * weight as f64;
         if b[0] == 0 {

@@ -1,12 +1,14 @@
 //! Run-level accumulators: per-instance busy time and energy, link totals, the in-system population
 //! integral (Little's law), and the ITL histogram.
 
+use serde::Serialize;
+
 use super::itl::{ItlHistogram, Quantiles};
-use crate::cost::roofline::{Bound, StepTiming};
 use crate::cost::model::StepWork;
+use crate::cost::roofline::{Bound, StepTiming};
 
 /// Totals of one instance over the run.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct InstanceStats {
     /// `prefill-i`, `decode-i` or `colocated-i`.
     pub name: String,
@@ -72,7 +74,7 @@ impl InstanceStats {
 }
 
 /// Totals of the KV link.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct LinkStats {
     pub name: String,
     pub channels: u32,
@@ -117,5 +119,27 @@ pub struct RunStats {
 impl RunStats {
     pub fn itl_quantiles(&self) -> Quantiles {
         self.itl.quantiles()
+    }
+
+    /// Everything above as JSON (the Python layer builds its summary from this and the table).
+    /// Absent values (no ITL sample, no link) are `null`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let q = self.itl_quantiles();
+        serde_json::json!({
+            "instances": self.instances,
+            "link": self.link,
+            "horizon_s": self.horizon_s,
+            "events": self.events,
+            "population_area": self.population_area,
+            "completed": self.completed,
+            "rejected": self.rejected,
+            "measured": self.measured,
+            "static_j": self.static_j,
+            "itl_s": {
+                "count": q.count, "mean": q.mean, "p50": q.p50, "p90": q.p90, "p95": q.p95,
+                "p99": q.p99, "p99_9": q.p99_9, "max": q.max,
+            },
+            "wall_s": self.wall_s,
+        })
     }
 }

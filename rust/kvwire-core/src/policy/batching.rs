@@ -41,7 +41,12 @@ pub struct Occupancy {
 
 /// Decode admission at a step boundary: FIFO while running < `max_batch` and the reservation fits the free
 /// KV; the queue head blocks the requests behind it. Returns the number admitted.
-pub fn decode_admit_len(queue: &VecDeque<u32>, prompt: &[u32], output: &[u32], o: Occupancy) -> usize {
+pub fn decode_admit_len(
+    queue: &VecDeque<u32>,
+    prompt: &[u32],
+    output: &[u32],
+    o: Occupancy,
+) -> usize {
     let mut kv = o.kv_used;
     for (n, &r) in queue.iter().enumerate() {
         let res = reservation(prompt[r as usize], output[r as usize]);
@@ -122,14 +127,29 @@ mod tests {
             kv_capacity: 1_000_000,
         };
         // Head exempt from the token budget only.
-        assert_eq!(colocated_prefill_len(&q(2), &[9000, 5], &[1, 1], 8192, occ), 1);
-        assert_eq!(colocated_prefill_len(&q(3), &[4000, 4000, 500], &[1, 1, 1], 8192, occ), 2);
+        assert_eq!(
+            colocated_prefill_len(&q(2), &[9000, 5], &[1, 1], 8192, occ),
+            1
+        );
+        assert_eq!(
+            colocated_prefill_len(&q(3), &[4000, 4000, 500], &[1, 1, 1], 8192, occ),
+            2
+        );
         // The KV check applies to the head too.
-        let full = Occupancy { kv_capacity: 100, ..occ };
+        let full = Occupancy {
+            kv_capacity: 100,
+            ..occ
+        };
         assert_eq!(colocated_prefill_len(&q(1), &[90], &[20], 8192, full), 0);
         // running + batch < max_batch.
-        let busy = Occupancy { running: 255, ..occ };
-        assert_eq!(colocated_prefill_len(&q(3), &[1, 1, 1], &[1, 1, 1], 8192, busy), 1);
+        let busy = Occupancy {
+            running: 255,
+            ..occ
+        };
+        assert_eq!(
+            colocated_prefill_len(&q(3), &[1, 1, 1], &[1, 1, 1], 8192, busy),
+            1
+        );
     }
 
     #[test]

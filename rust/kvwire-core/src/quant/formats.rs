@@ -2,7 +2,7 @@
 //! twice). `bits_per_value` includes the amortised block scales; the ratio is against BF16 (16 bits).
 
 /// One KV storage format.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct Format {
     /// Name used in scenarios (`handoff.compression`).
     pub name: &'static str,

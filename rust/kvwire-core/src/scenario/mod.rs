@@ -102,6 +102,53 @@ impl Scenario {
         validate::validate(spec, requests)
     }
 
+    /// The resolved scenario as JSON: presets expanded to their values, defaults filled in. Returned with
+    /// every result so that a run documents exactly what it simulated.
+    pub fn echo_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let pool = |p: &Pool| {
+            json!({
+                "device": p.device.key, "device_spec": p.device.spec, "instances": p.instances,
+                "devices_per_instance": p.devices_per_instance, "power_cap_w": p.power_cap_w,
+            })
+        };
+        let (mode, pools) = match &self.topology {
+            Topology::Disaggregated { prefill, decode } => (
+                "disaggregated",
+                json!({"prefill": pool(prefill), "decode": pool(decode)}),
+            ),
+            Topology::Colocated { pool: p } => ("colocated", json!({"colocated": pool(p)})),
+        };
+        let workload = match &self.workload {
+            Workload::Generated {
+                requests,
+                seed,
+                arrivals,
+                prompt,
+                output,
+            } => json!({
+                "requests": requests, "seed": seed, "arrivals": arrivals,
+                "prompt_tokens": prompt, "output_tokens": output,
+            }),
+            Workload::Trace(t) => json!({"trace_rows": t.len()}),
+        };
+        json!({
+            "model": self.model.key, "model_spec": self.model.spec, "mode": mode, "pools": pools,
+            "link": self.link.spec.key, "link_spec": self.link.spec.spec, "channels": self.link.channels,
+            "compression": self.compression.map_or("none", |f| f.name),
+            "workload": workload,
+            "slo": {"ttft_s": self.ttft_slo_s, "tpot_s": self.tpot_slo_s},
+            "metrics": {"warmup_fraction": self.warmup_fraction},
+            "cost": {
+                "step_overhead_s": self.roofline.step_overhead_s, "mem_util": self.mem_util,
+                "prefill_lm_head": match self.lm_head { LmHead::All => "all", LmHead::Last => "last" },
+                "enforce_tdp": self.roofline.enforce_tdp, "dvfs": self.roofline.dvfs, "s_min": self.roofline.s_min,
+            },
+            "scheduler": {"max_prefill_tokens": self.max_prefill_tokens, "max_decode_batch": self.max_decode_batch},
+            "engine": {"macro_steps": self.macro_steps},
+        })
+    }
+
     /// Validate an already-parsed spec.
     pub fn from_spec(spec: ScenarioSpec, requests: Option<Trace>) -> Result<Self> {
         validate::validate(spec, requests)
@@ -114,7 +161,8 @@ pub const DEFAULT_SCENARIO_JSON: &str = include_str!("default.json");
 /// Deserialize with the JSON path of any error (`workload.arrivals.rate_per_s`).
 pub fn parse_spec(json: &str) -> Result<ScenarioSpec> {
     let de = &mut serde_json::Deserializer::from_str(json);
-    serde_path_to_error::deserialize(de).map_err(|e| serde_error(e.path().to_string(), e.inner().to_string()))
+    serde_path_to_error::deserialize(de)
+        .map_err(|e| serde_error(e.path().to_string(), e.inner().to_string()))
 }
 
 /// Turn a serde error into a field error: drop serde_json's "at line L column C" (users pass dicts, not text)
@@ -128,10 +176,18 @@ pub(crate) fn serde_error(path: String, msg: String) -> Error {
     if let Some(rest) = msg.strip_prefix("unknown field `") {
         if let Some(end) = rest.find('`') {
             let name = &rest[..end];
-            let full = if path.is_empty() { name.to_string() } else { format!("{path}.{name}") };
+            let full = if path.is_empty() {
+                name.to_string()
+            } else {
+                format!("{path}.{name}")
+            };
             return Error::field(full, format!("unknown field{}", &rest[end + 1..]));
         }
     }
-    let path = if path.is_empty() { "scenario".to_string() } else { path };
+    let path = if path.is_empty() {
+        "scenario".to_string()
+    } else {
+        path
+    };
     Error::field(path, msg)
 }

@@ -5,12 +5,16 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::spec::{
-    ArrivalSpec, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec, ModeSpec, PoolSpec, PrefillRouterSpec, ProcessSpec,
-    ScenarioSpec,
+    ArrivalSpec, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec, ModeSpec, PoolSpec,
+    PrefillRouterSpec, ProcessSpec, ScenarioSpec,
 };
-use super::{serde_error, Link, LoadRouting, Named, Pool, PrefillRouting, Scenario, Topology, Workload};
+use super::{
+    serde_error, Link, LoadRouting, Named, Pool, PrefillRouting, Scenario, Topology, Workload,
+};
 use crate::cost::model::{LmHead, ModelCost};
-use crate::cost::presets::{device_presets, link_presets, model_presets, DeviceSpec, LinkSpec, ModelSpec};
+use crate::cost::presets::{
+    device_presets, link_presets, model_presets, DeviceSpec, LinkSpec, ModelSpec,
+};
 use crate::cost::roofline::{kv_capacity_tokens, RooflineParams};
 use crate::error::{Error, Result};
 use crate::quant::formats::{format, FORMATS};
@@ -45,7 +49,10 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
             Topology::Disaggregated { prefill, decode }
         }
         ModeSpec::Colocated => {
-            for (name, given) in [("prefill", s.prefill.is_some()), ("decode", s.decode.is_some())] {
+            for (name, given) in [
+                ("prefill", s.prefill.is_some()),
+                ("decode", s.decode.is_some()),
+            ] {
                 if given {
                     return Err(Error::field(
                         name,
@@ -73,7 +80,11 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
             let known: Vec<_> = FORMATS.iter().map(|f| f.name).collect();
             return Err(Error::field(
                 "handoff.compression",
-                format!("unknown format {:?} (known: {})", s.handoff.compression, known.join(", ")),
+                format!(
+                    "unknown format {:?} (known: {})",
+                    s.handoff.compression,
+                    known.join(", ")
+                ),
             ));
         }
     };
@@ -88,7 +99,14 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
 
     positive("slo.ttft_s", s.slo.ttft_s, false)?;
     positive("slo.tpot_s", s.slo.tpot_s, false)?;
-    in_range("metrics.warmup_fraction", s.metrics.warmup_fraction, 0.0, 1.0, true, false)?;
+    in_range(
+        "metrics.warmup_fraction",
+        s.metrics.warmup_fraction,
+        0.0,
+        1.0,
+        true,
+        false,
+    )?;
     if s.scheduler.max_prefill_tokens == 0 {
         return Err(Error::field("scheduler.max_prefill_tokens", "must be ≥ 1"));
     }
@@ -140,12 +158,20 @@ fn resolve_preset<T: DeserializeOwned + Serialize>(
     presets: &[(&'static str, T)],
 ) -> Result<Named<T>> {
     let lookup = |name: &str, at: &str| -> Result<&T> {
-        presets.iter().find(|(k, _)| *k == name).map(|(_, s)| s).ok_or_else(|| Error::UnknownPreset {
-            path: at.to_string(),
-            kind,
-            name: name.to_string(),
-            known: presets.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", "),
-        })
+        presets
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, s)| s)
+            .ok_or_else(|| Error::UnknownPreset {
+                path: at.to_string(),
+                kind,
+                name: name.to_string(),
+                known: presets
+                    .iter()
+                    .map(|(k, _)| *k)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
     };
     match v {
         Value::String(name) => Ok(Named {
@@ -159,7 +185,11 @@ fn resolve_preset<T: DeserializeOwned + Serialize>(
                         .map_err(|e| Error::Internal(e.to_string()))?;
                     match base {
                         Value::Object(m) => (name.clone(), m),
-                        _ => return Err(Error::Internal("preset did not serialise to an object".into())),
+                        _ => {
+                            return Err(Error::Internal(
+                                "preset did not serialise to an object".into(),
+                            ))
+                        }
                     }
                 }
                 Some(other) => {
@@ -175,9 +205,12 @@ fn resolve_preset<T: DeserializeOwned + Serialize>(
                     merged.insert(k.clone(), val.clone());
                 }
             }
-            merged.entry("name").or_insert_with(|| Value::String(key.clone()));
-            let spec = serde_path_to_error::deserialize(Value::Object(merged))
-                .map_err(|e| serde_error(join(path, &e.path().to_string()), e.inner().to_string()))?;
+            merged
+                .entry("name")
+                .or_insert_with(|| Value::String(key.clone()));
+            let spec = serde_path_to_error::deserialize(Value::Object(merged)).map_err(|e| {
+                serde_error(join(path, &e.path().to_string()), e.inner().to_string())
+            })?;
             Ok(Named { key, spec })
         }
         other => Err(Error::field(
@@ -221,7 +254,11 @@ fn check_model(m: &ModelSpec) -> Result<()> {
             format!("{} KV heads exceed {} attention heads", m.kv_heads, m.heads),
         ));
     }
-    positive("model.weight_bytes_per_param", m.weight_bytes_per_param, false)?;
+    positive(
+        "model.weight_bytes_per_param",
+        m.weight_bytes_per_param,
+        false,
+    )?;
     positive("model.kv_bytes_per_value", m.kv_bytes_per_value, false)
 }
 
@@ -234,15 +271,29 @@ fn check_device(d: &DeviceSpec, path: &str) -> Result<()> {
     ] {
         positive(&format!("{path}.{name}"), v, false)?;
     }
-    in_range(&format!("{path}.flops_eff"), d.flops_eff, 0.0, 1.0, false, true)?;
+    in_range(
+        &format!("{path}.flops_eff"),
+        d.flops_eff,
+        0.0,
+        1.0,
+        false,
+        true,
+    )?;
     in_range(&format!("{path}.bw_eff"), d.bw_eff, 0.0, 1.0, false, true)?;
-    for (name, v) in [("idle_w", d.idle_w), ("pj_per_flop", d.pj_per_flop), ("pj_per_byte", d.pj_per_byte)] {
+    for (name, v) in [
+        ("idle_w", d.idle_w),
+        ("pj_per_flop", d.pj_per_flop),
+        ("pj_per_byte", d.pj_per_byte),
+    ] {
         positive(&format!("{path}.{name}"), v, true)?;
     }
     if d.idle_w >= d.tdp_w {
         return Err(Error::field(
             format!("{path}.idle_w"),
-            format!("idle power {} W must be below the TDP {} W", d.idle_w, d.tdp_w),
+            format!(
+                "idle power {} W must be below the TDP {} W",
+                d.idle_w, d.tdp_w
+            ),
         ));
     }
     Ok(())
@@ -270,7 +321,10 @@ fn pool(
         return Err(Error::field(format!("{path}.instances"), "must be ≥ 1"));
     }
     if p.devices_per_instance == 0 {
-        return Err(Error::field(format!("{path}.devices_per_instance"), "must be ≥ 1"));
+        return Err(Error::field(
+            format!("{path}.devices_per_instance"),
+            "must be ≥ 1",
+        ));
     }
     if let Some(cap) = p.power_cap_w {
         let cpath = format!("{path}.power_cap_w");
@@ -278,7 +332,10 @@ fn pool(
         if cap <= device.spec.idle_w {
             return Err(Error::field(
                 cpath,
-                format!("a cap of {cap} W per device leaves no dynamic power above the {} W idle draw", device.spec.idle_w),
+                format!(
+                    "a cap of {cap} W per device leaves no dynamic power above the {} W idle draw",
+                    device.spec.idle_w
+                ),
             ));
         }
     }
@@ -316,7 +373,12 @@ fn link(v: Option<Value>) -> Result<Link> {
                 None => 1,
                 Some(c) => match c.as_u64() {
                     Some(n) if n >= 1 && n <= u32::MAX as u64 => n as u32,
-                    _ => return Err(Error::field("link.channels", format!("must be an integer ≥ 1, got {c}"))),
+                    _ => {
+                        return Err(Error::field(
+                            "link.channels",
+                            format!("must be an integer ≥ 1, got {c}"),
+                        ))
+                    }
                 },
             };
             (Value::Object(obj), channels)
@@ -324,7 +386,11 @@ fn link(v: Option<Value>) -> Result<Link> {
         other => (other, 1),
     };
     let spec = resolve_preset::<LinkSpec>(&preset_value, "link", "link", &link_presets())?;
-    positive("link.bandwidth_gb_per_s", spec.spec.bandwidth_gb_per_s, false)?;
+    positive(
+        "link.bandwidth_gb_per_s",
+        spec.spec.bandwidth_gb_per_s,
+        false,
+    )?;
     positive("link.latency_us", spec.spec.latency_us, true)?;
     positive("link.pj_per_bit", spec.spec.pj_per_bit, true)?;
     Ok(Link { spec, channels })
@@ -350,8 +416,14 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
             Trace::from_columns(
                 "workload.trace",
                 &ts.arrival_s,
-                &ts.prompt_tokens.iter().map(|&x| x as i64).collect::<Vec<_>>(),
-                &ts.output_tokens.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+                &ts.prompt_tokens
+                    .iter()
+                    .map(|&x| x as i64)
+                    .collect::<Vec<_>>(),
+                &ts.output_tokens
+                    .iter()
+                    .map(|&x| x as i64)
+                    .collect::<Vec<_>>(),
             )?,
             "workload.trace",
         )),
@@ -371,7 +443,10 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
         return Err(Error::field("workload.requests", "must be ≥ 1"));
     }
     if requests > u32::MAX as u64 {
-        return Err(Error::field("workload.requests", format!("must be ≤ {}", u32::MAX)));
+        return Err(Error::field(
+            "workload.requests",
+            format!("must be ≤ {}", u32::MAX),
+        ));
     }
     let arrivals = arrivals(w.arrivals.unwrap_or(ArrivalSpec {
         process: ProcessSpec::Poisson,
@@ -381,13 +456,23 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
     let prompt = length(
         w.prompt_tokens,
         "workload.prompt_tokens",
-        LengthDist::Lognormal { mean: 2048.0, cv: 0.5, min: 1, max: 32768 },
+        LengthDist::Lognormal {
+            mean: 2048.0,
+            cv: 0.5,
+            min: 1,
+            max: 32768,
+        },
         1,
     )?;
     let output = length(
         w.output_tokens,
         "workload.output_tokens",
-        LengthDist::Lognormal { mean: 256.0, cv: 0.5, min: 1, max: 32768 },
+        LengthDist::Lognormal {
+            mean: 256.0,
+            cv: 0.5,
+            min: 1,
+            max: 32768,
+        },
         0,
     )?;
     Ok(Workload::Generated {
@@ -409,31 +494,52 @@ fn arrivals(a: ArrivalSpec) -> Result<Arrivals> {
                     "not used by process \"poisson\" (its cv is 1); use process \"gamma\" for another cv",
                 ));
             }
-            Ok(Arrivals::Poisson { rate_per_s: a.rate_per_s })
+            Ok(Arrivals::Poisson {
+                rate_per_s: a.rate_per_s,
+            })
         }
         ProcessSpec::Gamma => {
-            let cv = a
-                .cv
-                .ok_or_else(|| Error::field("workload.arrivals.cv", "required by process \"gamma\""))?;
+            let cv = a.cv.ok_or_else(|| {
+                Error::field("workload.arrivals.cv", "required by process \"gamma\"")
+            })?;
             positive("workload.arrivals.cv", cv, false)?;
-            Ok(Arrivals::Gamma { rate_per_s: a.rate_per_s, cv })
+            Ok(Arrivals::Gamma {
+                rate_per_s: a.rate_per_s,
+                cv,
+            })
         }
     }
 }
 
-fn length(l: Option<LengthSpec>, path: &str, default: LengthDist, floor: u32) -> Result<LengthDist> {
+fn length(
+    l: Option<LengthSpec>,
+    path: &str,
+    default: LengthDist,
+    floor: u32,
+) -> Result<LengthDist> {
     let Some(l) = l else { return Ok(default) };
     let unused = |field: &str, given: bool, dist: &str| -> Result<()> {
         if given {
-            Err(Error::field(format!("{path}.{field}"), format!("not used by dist \"{dist}\"")))
+            Err(Error::field(
+                format!("{path}.{field}"),
+                format!("not used by dist \"{dist}\""),
+            ))
         } else {
             Ok(())
         }
     };
-    let required = |field: &str, dist: &str| Error::field(format!("{path}.{field}"), format!("required by dist \"{dist}\""));
+    let required = |field: &str, dist: &str| {
+        Error::field(
+            format!("{path}.{field}"),
+            format!("required by dist \"{dist}\""),
+        )
+    };
     let min = l.min.unwrap_or(1);
     if min < floor {
-        return Err(Error::field(format!("{path}.min"), format!("must be ≥ {floor}")));
+        return Err(Error::field(
+            format!("{path}.min"),
+            format!("must be ≥ {floor}"),
+        ));
     }
     let d = match l.dist {
         DistSpec::Fixed => {
@@ -443,7 +549,10 @@ fn length(l: Option<LengthSpec>, path: &str, default: LengthDist, floor: u32) ->
             unused("max", l.max.is_some(), "fixed")?;
             let value = l.value.ok_or_else(|| required("value", "fixed"))?;
             if value < floor {
-                return Err(Error::field(format!("{path}.value"), format!("must be ≥ {floor}")));
+                return Err(Error::field(
+                    format!("{path}.value"),
+                    format!("must be ≥ {floor}"),
+                ));
             }
             LengthDist::Fixed { value }
         }
@@ -471,7 +580,10 @@ fn length(l: Option<LengthSpec>, path: &str, default: LengthDist, floor: u32) ->
     };
     if let LengthDist::Uniform { min, max } | LengthDist::Lognormal { min, max, .. } = d {
         if max < min {
-            return Err(Error::field(format!("{path}.max"), format!("{max} is below min {min}")));
+            return Err(Error::field(
+                format!("{path}.max"),
+                format!("{max} is below min {min}"),
+            ));
         }
     }
     Ok(d)
@@ -484,7 +596,10 @@ fn positive(path: &str, v: f64, zero_ok: bool) -> Result<()> {
         Ok(())
     } else {
         let want = if zero_ok { "≥ 0" } else { "> 0" };
-        Err(Error::field(path, format!("must be a finite number {want}, got {v}")))
+        Err(Error::field(
+            path,
+            format!("must be a finite number {want}, got {v}"),
+        ))
     }
 }
 
@@ -498,6 +613,9 @@ fn in_range(path: &str, v: f64, lo: f64, hi: f64, lo_closed: bool, hi_closed: bo
     } else {
         let l = if lo_closed { '[' } else { '(' };
         let h = if hi_closed { ']' } else { ')' };
-        Err(Error::field(path, format!("must be in {l}{lo}, {hi}{h}, got {v}")))
+        Err(Error::field(
+            path,
+            format!("must be in {l}{lo}, {hi}{h}, got {v}"),
+        ))
     }
 }

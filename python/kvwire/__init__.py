@@ -1,0 +1,46 @@
+"""kvwire: what does moving the KV cache cost?
+
+A Rust discrete-event simulator of disaggregated (and colocated) LLM serving — prefill pool, KV link,
+decode pool — with results as Polars DataFrames.
+
+>>> import kvwire
+>>> res = kvwire.simulate({"workload": {"requests": 100}})
+>>> res.requests.height
+100
+>>> sorted(res.summary)[:4]
+['energy', 'hotspot', 'instances', 'latency']
+"""
+
+from kvwire._core import __version__
+from kvwire.errors import (
+    DoesNotFitError,
+    InternalError,
+    KvwireError,
+    ScenarioError,
+    TraceError,
+    UnknownPresetError,
+)
+from kvwire.presets import catalog
+from kvwire.run import SimResult, simulate
+from kvwire.scenario import ScenarioDict, default_scenario, load_scenario, validate
+from kvwire.traces import read_azure_csv, read_mooncake_jsonl, read_trace
+
+__all__ = [
+    "DoesNotFitError",
+    "InternalError",
+    "KvwireError",
+    "ScenarioDict",
+    "ScenarioError",
+    "SimResult",
+    "TraceError",
+    "UnknownPresetError",
+    "__version__",
+    "catalog",
+    "default_scenario",
+    "load_scenario",
+    "read_azure_csv",
+    "read_mooncake_jsonl",
+    "read_trace",
+    "simulate",
+    "validate",
+]

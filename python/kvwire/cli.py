@@ -1,0 +1,130 @@
+"""The ``kvwire`` command line.
+
+``kvwire run [FILE]`` runs a scenario (the built-in default when no file is given) and prints a report,
+or the summary as JSON with ``--json``. ``kvwire presets`` lists models, devices, links and formats.
+``kvwire scenario`` prints the default scenario, to start a file from.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kvwire import __version__
+from kvwire.errors import KvwireError
+from kvwire.presets import catalog
+from kvwire.report import render
+from kvwire.run import simulate
+from kvwire.scenario import default_scenario, load_scenario, with_override
+from kvwire.traces import read_trace
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kvwire")
+def main() -> None:
+    """kvwire: what does moving the KV cache cost? Simulate disaggregated LLM serving."""
+
+
+@main.command()
+@click.argument("scenario_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON instead of the report.")
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="PATH=VALUE",
+    help="Override a field, e.g. --set workload.arrivals.rate_per_s=14 (repeatable).",
+)
+@click.option(
+    "--trace",
+    "trace_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Replay requests from an Azure LLM CSV or Mooncake JSONL trace instead of generating them.",
+)
+def run(scenario_file: Path | None, as_json: bool, overrides: tuple[str, ...], trace_file: Path | None) -> None:
+    """Run SCENARIO_FILE (.json or .toml), or the built-in default scenario when none is given."""
+    try:
+        sc: dict[str, Any] = load_scenario(scenario_file) if scenario_file else {}
+        for o in overrides:
+            sc = with_override(sc, o)
+        requests = read_trace(trace_file) if trace_file else None
+        res = simulate(sc, requests=requests)
+    except KvwireError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps({"summary": res.summary, "scenario": res.scenario}, indent=2))
+    else:
+        if not scenario_file:
+            click.echo("(built-in default scenario; `kvwire scenario` prints it)\n", err=True)
+        click.echo(render(res))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
+def presets(as_json: bool) -> None:
+    """List the model, device and link presets and the hand-off formats."""
+    cat = catalog()
+    if as_json:
+        click.echo(json.dumps(cat, indent=2))
+        return
+    click.echo("models:")
+    for k, m in cat["models"].items():
+        click.echo(
+            f"  {k:<12} {m['name']:<14} {m['params'] / 1e9:6.2f} B params, {m['layers']:>3} layers, "
+            f"KV {m['kv_bytes_per_token'] / 1024:,.0f} KiB/token"
+        )
+    click.echo("devices:")
+    for k, d in cat["devices"].items():
+        click.echo(
+            f"  {k:<12} {d['name']:<14} {d['peak_tflops']:6.0f} TFLOP/s, {d['hbm_tb_per_s']:5.2f} TB/s, "
+            f"{d['hbm_gb']:5.0f} GB, TDP {d['tdp_w']:.0f} W"
+        )
+    click.echo("links:")
+    for k, lk in cat["links"].items():
+        click.echo(
+            f"  {k:<12} {lk['name']:<34} {lk['bandwidth_gb_per_s']:7.3f} GB/s, {lk['latency_us']:4.0f} us, "
+            f"{lk['pj_per_bit']:4.0f} pJ/bit"
+        )
+    click.echo("hand-off formats (handoff.compression):")
+    for k, f in cat["formats"].items():
+        click.echo(f"  {k:<12} {f['bits_per_value']:6.3f} bits/value, ratio {f['ratio_vs_bf16']:.4f}  {f['description']}")
+    click.echo("\nsources: `kvwire presets --json` gives every preset's source.")
+
+
+@main.command()
+@click.option("--toml", "as_toml", is_flag=True, help="Print as TOML instead of JSON.")
+def scenario(as_toml: bool) -> None:
+    """Print the built-in default scenario (a starting point for a scenario file)."""
+    sc = default_scenario()
+    if not as_toml:
+        click.echo(json.dumps(sc, indent=2))
+        return
+    click.echo(_to_toml(sc))
+
+
+def _to_toml(d: dict[str, Any], prefix: str = "") -> str:
+    """Minimal TOML writer for the default scenario (scalars and nested tables only)."""
+    scalars, tables = [], []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            tables.append((k, v))
+        else:
+            scalars.append(f"{k} = {json.dumps(v)}")
+    out = []
+    if prefix and scalars:
+        out.append(f"[{prefix}]")
+    out.extend(scalars)
+    for k, v in tables:
+        sub = _to_toml(v, f"{prefix}.{k}" if prefix else k)
+        if sub:
+            out.append("")
+            out.append(sub)
+    return "\n".join(out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Exceptions raised by kvwire.
+
+Every error that comes from a scenario or a request table names the offending input in ``path``
+(for example ``"workload.arrivals.rate_per_s"`` or ``"requests.prompt_tokens[17]"``) and the message says
+why it was refused. The classes are defined here and raised from Rust through one mapping
+(``rust/kvwire-py/src/errors.rs``).
+
+>>> import kvwire
+>>> try:
+...     kvwire.simulate({"workload": {"arrivals": {"rate_per_s": -1}}})
+... except kvwire.ScenarioError as e:
+...     print(e.path)
+workload.arrivals.rate_per_s
+"""
+
+from __future__ import annotations
+
+
+class KvwireError(Exception):
+    """Base class of every kvwire exception."""
+
+
+class ScenarioError(KvwireError, ValueError):
+    """A scenario field is missing, of the wrong type, out of range or unknown.
+
+    Attributes:
+        path: dotted path of the offending field (``""`` if it concerns the whole scenario).
+    """
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self) -> tuple[type[ScenarioError], tuple[str, str]]:
+        return (type(self), (str(self), self.path))
+
+
+class UnknownPresetError(ScenarioError):
+    """A model, device or link preset name that does not exist (the message lists the known ones)."""
+
+
+class DoesNotFitError(ScenarioError):
+    """The model's weights do not fit on an instance of the pool named by ``path``."""
+
+
+class TraceError(ScenarioError):
+    """An explicit request table is malformed; ``path`` names the column and first offending row."""
+
+
+class InternalError(KvwireError, RuntimeError):
+    """A broken internal invariant of the simulator. Never expected: please report it."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+__all__ = [
+    "DoesNotFitError",
+    "InternalError",
+    "KvwireError",
+    "ScenarioError",
+    "TraceError",
+    "UnknownPresetError",
+]

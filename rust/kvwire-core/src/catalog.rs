@@ -1,0 +1,65 @@
+//! What a user can name in a scenario: every preset (with its source) and every hand-off format (with its
+//! computed ratio), as JSON for the Python API and the `kvwire presets` command.
+
+use serde_json::{json, Map, Value};
+
+use crate::cost::model::{LmHead, ModelCost};
+use crate::cost::presets::{device_presets, link_presets, model_presets};
+use crate::quant::formats::FORMATS;
+
+fn keyed<T: serde::Serialize>(rows: Vec<(&'static str, T)>, extra: impl Fn(&T) -> Value) -> Value {
+    let mut m = Map::new();
+    for (k, spec) in rows {
+        let mut v = serde_json::to_value(&spec).unwrap_or(Value::Null);
+        if let (Value::Object(o), Value::Object(e)) = (&mut v, extra(&spec)) {
+            o.extend(e);
+        }
+        m.insert(k.to_string(), v);
+    }
+    Value::Object(m)
+}
+
+/// `{"models": {key: {...}}, "devices": {...}, "links": {...}, "formats": {...}}`. Models carry their
+/// derived parameter counts and KV bytes per token; formats their bits per value and ratio against BF16.
+pub fn catalog_json() -> Value {
+    json!({
+        "models": keyed(model_presets(), |m| {
+            let c = ModelCost::new(m, LmHead::Last);
+            json!({
+                "params": c.total_params as f64,
+                "matmul_params": c.matmul_params as f64,
+                "kv_bytes_per_token": c.kv_bytes_per_token,
+                "resident_weight_bytes": c.resident_weight_bytes(),
+            })
+        }),
+        "devices": keyed(device_presets(), |_| json!({})),
+        "links": keyed(link_presets(), |_| json!({})),
+        "formats": FORMATS.iter().map(|f| (f.name.to_string(), json!({
+            "element_bits": f.element_bits,
+            "block": f.block,
+            "scale_bits_per_block": f.scale_bits_per_block,
+            "bits_per_value": f.bits_per_value(),
+            "ratio_vs_bf16": f.ratio_vs_bf16(),
+            "encode_ops_per_value": f.encode_ops_per_value,
+            "description": f.description,
+        }))).collect::<Map<String, Value>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_lists_every_kind() {
+        let c = catalog_json();
+        assert_eq!(c["models"]["llama3-8b"]["kv_bytes_per_token"], 131072.0);
+        assert_eq!(c["devices"]["h100"]["hbm_gb"], 80.0);
+        assert_eq!(c["links"]["ib-ndr"]["bandwidth_gb_per_s"], 50.0);
+        assert_eq!(c["formats"]["fp8"]["ratio_vs_bf16"], 2.0);
+        assert!(c["models"]["opt-13b"]["source"]
+            .as_str()
+            .unwrap()
+            .contains("facebook/opt-13b"));
+    }
+}

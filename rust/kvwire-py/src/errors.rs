@@ -1,0 +1,24 @@
+//! The one place where core errors become Python exceptions. The classes are defined in Python
+//! (`python/kvwire/errors.py`, which documents them) and imported here; every variant has its own arm.
+
+use kvwire_core::Error;
+use pyo3::PyErr;
+
+pyo3::import_exception!(kvwire.errors, ScenarioError);
+pyo3::import_exception!(kvwire.errors, UnknownPresetError);
+pyo3::import_exception!(kvwire.errors, DoesNotFitError);
+pyo3::import_exception!(kvwire.errors, TraceError);
+pyo3::import_exception!(kvwire.errors, InternalError);
+
+/// Map a core error to its Python exception: `Class(message, path)`.
+pub fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    let path = e.path().to_string();
+    match e {
+        Error::Field { .. } => ScenarioError::new_err((msg, path)),
+        Error::UnknownPreset { .. } => UnknownPresetError::new_err((msg, path)),
+        Error::DoesNotFit { .. } => DoesNotFitError::new_err((msg, path)),
+        Error::Trace { .. } => TraceError::new_err((msg, path)),
+        Error::Internal(_) => InternalError::new_err((msg, path)),
+    }
+}

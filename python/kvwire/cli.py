@@ -45,7 +45,9 @@ def main() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Replay requests from an Azure LLM CSV or Mooncake JSONL trace instead of generating them.",
 )
-def run(scenario_file: Path | None, as_json: bool, overrides: tuple[str, ...], trace_file: Path | None) -> None:
+def run(
+    scenario_file: Path | None, as_json: bool, overrides: tuple[str, ...], trace_file: Path | None
+) -> None:
     """Run SCENARIO_FILE (.json or .toml), or the built-in default scenario when none is given."""
     try:
         sc: dict[str, Any] = load_scenario(scenario_file) if scenario_file else {}
@@ -91,7 +93,10 @@ def presets(as_json: bool) -> None:
         )
     click.echo("hand-off formats (handoff.compression):")
     for k, f in cat["formats"].items():
-        click.echo(f"  {k:<12} {f['bits_per_value']:6.3f} bits/value, ratio {f['ratio_vs_bf16']:.4f}  {f['description']}")
+        click.echo(
+            f"  {k:<12} {f['bits_per_value']:6.3f} bits/value, ratio {f['ratio_vs_bf16']:.4f}  "
+            f"{f['description']}"
+        )
     click.echo("\nsources: `kvwire presets --json` gives every preset's source.")
 
 

@@ -51,8 +51,8 @@ class SimResult:
     def __repr__(self) -> str:
         s = self.stats
         return (
-            f"SimResult({self.requests.height} requests: {s['completed']} completed, {s['rejected']} rejected; "
-            f"horizon {s['horizon_s']:.3f} s)"
+            f"SimResult({self.requests.height} requests: {s['completed']} completed, "
+            f"{s['rejected']} rejected; horizon {s['horizon_s']:.3f} s)"
         )
 
 
@@ -60,14 +60,17 @@ def _column(requests: Any, name: str) -> np.ndarray:
     try:
         series = requests[name]
     except (KeyError, TypeError, pl.exceptions.ColumnNotFoundError):
-        raise TraceError(f"requests.{name}: column is missing (need {', '.join(REQUEST_COLUMNS)})",
-                         f"requests.{name}") from None
+        raise TraceError(
+            f"requests.{name}: column is missing (need {', '.join(REQUEST_COLUMNS)})", f"requests.{name}"
+        ) from None
     if isinstance(series, pl.Series):
         if series.null_count():
             first = int(series.is_null().arg_max() or 0)
             raise TraceError(f"requests.{name}[{first}]: null value", f"requests.{name}[{first}]")
         if not series.dtype.is_numeric():
-            raise TraceError(f"requests.{name}: expected a numeric column, got {series.dtype}", f"requests.{name}")
+            raise TraceError(
+                f"requests.{name}: expected a numeric column, got {series.dtype}", f"requests.{name}"
+            )
         arr = series.to_numpy()
     else:
         arr = np.asarray(series)
@@ -81,12 +84,16 @@ def _column(requests: Any, name: str) -> np.ndarray:
         bad = ~np.isfinite(arr) | (arr != np.floor(arr))
         if bad.any():
             i = int(np.argmax(bad))
-            raise TraceError(f"requests.{name}[{i}]: token counts must be whole numbers, got {arr[i]}",
-                             f"requests.{name}[{i}]")
+            raise TraceError(
+                f"requests.{name}[{i}]: token counts must be whole numbers, got {arr[i]}",
+                f"requests.{name}[{i}]",
+            )
         if np.abs(arr).max(initial=0) >= 2.0**53:
             i = int(np.argmax(np.abs(arr) >= 2.0**53))
             raise TraceError(f"requests.{name}[{i}]: out of range: {arr[i]}", f"requests.{name}[{i}]")
-    elif arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max:
+    elif (
+        arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max
+    ):
         i = int(np.argmax(arr > np.iinfo(np.int64).max))
         raise TraceError(f"requests.{name}[{i}]: out of range: {arr[i]}", f"requests.{name}[{i}]")
     return np.ascontiguousarray(arr, dtype=np.int64)

@@ -164,7 +164,9 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
         else:
             raise ScenarioError(f"{p}: scenario files must end in .json or .toml", str(p))
     except json.JSONDecodeError as e:
-        raise ScenarioError(f"{p}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", str(p)) from None
+        raise ScenarioError(
+            f"{p}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", str(p)
+        ) from None
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{p}: invalid TOML: {e}", str(p)) from None
     if not isinstance(data, dict):

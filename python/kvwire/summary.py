@@ -95,7 +95,9 @@ def percentiles(df: pl.DataFrame, itl: dict[str, Any]) -> pl.DataFrame:
             stats = {k: itl.get(k) for k in ("count", "mean", *[n for n, _ in QUANTILES], "max")}
         else:
             stats = {k.split(":", 1)[1]: v for k, v in row.items() if k.startswith(metric + ":")}
-        rows.append({"metric": metric, **{k: (_opt(v) if k != "count" else int(v or 0)) for k, v in stats.items()}})
+        rows.append(
+            {"metric": metric, **{k: (_opt(v) if k != "count" else int(v or 0)) for k, v in stats.items()}}
+        )
     schema: dict[str, Any] = {"metric": pl.String, "count": pl.Int64}
     schema.update({k: pl.Float64 for k in ("mean", *[n for n, _ in QUANTILES], "max")})
     return pl.DataFrame(rows, schema=schema)
@@ -130,7 +132,9 @@ def summarise(
         (col("first_token_s") - col("prefill_start_s")).mean().alias("prefill_s"),
         (col("kv_start_s") - col("first_token_s")).mean().alias("kv_wait_s"),
         (col("kv_ready_s") - col("kv_start_s")).mean().alias("kv_transfer_s"),
-        (col("decode_start_s") - pl.coalesce(col("kv_ready_s"), col("decode_start_s"))).mean().alias("decode_queue_s"),
+        (col("decode_start_s") - pl.coalesce(col("kv_ready_s"), col("decode_start_s")))
+        .mean()
+        .alias("decode_queue_s"),
         (col("finish_s") - col("decode_start_s")).mean().alias("decode_s"),
     ).row(0, named=True)
     n_measured = int(agg["n"])
@@ -169,8 +173,13 @@ def summarise(
     candidates = {k: v for k, v in stages.items() if k != "decode_s" and v is not None}
     if candidates:
         hot_stage = max(candidates, key=lambda k: candidates[k])
-        owner = {"prefill_queue_s": "prefill", "prefill_s": "prefill", "kv_wait_s": "kv-link",
-                 "kv_transfer_s": "kv-link", "decode_queue_s": "decode"}[hot_stage]
+        owner = {
+            "prefill_queue_s": "prefill",
+            "prefill_s": "prefill",
+            "kv_wait_s": "kv-link",
+            "kv_transfer_s": "kv-link",
+            "decode_queue_s": "decode",
+        }[hot_stage]
         hot_owner = "colocated" if colocated and owner != "kv-link" else owner
     util_known = {k: v for k, v in utilisation.items() if v is not None}
     hot_resource = None

@@ -74,13 +74,20 @@ def read_mooncake_jsonl(path: str | Path) -> pl.DataFrame:
                     continue
                 try:
                     r = json.loads(line)
-                    rows.append((float(r["timestamp"]) / 1e3, int(r["input_length"]), int(r["output_length"])))
+                    rows.append(
+                        (float(r["timestamp"]) / 1e3, int(r["input_length"]), int(r["output_length"]))
+                    )
                 except (ValueError, KeyError, TypeError) as e:
-                    raise TraceError(f"{p}: line {i + 1}: not a Mooncake record ({e})", f"{p}:{i + 1}") from None
+                    raise TraceError(
+                        f"{p}: line {i + 1}: not a Mooncake record ({e})", f"{p}:{i + 1}"
+                    ) from None
     except OSError as e:
         raise TraceError(f"{p}: cannot read Mooncake trace: {e}", p) from None
-    df = pl.DataFrame(rows, schema={"arrival_s": pl.Float64, "prompt_tokens": pl.Int64, "output_tokens": pl.Int64},
-                      orient="row")
+    df = pl.DataFrame(
+        rows,
+        schema={"arrival_s": pl.Float64, "prompt_tokens": pl.Int64, "output_tokens": pl.Int64},
+        orient="row",
+    )
     if df.height:
         df = df.with_columns(pl.col("arrival_s") - pl.col("arrival_s").first())
     return _check_sorted(df, p)
@@ -93,7 +100,9 @@ def read_trace(path: str | Path) -> pl.DataFrame:
         return read_azure_csv(path)
     if suffix in (".jsonl", ".json"):
         return read_mooncake_jsonl(path)
-    raise TraceError(f"{path}: unknown trace format (expected .csv for Azure or .jsonl for Mooncake)", str(path))
+    raise TraceError(
+        f"{path}: unknown trace format (expected .csv for Azure or .jsonl for Mooncake)", str(path)
+    )
 
 
 __all__ = ["read_azure_csv", "read_mooncake_jsonl", "read_trace"]

@@ -5,6 +5,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+__all__ = ["__version__", "catalog_json", "default_scenario_json", "simulate", "validate"]
+
 __version__: str
 
 def default_scenario_json() -> str: ...

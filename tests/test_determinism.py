@@ -1,0 +1,157 @@
+"""Determinism and the exactness of the decode fast path.
+
+* A scenario and its seed fix the run: repeated runs, and runs made from several Python threads at once
+  (the core releases the GIL), give identical request tables and identical summaries apart from the
+  wall-clock time; a different seed gives a different run.
+* ``"engine": {"macro_steps": true}`` (running sums, lazy per-sequence bookkeeping, consecutive decode
+  steps processed inline while they precede every other pending event) must reproduce the step-by-step
+  engine (``false``: per-sequence records, one kernel event per step) bit for bit — spec/simulator.md (c),
+  "Fast path": "It reproduced the baseline bit for bit". Only ``run.events`` (fewer with macro steps) and
+  ``run.wall_s`` may differ.
+"""
+
+from __future__ import annotations
+
+import copy
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import kvwire
+import polars as pl
+import pytest
+from workloads import REFERENCE_COST, reference_workload
+
+#: Scenarios covering the engine's paths. Each builds its own workload from the core's generator.
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "reference-ib": {"cost": dict(REFERENCE_COST), "workload": {"requests": 800}},
+    # Several prefill and decode instances, two link channels and bursty gamma arrivals (cv 3), so many
+    # transfers land mid-macro-step and decode instances are woken while others run.
+    "disaggregated-bursty-multi-decode": {
+        "cost": dict(REFERENCE_COST),
+        "prefill": {"device": "h100", "instances": 2},
+        "decode": {"device": "a100", "instances": 3},
+        "link": {"preset": "eth-100g", "channels": 2},
+        "workload": {
+            "requests": 1500,
+            "seed": 11,
+            "arrivals": {"process": "gamma", "rate_per_s": 14.0, "cv": 3.0},
+        },
+    },
+    "colocated": {
+        "mode": "colocated",
+        "colocated": {"device": "h100", "instances": 2},
+        "workload": {"requests": 800, "seed": 3, "arrivals": {"rate_per_s": 7.0}},
+    },
+    # mem_util 0.25 leaves (20 GB − 16.06 GB resident) / 128 KiB ≈ 30k KV tokens per decode instance: the
+    # decode queue is held back by KV admission, not by the batch limit.
+    "kv-capacity-bound-decode": {
+        "cost": {**REFERENCE_COST, "mem_util": 0.25},
+        "decode": {"device": "h100", "instances": 2},
+        "workload": {"requests": 800, "seed": 4, "arrivals": {"rate_per_s": 10.0}},
+    },
+    # 14 req/s over 25 GbE: the reference's congested link (94% busy), long hand-off queues.
+    "congested-25gbe": {
+        "cost": dict(REFERENCE_COST),
+        "link": {"preset": "eth-25g"},
+        "workload": {"requests": 800, "arrivals": {"rate_per_s": 14.0}},
+    },
+    # A small decode batch limit and short outputs (0–3 tokens): finishes every step, requests that never
+    # reach decode.
+    "batch-limited-short-outputs": {
+        "scheduler": {"max_decode_batch": 4},
+        "workload": {
+            "requests": 800,
+            "seed": 9,
+            "arrivals": {"rate_per_s": 12.0},
+            "output_tokens": {"dist": "uniform", "min": 0, "max": 40},
+        },
+    },
+}
+
+
+def without(summary: dict[str, Any], *run_keys: str) -> dict[str, Any]:
+    """A deep copy of ``summary`` with the given ``summary["run"]`` keys removed."""
+    out = copy.deepcopy(summary)
+    for k in run_keys:
+        del out["run"][k]
+    return out
+
+
+def with_engine(scenario: dict[str, Any], macro_steps: bool) -> dict[str, Any]:
+    return {**scenario, "engine": {"macro_steps": macro_steps}}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_repeated_runs_are_identical(name: str) -> None:
+    """Running the same scenario and seed twice gives equal request tables and equal summaries, wall-clock
+    time aside (and the same number of kernel events)."""
+    a = kvwire.simulate(SCENARIOS[name])
+    b = kvwire.simulate(SCENARIOS[name])
+    assert a.requests.equals(b.requests)
+    assert without(a.summary, "wall_s") == without(b.summary, "wall_s")
+
+
+def test_explicit_requests_are_deterministic() -> None:
+    """The same explicit request table (the CPython-built reference workload) gives the same run twice."""
+    w = reference_workload(8.0)
+    a = kvwire.simulate({"cost": dict(REFERENCE_COST)}, requests=w)
+    b = kvwire.simulate({"cost": dict(REFERENCE_COST)}, requests=w.clone())
+    assert a.requests.equals(b.requests)
+    assert without(a.summary, "wall_s") == without(b.summary, "wall_s")
+
+
+def test_concurrent_runs_from_threads_are_identical() -> None:
+    """Several scenarios run at once from 8 Python threads (each scenario three times, interleaved, the GIL
+    released by the core) give exactly the tables and summaries of sequential runs: no shared mutable state
+    leaks between concurrent simulations."""
+    names = list(SCENARIOS)
+    sequential = {n: kvwire.simulate(SCENARIOS[n]) for n in names}
+    jobs = names * 3
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda n: kvwire.simulate(SCENARIOS[n]), jobs))
+    for n, res in zip(jobs, results, strict=True):
+        assert res.requests.equals(sequential[n].requests), n
+        assert without(res.summary, "wall_s") == without(sequential[n].summary, "wall_s"), n
+
+
+@pytest.mark.parametrize("name", ["reference-ib", "disaggregated-bursty-multi-decode", "colocated"])
+def test_different_seeds_differ(name: str) -> None:
+    """Changing only the seed changes the workload (arrivals and lengths) and hence the results."""
+    sc = SCENARIOS[name]
+    other = {**sc, "workload": {**sc["workload"], "seed": sc["workload"].get("seed", 1) + 1000}}
+    a = kvwire.simulate(sc)
+    b = kvwire.simulate(other)
+    assert a.requests.height == b.requests.height
+    for c in ("arrival_s", "prompt_tokens", "output_tokens", "finish_s"):
+        assert not a.requests[c].equals(b.requests[c]), c
+    assert a.summary["latency"] != b.summary["latency"]
+    assert a.summary["energy"] != b.summary["energy"]
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_macro_steps_are_bit_identical_to_step_by_step(name: str) -> None:
+    """The decode fast path is exact: macro steps on and off give bit-identical request tables (every
+    timestamp, instance and flag) and identical summaries except ``run.events`` and ``run.wall_s``, and
+    the fast path processes strictly fewer kernel events for the same number of batch steps."""
+    slow = kvwire.simulate(with_engine(SCENARIOS[name], False))
+    fast = kvwire.simulate(with_engine(SCENARIOS[name], True))
+    assert fast.requests.equals(slow.requests)
+    assert without(fast.summary, "events", "wall_s") == without(slow.summary, "events", "wall_s")
+    # Bit-identical, not merely equal as Python floats: compare the raw float bits of every time column.
+    for c in ("prefill_start_s", "first_token_s", "kv_start_s", "kv_ready_s", "decode_start_s", "finish_s"):
+        bits = [r.select(pl.col(c).fill_null(-1.0).reinterpret(signed=True)) for r in (slow, fast)]
+        assert bits[0].equals(bits[1]), c
+    assert fast.summary["run"]["steps"] == slow.summary["run"]["steps"]
+    assert fast.summary["run"]["events"] < slow.summary["run"]["events"]
+
+
+def test_step_by_step_engine_is_one_event_per_step() -> None:
+    """Without macro steps every batch step is its own kernel event: in a disaggregated run the events are
+    at least the arrivals + prefill steps + decode steps + transfers (plus wake-ups), so the event count is
+    ≥ steps + transfers + requests; with macro steps it is below the step count."""
+    sc = SCENARIOS["reference-ib"]
+    slow = kvwire.simulate(with_engine(sc, False)).summary
+    fast = kvwire.simulate(with_engine(sc, True)).summary
+    floor = slow["run"]["steps"] + slow["link"]["transfers"] + slow["requests"]["total"]
+    assert slow["run"]["events"] >= floor
+    assert fast["run"]["events"] < floor

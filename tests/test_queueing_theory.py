@@ -1,5 +1,5 @@
 """Queueing theory the simulator must obey: configurations whose prefill queue is exactly M/D/1 or M/G/1,
-checked against the Pollaczek–Khinchine formula, PASTA and the utilisation ρ = λ·E[S]; and Little's law
+checked against the Pollaczek-Khinchine formula, PASTA and the utilisation rho = λ·E[S]; and Little's law
 L = λW on assorted runs.
 
 How a queue is made exact (spec/simulator.md (c)): one prefill instance, Poisson arrivals (the core's
@@ -7,17 +7,17 @@ generator, ``expovariate``), ``output_tokens`` fixed at 1 so a request finishes 
 (no hand-off, no decode), and a prefill token budget that admits one prompt per batch (the head is always
 taken, the next would exceed the budget). The server is then a FIFO single server whose service time is the
 step time of one prompt — a function of the prompt length only. The waiting time is
-``prefill_start_s − arrival_s``.
+``prefill_start_s - arrival_s``.
 
 Statistical tolerance. Waiting times of successive customers are correlated, so the standard error of
 their mean is estimated by **batch means**: the measured requests (the warm-up 10% excluded, which also
 removes the empty-start transient) in arrival order are cut into B = 50 contiguous batches of ≥ 800
-requests. At ρ = 0.8 the waiting-time autocorrelation dies out within a few dozen customers (M/M/1, a
+requests. At rho = 0.8 the waiting-time autocorrelation dies out within a few dozen customers (M/M/1, a
 worse case than M/D/1, has an integrated autocorrelation time of about 40 customers there), so the batch
 means are close to independent and, by the CLT, close to normal; their mean's error is then t-distributed
 with 49 degrees of freedom and |error| > 4 standard errors has probability ≈ 2·10⁻⁴. Runs are seeded, so a
 test either always passes or always fails; 4 SE is loose enough not to fail by chance and tight enough to
-catch any systematic error above ~1–2% of the waiting time.
+catch any systematic error above ~1-2% of the waiting time.
 """
 
 from __future__ import annotations
@@ -32,13 +32,15 @@ import pytest
 from workloads import REFERENCE_COST
 
 #: Prefill step of one 2,048-token Llama-3-8B prompt on one H100, LM head on every token
-#: (spec/simulator.md (b), "8B prefill 2048, 1×H100": 59.0332 ms).
+#: (spec/simulator.md (b), "8B prefill 2048, 1xH100": 59.0332 ms).
 D_2048_S = 0.0590332
 BATCHES = 50
 Z = 4.0
 
 
-def single_server(rate: float, n: int, prompt: dict[str, Any], budget: int, seed: int = 1) -> kvwire.SimResult:
+def single_server(
+    rate: float, n: int, prompt: dict[str, Any], budget: int, seed: int = 1
+) -> kvwire.SimResult:
     """A run whose prefill pool is one FIFO server fed by Poisson arrivals, one prompt per step, outputs 1."""
     return kvwire.simulate(
         {
@@ -64,7 +66,7 @@ def batch_means(x: np.ndarray, batches: int = BATCHES) -> tuple[float, float]:
 
 
 def service_times(res: kvwire.SimResult) -> pl.DataFrame:
-    """Per request: prompt length, service time S = first_token − prefill_start, wait W = prefill_start −
+    """Per request: prompt length, service time S = first_token - prefill_start, wait W = prefill_start -
     arrival, and whether it is measured; checks each batch held exactly one request."""
     df = res.requests
     assert df["rejected"].sum() == 0
@@ -87,7 +89,7 @@ _MD1: dict[float, kvwire.SimResult] = {}
 
 
 def md1(rho: float) -> kvwire.SimResult:
-    """The M/D/1 run at nominal utilisation ρ (λ = ρ/D): fixed 2,048-token prompts, budget 2,048."""
+    """The M/D/1 run at nominal utilisation rho (λ = rho/D): fixed 2,048-token prompts, budget 2,048."""
     if rho not in _MD1:
         n = 50_000 if rho <= 0.5 else 100_000
         _MD1[rho] = single_server(rho / D_2048_S, n, {"dist": "fixed", "value": 2048}, budget=2048)
@@ -97,12 +99,12 @@ def md1(rho: float) -> kvwire.SimResult:
 @pytest.mark.parametrize("rho", [0.5, 0.8])
 def test_md1_mean_wait_matches_pollaczek_khinchine(rho: float) -> None:
     """M/D/1: the service time is one constant D (the published 59.0332 ms step), and the mean wait of the
-    measured requests matches Pollaczek–Khinchine Wq = λD²/(2(1 − ρ)) within 4 batch-means standard
-    errors, at ρ = 0.5 and 0.8."""
+    measured requests matches Pollaczek-Khinchine Wq = λD²/(2(1 - rho)) within 4 batch-means standard
+    errors, at rho = 0.5 and 0.8."""
     lam = rho / D_2048_S
     t = service_times(md1(rho))
     s = t["S"].to_numpy()
-    # Constant up to the rounding of (start + D) − start on timestamps of up to ~10⁴ s.
+    # Constant up to the rounding of (start + D) - start on timestamps of up to ~10⁴ s.
     assert s.max() - s.min() < 1e-9
     d = float(s.mean())
     assert round(d * 1e3, 4) == 59.0332
@@ -112,16 +114,16 @@ def test_md1_mean_wait_matches_pollaczek_khinchine(rho: float) -> None:
     assert len(w) == int(0.9 * t.height)
     assert (w >= 0).all()
     mean, se = batch_means(w)
-    assert abs(mean - wq) <= Z * se, f"ρ={rho}: mean wait {mean:.6f} s, PK {wq:.6f} s, SE {se:.6f} s"
+    assert abs(mean - wq) <= Z * se, f"rho={rho}: mean wait {mean:.6f} s, PK {wq:.6f} s, SE {se:.6f} s"
     # The tolerance is meaningful: well under 10% of the quantity tested.
     assert Z * se < 0.1 * wq
 
 
 @pytest.mark.parametrize("rho", [0.5, 0.8])
 def test_md1_utilisation_and_pasta(rho: float) -> None:
-    """M/D/1 utilisation: the summary's ``prefill-0`` busy fraction is exactly n·D/horizon and matches ρ =
+    """M/D/1 utilisation: the summary's ``prefill-0`` busy fraction is exactly n·D/horizon and matches rho =
     λD within 4 standard errors of the empirical arrival rate (relative SE 1/√n for a sum of n
-    exponential gaps); and by PASTA the fraction of measured arrivals served at once (no wait) is 1 − ρ
+    exponential gaps); and by PASTA the fraction of measured arrivals served at once (no wait) is 1 - rho
     within 4 batch-means standard errors."""
     res = md1(rho)
     lam = rho / D_2048_S
@@ -135,15 +137,15 @@ def test_md1_utilisation_and_pasta(rho: float) -> None:
 
     idle = (t.filter(pl.col("measured"))["W"].to_numpy() == 0.0).astype(np.float64)
     p0, se = batch_means(idle)
-    assert abs(p0 - (1.0 - lam * d)) <= Z * se, f"ρ={rho}: P(no wait) {p0:.4f}, 1−ρ {1 - lam * d:.4f}"
+    assert abs(p0 - (1.0 - lam * d)) <= Z * se, f"rho={rho}: P(no wait) {p0:.4f}, 1-rho {1 - lam * d:.4f}"
 
 
 def test_mg1_uniform_prompts_pollaczek_khinchine() -> None:
     """M/G/1 with prompt lengths uniform on [256, 4096] (one prompt per step via a 1-token budget): the
     service time is a deterministic function of the prompt length (checked), so E[S] and E[S²] are taken
     over the uniform distribution, weighting each length's observed step time equally; the mean measured
-    wait matches Pollaczek–Khinchine λE[S²]/(2(1 − λE[S])) within 4 batch-means standard errors
-    (λ chosen for ρ ≈ 0.74)."""
+    wait matches Pollaczek-Khinchine λE[S²]/(2(1 - λE[S])) within 4 batch-means standard errors
+    (λ chosen for rho ≈ 0.74)."""
     lo, hi = 256, 4096
     lam = 0.7 / 0.06
     res = single_server(lam, 100_000, {"dist": "uniform", "min": lo, "max": hi}, budget=1)
@@ -187,15 +189,23 @@ _LITTLE_SCENARIOS: dict[str, dict[str, Any]] = {
         "prefill": {"device": "h100", "instances": 2},
         "decode": {"device": "a100", "instances": 3},
         "link": {"preset": "eth-100g", "channels": 2},
-        "workload": {"requests": 1500, "seed": 5, "arrivals": {"process": "gamma", "rate_per_s": 12.0, "cv": 3.0}},
+        "workload": {
+            "requests": 1500,
+            "seed": 5,
+            "arrivals": {"process": "gamma", "rate_per_s": 12.0, "cv": 3.0},
+        },
     },
-    # Llama-3-70B on 2×H100 decode instances holds only 8,835 KV tokens (simulator.md (b)): requests whose
+    # Llama-3-70B on 2xH100 decode instances holds only 8,835 KV tokens (simulator.md (b)): requests whose
     # prompt + output exceed it are rejected, the rest are KV-bound at admission.
     "rejections-70b": {
         "model": "llama3-70b",
         "prefill": {"device": "h100", "devices_per_instance": 4},
         "decode": {"device": "h100", "devices_per_instance": 2},
-        "workload": {"requests": 600, "arrivals": {"rate_per_s": 2.0}, "prompt_tokens": {"dist": "lognormal", "mean": 2048, "cv": 1.2}},
+        "workload": {
+            "requests": 600,
+            "arrivals": {"rate_per_s": 2.0},
+            "prompt_tokens": {"dist": "lognormal", "mean": 2048, "cv": 1.2},
+        },
     },
     "short-outputs": {
         "workload": {
@@ -210,7 +220,7 @@ _LITTLE_SCENARIOS: dict[str, dict[str, Any]] = {
 @pytest.mark.parametrize("name", list(_LITTLE_SCENARIOS))
 def test_littles_law(name: str) -> None:
     """Little's law L = λW: the time-average population (the exact integral of the in-system count over the
-    horizon) equals completed/horizon × mean E2E to 1e-6 relative, in disaggregated, colocated,
+    horizon) equals completed/horizon x mean E2E to 1e-6 relative, in disaggregated, colocated,
     multi-instance/bursty, KV-bound-with-rejections and zero/one-token-output runs. Rejected requests never
     enter the system; every completed request is in the system exactly from arrival to finish."""
     res = kvwire.simulate(_LITTLE_SCENARIOS[name])
@@ -233,3 +243,11 @@ def test_littles_law(name: str) -> None:
         total = pl.col("prompt_tokens").cast(pl.Int64) + pl.col("output_tokens").cast(pl.Int64)
         assert res.requests.select(((total > cap) == pl.col("rejected")).all()).item()
         assert rejected["finish_s"].null_count() == rejected.height
+        # The warm-up is int(0.1 x completed) of the *completed* requests by arrival; rejected ones are
+        # neither counted nor measured.
+        completed = s["requests"]["completed"]
+        assert s["requests"]["measured"] == completed - int(0.1 * completed)
+        assert not rejected["measured"].any()
+        flags = done.sort("arrival_s", maintain_order=True)["measured"].to_list()
+        warm = int(0.1 * completed)
+        assert flags == [False] * warm + [True] * (completed - warm)

@@ -15,6 +15,7 @@ the figures are read from the summary dict, so the Polars summary layer is under
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import kvwire
@@ -56,7 +57,7 @@ def pct(x: float | None) -> float:
 
 
 def test_reference_workload_fingerprint() -> None:
-    """The CPython-built seed-1 workload at 8 req/s × 800 has the fingerprint printed in simulator.md (e):
+    """The CPython-built seed-1 workload at 8 req/s x 800 has the fingerprint printed in simulator.md (e):
     first request (0.018036383 s, 1,236, 204), prompt tokens summing to 1,642,027, outputs to 206,235."""
     w = reference_workload(8.0)
     assert w.height == 800
@@ -106,6 +107,35 @@ def test_core_generator_matches_cpython(
     assert got.equals(want)
     if prompt[1] == 0.0:
         assert set(want["prompt_tokens"].to_list()) == {14}
+
+
+@pytest.mark.parametrize("cv", [2.5, 1.0, 0.3])
+def test_core_gamma_and_uniform_generators_match_cpython(cv: float) -> None:
+    """The core's other documented draws are CPython's too: gamma arrivals are
+    ``gammavariate(1/cv², cv²/rate)`` gaps (shape < 1, = 1 and > 1 take different CPython branches), uniform
+    lengths are ``randint(min, max)``, and a fixed length draws nothing (so the stream stays aligned)."""
+    n, seed, rate, lo, hi = 3000, 42, 5.0, 10, 5000
+    scenario = {
+        "workload": {
+            "requests": n,
+            "seed": seed,
+            "arrivals": {"process": "gamma", "rate_per_s": rate, "cv": cv},
+            "prompt_tokens": {"dist": "uniform", "min": lo, "max": hi},
+            "output_tokens": {"dist": "fixed", "value": 7},
+        }
+    }
+    got = kvwire.simulate(scenario).requests
+    rng = random.Random(seed)
+    t = 0.0
+    arrival: list[float] = []
+    prompt: list[int] = []
+    for _ in range(n):
+        t += rng.gammavariate(1.0 / (cv * cv), cv * cv / rate)
+        arrival.append(t)
+        prompt.append(rng.randint(lo, hi))
+    assert got["arrival_s"].to_list() == arrival
+    assert got["prompt_tokens"].to_list() == prompt
+    assert got["output_tokens"].to_list() == [7] * n
 
 
 # --------------------------------------------------------------------------------------------------
@@ -170,8 +200,12 @@ def test_infiniband_vs_25gbe_tpot_and_link_busy() -> None:
 def test_14_rps_over_25gbe_congests_the_link() -> None:
     """14 req/s over 25 GbE: link 94.0% busy, hand-off p99 9,657.8 ms (over all transferred requests),
     TPOT p99 77.2 ms, 41.0% of requests meet the SLO; TTFT p99 626.6 ms (simulator.md (b))."""
-    s = reference_run(14.0, link={"preset": "eth-25g"}).summary
+    res = reference_run(14.0, link={"preset": "eth-25g"})
+    s = res.summary
     assert pct(s["utilisation"]["kv-link"]) == 94.0
+    # Link utilisation is the summed transfer time over the horizon (one channel).
+    busy = float(res.requests.select((pl.col("kv_ready_s") - pl.col("kv_start_s")).sum()).item())
+    assert s["utilisation"]["kv-link"] == pytest.approx(busy / s["run"]["horizon_s"], rel=1e-9)
     assert round(ms(s, "handoff_s"), 1) == 9657.8
     assert round(ms(s, "tpot_s"), 1) == 77.2
     assert pct(s["slo"]["attainment"]) == 41.0
@@ -206,7 +240,9 @@ def test_co_packaged_optics_vs_infiniband_link_energy() -> None:
     # Every request has output ≥ 2, so "per request" and "per transfer" agree.
     for s in (cpo, ib):
         assert s["link"]["transfers"] == s["requests"]["completed"] == 800
-        assert round(s["energy"]["breakdown"]["link_j"] / 800, 3) == round(s["link"]["link_j_per_transfer"], 3)
+        assert round(s["energy"]["breakdown"]["link_j"] / 800, 3) == round(
+            s["link"]["link_j_per_transfer"], 3
+        )
     assert round(ms(cpo, "tpot_s"), 1) == 8.8
     assert round(ms(ib, "tpot_s"), 1) == 8.8
 
@@ -214,7 +250,7 @@ def test_co_packaged_optics_vs_infiniband_link_energy() -> None:
 def test_compression_none_has_no_transit_stage() -> None:
     """``compression: "none"`` means no in-transit stage (handoff.md, simulator.md "Clarifications"): every
     transfer takes exactly latency + bytes/bandwidth (10 µs + prompt·131,072 B / 50 GB/s on InfiniBand, no
-    extra 1 µs), the stage books no energy, the link energy is wire bits × 15 pJ, and the run equals the
+    extra 1 µs), the stage books no energy, the link energy is wire bits x 15 pJ, and the run equals the
     reference run with the field omitted. Contrast: fp8 does add the stage's 1 µs and halves the bytes."""
     none = reference_run(handoff={"compression": "none"})
     default = reference_run()
@@ -235,7 +271,7 @@ def test_compression_none_has_no_transit_stage() -> None:
     assert s["energy"]["breakdown"]["transit_j"] == 0.0
     wire_bytes = int(none.requests["prompt_tokens"].cast(pl.Int64).sum()) * kvpt
     assert s["energy"]["breakdown"]["link_j"] == pytest.approx(wire_bytes * 8 * 15e-12, rel=1e-12)
-    assert s["link"]["handoff_gb"] == pytest.approx(s["link"]["wire_gb"], rel=0.0)
+    assert s["link"]["handoff_gb"] == s["link"]["wire_gb"]
 
     fp8 = reference_run(handoff={"compression": "fp8"})
     t8 = fp8.requests.select(

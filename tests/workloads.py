@@ -3,8 +3,8 @@
 ``spec/simulator.md`` (e) defines the reference simulator's workload generator: one
 ``random.Random(seed)`` (MT19937); for each request in order, ``gap = expovariate(rate)`` (``t += gap``), then
 the prompt length, then the output length. Lengths are lognormal in the mean/cv parametrisation
-(σ² = ln(1 + cv²), μ = ln(mean) − σ²/2, ``x = lognormvariate(μ, σ)``), rounded half to even with ``round()``
-and clipped to ``[1, 32768]``; ``cv <= 0`` means the fixed ``mean``.
+(sigma² = ln(1 + cv²), mu = ln(mean) - sigma²/2, ``x = lognormvariate(mu, sigma)``), rounded half to even
+with ``round()`` and clipped to ``[1, 32768]``; ``cv <= 0`` means the fixed ``mean``.
 
 Building the table here, with CPython's generator rather than the Rust port in the core, makes the
 reference figures an end-to-end check that does not trust the port, and lets a test compare the two.
@@ -71,15 +71,4 @@ def reference_workload(
     )
 
 
-def poisson_arrivals(rate: float, n: int, seed: int) -> list[float]:
-    """``n`` Poisson arrival times (cumulative ``expovariate(rate)`` gaps from ``random.Random(seed)``)."""
-    rng = random.Random(seed)
-    t = 0.0
-    out: list[float] = []
-    for _ in range(n):
-        t += rng.expovariate(rate)
-        out.append(t)
-    return out
-
-
-__all__ = ["LENGTH_HI", "LENGTH_LO", "REFERENCE_COST", "draw_length", "poisson_arrivals", "reference_workload"]
+__all__ = ["LENGTH_HI", "LENGTH_LO", "REFERENCE_COST", "draw_length", "reference_workload"]

@@ -41,6 +41,7 @@ class LinkDict(TypedDict, total=False):
     bandwidth_gb_per_s: float
     latency_us: float
     pj_per_bit: float
+    source: str
 
 
 class HandoffDict(TypedDict, total=False):

@@ -144,10 +144,12 @@ def summarise(
         "ttft_s": slo["ttft_s"],
         "tpot_s": slo["tpot_s"],
         "attainment": ok / n_measured if n_measured else None,
-        "goodput_req_per_s": ok / window if window > 0 else None,
+        "goodput_req_per_s": _opt(ok / window) if window > 0 else None,
     }
     if slo_out["goodput_req_per_s"] is None:
-        slo_out["goodput_note"] = "fewer than two measured requests, or all arrived at one instant"
+        slo_out["goodput_note"] = (
+            "fewer than two measured requests, or their arrival window is too short to divide by"
+        )
     if n_measured == 0:
         slo_out["attainment_note"] = "no measured requests"
 

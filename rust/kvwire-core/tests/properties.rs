@@ -8,6 +8,22 @@
 //!
 //! Every property is checked on the result `SimOutput { table, stats }` alone (plus the scenario it came
 //! from); failures print the scenario JSON, which is a complete reproduction (`kvwire run` / `simulate`).
+//!
+//! Checked: accounting (rejected xor finished, counts, the rejection rule, the measured set); monotone and
+//! present-iff-happened stamps; stages sum to E2E; KV returned, peak ≤ capacity and equal to a sweep of the
+//! table; ≤ `max_decode_batch` sequences at once; Little's law; horizon = last finish; energy and busy-time
+//! sanity and the power roof; ITL count and exact mean; the link (transfer count, busy and wait totals, FCFS,
+//! ≤ channels at once, work conservation); prefill batches (budget, FIFO, maximal, work-conserving) and step
+//! / batch-size totals; decode FIFO and immediate admission when idle; every router reconstructed from the
+//! table; determinism and `engine.macro_steps` true vs false bit for bit, also with arrivals placed exactly
+//! on step ends of an earlier run (ties by construction).
+//!
+//! `KVWIRE_PROPTEST_CASES` sets the cases per property (256 by default, about a second in all).
+//!
+//! Open bugs, each shown by a test that fails until it is fixed:
+//! `trace_arrival_times_survive_the_scenario_json` (JSON floats off by an ulp), and
+//! `itl_percentiles_stay_below_the_max_in_a_run`, `itl_quantiles_ordered_and_within_range`,
+//! `itl_mean_within_range` (ITL histogram rounding).
 
 use kvwire_core::metrics::stats::RunStats;
 use kvwire_core::metrics::table::RequestTable;
@@ -219,7 +235,7 @@ fn scenario_gen(max_requests: u64, max_rows: usize) -> impl Strategy<Value = Gen
         prop::sample::select(&COMPRESSION[..]),
     );
     let sched = (
-        prop_oneof![Just(0.0), Just(0.1), 0.0f64..0.95],
+        prop_oneof![Just(0.0), Just(0.1), 0.0f64..0.999],
         prop_oneof![Just(0.9), 0.45f64..0.9],
         prop_oneof![1 => Just(8192u32), 2 => 1u32..600, 2 => 256u32..16_384],
         prop_oneof![1 => Just(256u32), 2 => 1u32..=4, 2 => 1u32..=32],
@@ -434,7 +450,9 @@ type Check = Result<(), String>;
 
 macro_rules! ensure {
     ($cond:expr, $($fmt:tt)+) => {
-        if !$cond {
+        // Bound first, so that a NaN comparison fails the check (and clippy's neg_cmp lint stays quiet).
+        let ok: bool = $cond;
+        if !ok {
             return Err(format!($($fmt)+));
         }
     };
@@ -506,14 +524,12 @@ fn check_accounting(o: &SimOutput, f: &Facts) -> Check {
         s.rejected
     );
     let warm = (f.warmup * completed as f64).floor() as u64;
-    let mut seen = 0u64;
-    for i in finished(t) {
+    for (seen, i) in finished(t).enumerate() {
         ensure!(
-            t.measured[i] == (seen >= warm),
+            t.measured[i] == (seen as u64 >= warm),
             "row {i}: measured={} but it is completed #{seen} with warm-up {warm}",
             t.measured[i]
         );
-        seen += 1;
     }
     let measured = t.measured.iter().filter(|&&m| m).count() as u64;
     ensure!(
@@ -730,8 +746,9 @@ fn check_totals(o: &SimOutput, f: &Facts) -> Check {
         let mean_e2e = sum_e2e / s.completed as f64;
         let l = s.population_area / horizon;
         let lw = s.completed as f64 * mean_e2e / horizon;
+        // The spec asks for 1e-6; the bookkeeping is exact up to rounding, so hold it to 1e-9.
         ensure!(
-            close(l, lw, 1e-6),
+            close(l, lw, 1e-9),
             "Little: L {l} vs λW {lw} (area {}, horizon {horizon})",
             s.population_area
         );
@@ -819,9 +836,12 @@ fn check_totals(o: &SimOutput, f: &Facts) -> Check {
             "ITL mean {mean} != {}",
             sum / count as f64
         );
+        // Ordered up to a few ulps: the histogram's bucket means can overshoot the bucket's range by an ulp
+        // or two (an open bug, shown exactly by `itl_quantiles_ordered_and_within_range` and
+        // `itl_percentiles_stay_below_the_max_in_a_run`); a tolerance keeps it from masking the rest here.
         let ps = [q.p50, q.p90, q.p95, q.p99, q.p99_9, q.max].map(Option::unwrap);
         ensure!(
-            ps.windows(2).all(|w| w[0] <= w[1]) && ps[0] >= 0.0,
+            ps.windows(2).all(|w| w[0] <= w[1] * (1.0 + 1e-14)) && ps[0] >= 0.0,
             "ITL percentiles not ordered {ps:?}"
         );
         ensure!(
@@ -861,13 +881,16 @@ fn check_link(o: &SimOutput, f: &Facts) -> Check {
         .iter()
         .map(|&i| t.kv_start_s[i] - t.first_token_s[i])
         .sum();
+    // A difference of stamps carries the rounding of the stamps (ulp of the absolute time), so the
+    // tolerance scales with Σ |kv_ready|.
+    let tol = 8.0 * f64::EPSILON * xs.iter().map(|&i| t.kv_ready_s[i]).sum::<f64>();
     ensure!(
-        close(link.busy_s, busy, 1e-9),
+        (link.busy_s - busy).abs() <= tol.max(1e-12 * busy),
         "link busy {} != Σ(kv_ready − kv_start) {busy}",
         link.busy_s
     );
     ensure!(
-        (link.wait_s - wait).abs() <= 1e-9 * wait.max(1e-6),
+        (link.wait_s - wait).abs() <= tol.max(1e-12 * wait),
         "link wait {} != Σ(kv_start − first_token) {wait}",
         link.wait_s
     );
@@ -1083,6 +1106,43 @@ fn check_decode(o: &SimOutput, f: &Facts) -> Check {
             inst.batch_sum
         );
         ensure!(inst.prefill_steps == 0, "{}: prefill steps", inst.name);
+        // An idle decode instance admits at once: when nothing runs across or ends at T = kv_ready[r], every
+        // hand-off landing at T is queued before the wake-up runs (the transfers were scheduled earlier), so
+        // they are admitted at T as far as the batch limit and the KV capacity allow (at least the first).
+        let cap = inst.kv_capacity_tokens.unwrap_or(0);
+        for &r in &reqs {
+            let now = t.kv_ready_s[r];
+            let busy = reqs.iter().any(|&q| {
+                (t.decode_start_s[q] < now && t.finish_s[q] > now) || t.finish_s[q] == now
+            });
+            if busy {
+                continue;
+            }
+            let landing: Vec<usize> = reqs
+                .iter()
+                .copied()
+                .filter(|&q| t.kv_ready_s[q] == now)
+                .collect();
+            let at_once = landing
+                .iter()
+                .filter(|&&q| t.decode_start_s[q] == now)
+                .count();
+            let kv: u64 = landing
+                .iter()
+                .map(|&q| t.prompt_tokens[q] as u64 + t.output_tokens[q] as u64)
+                .sum();
+            let want = if landing.len() <= f.max_decode_batch && kv <= cap {
+                landing.len()
+            } else {
+                1
+            };
+            ensure!(
+                at_once >= want,
+                "{}: idle at {now}, {} hand-offs landed but only {at_once} admitted at once (rows {landing:?})",
+                inst.name,
+                landing.len()
+            );
+        }
         for &a in &reqs {
             for &b in &reqs {
                 if t.kv_ready_s[a] < t.kv_ready_s[b] {
@@ -1329,23 +1389,24 @@ fn cases() -> u32 {
         .unwrap_or(256)
 }
 
+/// No regression files are written: a failure prints the scenario JSON, which is the reproduction.
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: cases(),
+        max_shrink_iters: 2000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(config())]
 
     /// All structural properties of one run.
     #[test]
     fn run_invariants(g in scenario_gen(120, 80)) {
         let sc = g.scenario();
         let out = run(&sc);
-        if std::env::var("KVW_COV").is_ok() {
-            let t = &out.table;
-            let waited = (0..t.len()).filter(|&i| t.kv_start_s[i] > t.first_token_s[i]).count();
-            let dq = (0..t.len()).filter(|&i| t.decode_start_s[i] > t.kv_ready_s[i]).count();
-            let big = (0..t.len()).filter(|&i| !t.rejected[i] && t.output_tokens[i] <= 1).count();
-            eprintln!("COV colo={} n={} rej={} meas={} waited={} dq={} short={} peakbatch={:?} horizon={:.3}",
-              g.colocated, t.len(), out.stats.rejected, out.stats.measured, waited, dq, big,
-              out.stats.instances.iter().map(|i| if i.steps>0 {i.batch_sum as f64/i.steps as f64} else {0.0}).fold(0.0f64,f64::max), out.stats.horizon_s);
-        }
         check_all(&out, &Facts::of(&sc)).map_err(|e| fail(&sc, "invariant", e))?;
     }
 
@@ -1364,15 +1425,27 @@ proptest! {
         prop_assert!(fast.stats.events <= slow.stats.events, "macro-steps added events");
     }
 
-    /// Bursts: many simultaneous arrivals (ties in arrival time) over several instances.
+    /// Bursts: many simultaneous arrivals (ties in arrival time) over several instances, with prompts that
+    /// often fill the prefill budget exactly.
     #[test]
-    fn bursts_with_ties(g in scenario_gen(60, 40), burst in 2usize..40, n_bursts in 1usize..4, prompt in 1u32..3000) {
+    fn bursts_with_ties(
+        g in scenario_gen(60, 40),
+        burst in 2usize..40,
+        n_bursts in 1usize..4,
+        gap in prop_oneof![Just(0.0), Just(0.05), 0.0f64..0.5],
+        prompt in prop_oneof![1u32..=4, 1u32..3000],
+        spread in prop_oneof![Just(1u32), 1u32..=4, 1u32..500],
+        budget in prop::option::of(prop_oneof![1u32..=12, 1u32..4000]),
+    ) {
         let mut sc = g.base();
+        if let Some(b) = budget {
+            sc["scheduler"]["max_prefill_tokens"] = json!(b);
+        }
         let (mut a, mut p, mut o) = (Vec::new(), Vec::new(), Vec::new());
         for b in 0..n_bursts {
             for k in 0..burst {
-                a.push(b as f64 * 0.05);
-                p.push(prompt + (k as u32 * 37) % 500);
+                a.push(b as f64 * gap);
+                p.push(prompt + (k as u32 * 37) % spread);
                 o.push((k as u32 * 7) % 5);
             }
         }
@@ -1381,7 +1454,95 @@ proptest! {
         check_all(&out, &Facts::of(&sc)).map_err(|e| fail(&sc, "invariant", e))?;
         let slow = run(&with_macro(&sc, !g.macro_steps));
         same_table(&out.table, &slow.table).map_err(|e| fail(&sc, "macro_steps differential", e))?;
+        same_stats(&out.stats, &slow.stats, false).map_err(|e| fail(&sc, "macro_steps differential", e))?;
     }
+
+    /// Ties by construction: extra requests arrive exactly at step-end times of a first run (a first token,
+    /// a finish, a hand-off). Everything before the earliest injected arrival is unchanged, so at least one
+    /// arrival coincides with a step end; the invariants and the fast-path differential must survive it.
+    #[test]
+    fn arrivals_exactly_on_step_ends(
+        g in scenario_gen(60, 40),
+        picks in prop::collection::vec((any::<prop::sample::Index>(), 1u32..3000, 0u32..6, any::<bool>()), 1..6),
+    ) {
+        let sc0 = g.scenario();
+        let t0 = run(&sc0).table;
+        let mut times: Vec<f64> = finished(&t0)
+            .flat_map(|i| [t0.first_token_s[i], t0.finish_s[i], t0.kv_ready_s[i], t0.decode_start_s[i]])
+            .filter(|x| set(*x))
+            .collect();
+        prop_assume!(!times.is_empty());
+        times.sort_by(f64::total_cmp);
+        times.dedup();
+        // (arrival, before same-time originals?, prompt, output)
+        let mut rows: Vec<(f64, bool, u32, u32)> = (0..t0.len())
+            .map(|i| (t0.arrival_s[i], false, t0.prompt_tokens[i], t0.output_tokens[i]))
+            .collect();
+        for (ix, prompt, output, first) in &picks {
+            rows.push((times[ix.index(times.len())], *first, *prompt, *output));
+        }
+        rows.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut sc = g.base();
+        sc["workload"] = json!({"trace": {
+            "arrival_s": rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            "prompt_tokens": rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+            "output_tokens": rows.iter().map(|r| r.3).collect::<Vec<_>>(),
+        }});
+        let fast = run(&with_macro(&sc, true));
+        let slow = run(&with_macro(&sc, false));
+        check_all(&fast, &Facts::of(&sc)).map_err(|e| fail(&sc, "invariant", e))?;
+        same_table(&fast.table, &slow.table).map_err(|e| fail(&sc, "macro_steps true vs false", e))?;
+        same_stats(&fast.stats, &slow.stats, false).map_err(|e| fail(&sc, "macro_steps true vs false", e))?;
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The ITL histogram alone
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Quantiles of the weighted ITL histogram are ordered and lie within the recorded [min, max], whatever
+    /// the weights and however close the values (several distinct values share a bucket).
+    #[test]
+    fn itl_quantiles_ordered_and_within_range(
+        base in 1e-4f64..1.0,
+        samples in prop::collection::vec((0u64..4, 1u64..2000), 1..8),
+    ) {
+        let (h, lo) = itl_histogram(base, &samples);
+        let q = h.quantiles();
+        let ps = [q.p50, q.p90, q.p95, q.p99, q.p99_9, q.max].map(Option::unwrap);
+        prop_assert!(ps.windows(2).all(|w| w[0] <= w[1]), "not ordered: {:?} (samples {:?})", ps, samples);
+        prop_assert!(ps[0] >= lo, "p50 {} below the minimum {}", ps[0], lo);
+    }
+
+    /// The ITL mean lies within [min, max] (the spec's mean is `statistics.fmean`, correctly rounded, so
+    /// the mean of copies of one value is that value).
+    #[test]
+    fn itl_mean_within_range(
+        base in 1e-4f64..1.0,
+        samples in prop::collection::vec((0u64..4, 1u64..2000), 1..8),
+    ) {
+        let (h, lo) = itl_histogram(base, &samples);
+        let q = h.quantiles();
+        let (mean, max) = (q.mean.unwrap(), q.max.unwrap());
+        prop_assert!(lo <= mean && mean <= max, "mean {:?} outside [{:?}, {:?}]", mean, lo, max);
+    }
+}
+
+/// A histogram of values `base + k ulp` with weights; also returns the smallest value.
+fn itl_histogram(
+    base: f64,
+    samples: &[(u64, u64)],
+) -> (kvwire_core::metrics::itl::ItlHistogram, f64) {
+    let mut h = kvwire_core::metrics::itl::ItlHistogram::default();
+    let mut lo = f64::INFINITY;
+    for &(ulps, w) in samples {
+        let v = f64::from_bits(base.to_bits() + ulps);
+        h.record(v, w);
+        lo = lo.min(v);
+    }
+    (h, lo)
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1438,6 +1599,56 @@ fn rejection_boundary_is_inclusive() {
         assert_eq!(out.stats.completed, 2);
         check_all(&out, &Facts::of(&with_defaults(&sc))).unwrap();
     }
+}
+
+/// "Arrival stamp: TTFT and E2E are measured from the request's given arrival time (the trace value)."
+///
+/// BUG (open): scenario JSON is parsed by serde_json without its `float_roundtrip` feature, whose float
+/// parser is not correctly rounded: `632/7` written as `90.28571428571429` (the shortest round-trip text, as
+/// Python's `json.dumps` and serde_json itself write it) is read as `90.28571428571428`. About 10% of
+/// arbitrary doubles (17 significant digits) move by one ulp; short decimals (0.25, 8.0) are exact. Every
+/// float field is affected (rates, caps, custom presets), but it shows most in `workload.trace`, where the
+/// table's `arrival_s` is not the given value and the Python `requests=` path (numpy, exact) disagrees
+/// with `workload.trace`. Fix: `serde_json = { version = "1", features = ["float_roundtrip"] }`.
+#[test]
+fn trace_arrival_times_survive_the_scenario_json() {
+    let given = [1.860_607_111_065_223_4, 632.0 / 7.0];
+    let sc = json!({"workload": {"trace": {
+        "arrival_s": given, "prompt_tokens": [100, 100], "output_tokens": [2, 2]}}});
+    let text = sc.to_string();
+    assert!(text.contains("90.28571428571429"), "{text}");
+    let out = run(&sc);
+    assert_eq!(
+        bits(&out.table.arrival_s),
+        bits(&given),
+        "arrival_s {:?} != given {given:?}",
+        out.table.arrival_s
+    );
+}
+
+/// BUG (open): the ITL histogram's quantiles can leave the sample's range. `bucket_value` represents a
+/// bucket holding distinct values by Σ(value·weight)/count, which is not clamped to the bucket's [min, max]
+/// and rounds (each value·weight product is rounded) to an ulp or two outside it. In this run (found by
+/// `run_invariants`) p99 = p99.9 = 0.18890412214363433 > max = 0.18890412214363428, breaking
+/// p50 ≤ … ≤ p99.9 ≤ max in `summary["latency"]["itl_s"]`. Fix: clamp the bucket value to [min, max].
+#[test]
+fn itl_percentiles_stay_below_the_max_in_a_run() {
+    let sc: Value = serde_json::from_str(
+        r#"{"mode": "colocated", "colocated": {"device": "b200", "instances": 1}, "model": "mistral-7b",
+            "cost": {"enforce_tdp": false, "step_overhead_s": 0.007460050810613071},
+            "scheduler": {"max_decode_batch": 14, "max_prefill_tokens": 14602},
+            "workload": {"requests": 72, "seed": 6220855333609212014,
+                "arrivals": {"process": "poisson", "rate_per_s": 493.4154870475996},
+                "prompt_tokens": {"dist": "fixed", "value": 2086},
+                "output_tokens": {"dist": "lognormal", "mean": 16.64907599673096, "cv": 0.0, "min": 0, "max": 15}}}"#,
+    )
+    .unwrap();
+    let q = run(&sc).stats.itl_quantiles();
+    let ps = [q.p50, q.p90, q.p95, q.p99, q.p99_9, q.max].map(Option::unwrap);
+    assert!(
+        ps.windows(2).all(|w| w[0] <= w[1]),
+        "ITL p50, p90, p95, p99, p99.9, max not ordered: {ps:?}"
+    );
 }
 
 /// Fill the defaults the checks read into a hand-written scenario.

@@ -4,7 +4,8 @@
 //! continuing sequence sees the same gap. Gaps are therefore recorded with a weight into buckets keyed by
 //! the top 13 mantissa bits of the `f64` (relative bucket width ≤ 2⁻¹³ ≈ 1.2e-4); each bucket keeps its
 //! count, sum, minimum and maximum and is represented by its value when min = max (exact) or else by the
-//! mean of its values. Percentiles use numpy's "linear" rule over the flattened multiset; mean and max are exact.
+//! mean of its values. Percentiles use numpy's "linear" rule over the flattened multiset; max is exact and the
+//! mean is computed from a double-double sum (correctly rounded in practice, always within [min, max]).
 
 /// Mantissa bits kept in a bucket key.
 const KEY_MANTISSA_BITS: u32 = 13;
@@ -20,7 +21,22 @@ fn bucket_value(b: &Bucket) -> f64 {
     if min == max {
         min
     } else {
-        f64::from_bits(b[1]) / b[0] as f64
+        // The rounded mean can stray an ulp outside the values it averages: clamp it back.
+        (f64::from_bits(b[1]) / b[0] as f64).clamp(min, max)
+    }
+}
+
+/// The rounding error of `prod = v * w`, exactly: Dekker's product, with the split of the integer weight
+/// trivial when `w < 2^26` (the common case, and no call to a software FMA on baseline x86-64).
+#[inline]
+fn two_prod_err(v: f64, w: f64, prod: f64) -> f64 {
+    if w < 67_108_864.0 {
+        let c = 134_217_729.0 * v;
+        let hi = c - (c - v);
+        let lo = v - hi;
+        (hi * w - prod) + lo * w
+    } else {
+        v.mul_add(w, -prod)
     }
 }
 
@@ -30,8 +46,11 @@ fn bucket_value(b: &Bucket) -> f64 {
 pub struct ItlHistogram {
     pages: Vec<Option<Box<[Bucket]>>>,
     count: u64,
+    /// Σ value·weight as an unevaluated double-double (`sum + sum_lo`), so the mean is correctly rounded
+    /// in practice (in particular, `weight` copies of one value have exactly that value as mean).
     sum: f64,
-    sum_err: f64,
+    sum_lo: f64,
+    min: f64,
     max: f64,
 }
 
@@ -60,30 +79,41 @@ impl ItlHistogram {
         if page >= self.pages.len() {
             self.pages.resize_with(page + 1, || None);
         }
-        let p =
+        let w = weight as f64;
+        let prod = value * w;
+        let page =
             self.pages[page].get_or_insert_with(|| vec![[0u64; 4]; PAGE_LEN].into_boxed_slice());
-        let b = &mut p[((bits >> PAGE_SHIFT) as usize) & (PAGE_LEN - 1)];
-        let x = value * weight as f64;
+        let b = &mut page[((bits >> PAGE_SHIFT) as usize) & (PAGE_LEN - 1)];
         if b[0] == 0 {
-            *b = [weight, x.to_bits(), bits, bits];
+            *b = [weight, prod.to_bits(), bits, bits];
         } else {
             b[0] += weight;
-            b[1] = (f64::from_bits(b[1]) + x).to_bits();
+            b[1] = (f64::from_bits(b[1]) + prod).to_bits();
             b[2] = f64::from_bits(b[2]).min(value).to_bits();
             b[3] = f64::from_bits(b[3]).max(value).to_bits();
         }
-        self.count += weight;
-        // Neumaier-compensated running sum for an accurate mean.
-        let t = self.sum + x;
-        if self.sum.abs() >= x.abs() {
-            self.sum_err += (self.sum - t) + x;
-        } else {
-            self.sum_err += (x - t) + self.sum;
+        if self.count == 0 || value < self.min {
+            self.min = value;
         }
+        self.count += weight;
+        // Exact product error (two-prod) added into a double-double (two-sum).
+        let prod_err = two_prod_err(value, w, prod);
+        let t = self.sum + prod;
+        let bp = t - self.sum;
+        let t_err = (self.sum - (t - bp)) + (prod - bp);
         self.sum = t;
+        self.sum_lo += t_err + prod_err;
         if value > self.max {
             self.max = value;
         }
+    }
+
+    /// The mean from the double-double sum: hi/n corrected by the remainder.
+    fn mean(&self) -> f64 {
+        let n = self.count as f64;
+        let q = self.sum / n;
+        let r = (-q).mul_add(n, self.sum) + self.sum_lo;
+        (q + r / n).clamp(self.min, self.max)
     }
 
     pub fn count(&self) -> u64 {
@@ -117,7 +147,7 @@ impl ItlHistogram {
         };
         Quantiles {
             count: self.count,
-            mean: Some((self.sum + self.sum_err) / self.count as f64),
+            mean: Some(self.mean()),
             p50: Some(q(50.0)),
             p90: Some(q(90.0)),
             p95: Some(q(95.0)),
@@ -146,6 +176,31 @@ mod tests {
         assert_eq!(q.count, 0);
         assert_eq!(q.p50, None);
         assert_eq!(q.mean, None);
+    }
+
+    /// The product error is exact: v·w = prod + err in exact (integer) arithmetic.
+    #[test]
+    fn two_prod_err_is_exact() {
+        for (v, w) in [(0.1, 3.0), (0.4503335571287868, 759.0), (1.0 / 3.0, 67_108_863.0), (0.7, 1e9)] {
+            let prod = v * w;
+            let err = two_prod_err(v, w, prod);
+            assert_eq!(err, v.mul_add(w, -prod), "{v} {w}");
+        }
+    }
+
+    /// The mean of many copies of one value is that value, and percentiles stay within [min, max].
+    #[test]
+    fn mean_and_percentiles_stay_exact_and_in_range() {
+        let mut h = ItlHistogram::default();
+        h.record(0.4503335571287868, 759);
+        let q = h.quantiles();
+        assert_eq!(q.mean, Some(0.4503335571287868));
+        let mut h = ItlHistogram::default();
+        let base = 0.18890412214363428_f64;
+        h.record(base, 3);
+        h.record(f64::from_bits(base.to_bits() - 1), 5);
+        let q = h.quantiles();
+        assert!(q.p99_9.unwrap() <= q.max.unwrap() && q.p50.unwrap() >= f64::from_bits(base.to_bits() - 1));
     }
 
     /// p95 of 0..9 is 8.55 (numpy and Polars "linear").

@@ -226,7 +226,10 @@ def validate(scenario: Mapping[str, Any] | str | Path | None) -> None:
 def with_override(scenario: Mapping[str, Any], assignment: str) -> dict[str, Any]:
     """Return a copy of ``scenario`` with ``"dotted.path=value"`` applied (the CLI's ``--set``).
 
-    The value is parsed as JSON when it parses (numbers, booleans, objects), else taken as a string.
+    The value is parsed as JSON when it parses (numbers, booleans, objects), else taken as a string. An
+    object the scenario does not have yet starts from its default when that default is a flat table (so
+    ``link.channels=2`` keeps the default link and ``workload.prompt_tokens.mean=1000`` the default
+    distribution); a preset name becomes ``{"preset": name}`` so that its fields can be overridden.
     """
     if "=" not in assignment:
         raise ScenarioError(f"--set {assignment!r}: expected dotted.path=value", assignment)
@@ -240,10 +243,13 @@ def with_override(scenario: Mapping[str, Any], assignment: str) -> dict[str, Any
         value = raw
     out = copy.deepcopy(dict(scenario))
     node: dict[str, Any] = out
+    default: Any = default_scenario()
     for i, part in enumerate(parts[:-1]):
         child = node.get(part)
+        default = default.get(part) if isinstance(default, dict) else None
         if child is None:
-            child = node[part] = {}
+            flat = isinstance(default, dict) and not any(isinstance(v, dict) for v in default.values())
+            child = node[part] = copy.deepcopy(default) if flat else {}
         elif isinstance(child, str):
             # A preset name written as a string becomes {"preset": name} so fields can be overridden.
             child = node[part] = {"preset": child}

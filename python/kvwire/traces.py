@@ -38,7 +38,7 @@ def read_azure_csv(path: str | Path) -> pl.DataFrame:
     """Read an Azure LLM inference trace (2023 or 2024 release)."""
     p = str(path)
     try:
-        raw = pl.read_csv(p, schema_overrides={"TIMESTAMP": pl.String})
+        raw = pl.read_csv(p, infer_schema=False)  # every column as text; parsed strictly below
     except (OSError, pl.exceptions.PolarsError) as e:
         raise TraceError(f"{p}: cannot read Azure CSV: {e}", p) from None
     missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - set(raw.columns)
@@ -51,14 +51,23 @@ def read_azure_csv(path: str | Path) -> pl.DataFrame:
         .str.replace(r"\+00:00$", "")
         .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="ns", strict=False)
     )
-    df = raw.select(ts.alias("t"), pl.col("ContextTokens"), pl.col("GeneratedTokens"))
-    if df["t"].null_count():
-        i = int(df["t"].is_null().arg_max() or 0)
-        raise TraceError(f"{p}: row {i}: unparseable TIMESTAMP {raw['TIMESTAMP'][i]!r}", f"{p}[{i}]")
+    tokens = [
+        pl.col(c).str.strip_chars().cast(pl.Int64, strict=False).alias(name)
+        for c, name in (("ContextTokens", "prompt_tokens"), ("GeneratedTokens", "output_tokens"))
+    ]
+    df = raw.select(ts.alias("t"), *tokens)
+    checks = (("t", "TIMESTAMP"), ("prompt_tokens", "ContextTokens"), ("output_tokens", "GeneratedTokens"))
+    for col, source in checks:
+        if df[col].null_count():
+            i = int(df[col].is_null().arg_max() or 0)
+            what = "timestamp" if col == "t" else "whole number of tokens"
+            raise TraceError(
+                f"{p}: row {i}: {source} {raw[source][i]!r} is not a {what}", f"{p}[{i}].{source}"
+            )
     out = df.select(
         ((pl.col("t") - pl.col("t").first()).dt.total_nanoseconds() / 1e9).alias("arrival_s"),
-        pl.col("ContextTokens").cast(pl.Int64).alias("prompt_tokens"),
-        pl.col("GeneratedTokens").cast(pl.Int64).alias("output_tokens"),
+        pl.col("prompt_tokens"),
+        pl.col("output_tokens"),
     )
     return _check_sorted(out, p)
 
@@ -74,9 +83,13 @@ def read_mooncake_jsonl(path: str | Path) -> pl.DataFrame:
                     continue
                 try:
                     r = json.loads(line)
-                    rows.append(
-                        (float(r["timestamp"]) / 1e3, int(r["input_length"]), int(r["output_length"]))
-                    )
+                    ts, inp, out = r["timestamp"], r["input_length"], r["output_length"]
+                    if isinstance(ts, bool) or not isinstance(ts, int | float):
+                        raise TypeError(f"timestamp must be a number of milliseconds, got {ts!r}")
+                    for name, v in (("input_length", inp), ("output_length", out)):
+                        if isinstance(v, bool) or not isinstance(v, int):
+                            raise TypeError(f"{name} must be a whole number of tokens, got {v!r}")
+                    rows.append((float(ts) / 1e3, inp, out))
                 except (ValueError, KeyError, TypeError) as e:
                     raise TraceError(
                         f"{p}: line {i + 1}: not a Mooncake record ({e})", f"{p}:{i + 1}"

@@ -180,7 +180,16 @@ pub fn simulate(scenario: Scenario) -> Result<SimOutput> {
             arrivals,
             prompt,
             output,
-        } => generate(*requests, *seed, *arrivals, *prompt, *output),
+        } => {
+            let t = generate(*requests, *seed, *arrivals, *prompt, *output);
+            if let Some(i) = t.arrival_s().iter().position(|a| !a.is_finite()) {
+                return Err(Error::field(
+                    "workload.arrivals",
+                    format!("the arrival process produced a non-finite time at request {i}"),
+                ));
+            }
+            t
+        }
         Workload::Trace(_) => match scenario.workload.clone() {
             Workload::Trace(t) => t,
             Workload::Generated { .. } => {
@@ -630,7 +639,6 @@ impl Sim {
             inst.d.kv_used += reservation(t.prompt_tokens[i_r], t.output_tokens[i_r]);
             t.prefill_start_s[i_r] = now;
             t.prefill_instance[i_r] = i as i32;
-            t.decode_instance[i_r] = i as i32;
             inst.batch.push(r);
         }
         inst.d.stats.kv_peak_tokens = inst.d.stats.kv_peak_tokens.max(inst.d.kv_used);
@@ -655,6 +663,7 @@ impl Sim {
                         self.complete(r, now);
                     } else {
                         self.t.decode_start_s[ri] = now;
+                        self.t.decode_instance[ri] = i as i32;
                         let c = cols(&self.t);
                         self.colo[i].d.running.admit(r, c);
                     }

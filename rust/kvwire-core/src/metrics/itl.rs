@@ -22,7 +22,7 @@ fn bucket_value(b: &Bucket) -> f64 {
         min
     } else {
         // The rounded mean can stray an ulp outside the values it averages: clamp it back.
-        (f64::from_bits(b[1]) / b[0] as f64).clamp(min, max)
+        (f64::from_bits(b[1]) / b[0] as f64).max(min).min(max)
     }
 }
 
@@ -113,7 +113,7 @@ impl ItlHistogram {
         let n = self.count as f64;
         let q = self.sum / n;
         let r = (-q).mul_add(n, self.sum) + self.sum_lo;
-        (q + r / n).clamp(self.min, self.max)
+        (q + r / n).max(self.min).min(self.max)
     }
 
     pub fn count(&self) -> u64 {
@@ -181,7 +181,12 @@ mod tests {
     /// The product error is exact: v·w = prod + err in exact (integer) arithmetic.
     #[test]
     fn two_prod_err_is_exact() {
-        for (v, w) in [(0.1, 3.0), (0.4503335571287868, 759.0), (1.0 / 3.0, 67_108_863.0), (0.7, 1e9)] {
+        for (v, w) in [
+            (0.1, 3.0),
+            (0.4503335571287868, 759.0),
+            (1.0 / 3.0, 67_108_863.0),
+            (0.7, 1e9),
+        ] {
             let prod = v * w;
             let err = two_prod_err(v, w, prod);
             assert_eq!(err, v.mul_add(w, -prod), "{v} {w}");
@@ -200,7 +205,10 @@ mod tests {
         h.record(base, 3);
         h.record(f64::from_bits(base.to_bits() - 1), 5);
         let q = h.quantiles();
-        assert!(q.p99_9.unwrap() <= q.max.unwrap() && q.p50.unwrap() >= f64::from_bits(base.to_bits() - 1));
+        assert!(
+            q.p99_9.unwrap() <= q.max.unwrap()
+                && q.p50.unwrap() >= f64::from_bits(base.to_bits() - 1)
+        );
     }
 
     /// p95 of 0..9 is 8.55 (numpy and Polars "linear").

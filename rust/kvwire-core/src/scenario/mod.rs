@@ -166,7 +166,7 @@ pub fn parse_spec(json: &str) -> Result<ScenarioSpec> {
 }
 
 /// Turn a serde error into a field error: drop serde_json's "at line L column C" (users pass dicts, not text)
-/// and move an unknown field's name into the path.
+/// and make sure an unknown field's name ends the path.
 pub(crate) fn serde_error(path: String, msg: String) -> Error {
     let msg = match msg.rfind(" at line ") {
         Some(i) if msg[i..].contains(" column ") => msg[..i].to_string(),
@@ -176,8 +176,11 @@ pub(crate) fn serde_error(path: String, msg: String) -> Error {
     if let Some(rest) = msg.strip_prefix("unknown field `") {
         if let Some(end) = rest.find('`') {
             let name = &rest[..end];
+            // serde_path_to_error already ends the path with the unknown key.
             let full = if path.is_empty() {
                 name.to_string()
+            } else if path == name || path.ends_with(&format!(".{name}")) {
+                path
             } else {
                 format!("{path}.{name}")
             };

@@ -20,6 +20,14 @@ use crate::error::{Error, Result};
 use crate::quant::formats::{format, FORMATS};
 use crate::workload::{Arrivals, LengthDist, Trace};
 
+/// Upper bounds that keep every allocation sane. They are far beyond any real system.
+pub const MAX_REQUESTS: u64 = 100_000_000;
+pub const MAX_INSTANCES: u32 = 4096;
+pub const MAX_DEVICES_PER_INSTANCE: u32 = 1024;
+pub const MAX_CHANNELS: u32 = 4096;
+/// Largest value any positive physical quantity may take (keeps every derived quantity finite).
+pub const MAX_QUANTITY: f64 = 1e9;
+
 pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scenario> {
     let model_value = s.model.unwrap_or_else(|| Value::String("llama3-8b".into()));
     let model = resolve_preset::<ModelSpec>(&model_value, "model", "model", &model_presets())?;
@@ -244,8 +252,11 @@ fn check_model(m: &ModelSpec) -> Result<()> {
         ("d_ff", m.d_ff),
         ("vocab", m.vocab),
     ] {
-        if v == 0 {
-            return Err(Error::field(format!("model.{name}"), "must be ≥ 1"));
+        if v == 0 || v > 1 << 24 {
+            return Err(Error::field(
+                format!("model.{name}"),
+                format!("must be in [1, {}], got {v}", 1 << 24),
+            ));
         }
     }
     if m.kv_heads > m.heads {
@@ -317,13 +328,19 @@ fn pool(
     let device = resolve_preset::<DeviceSpec>(&p.device, &dpath, "device", &device_presets())?;
     check_device(&device.spec, &dpath)?;
     let instances = p.instances.unwrap_or(default_instances);
-    if instances == 0 {
-        return Err(Error::field(format!("{path}.instances"), "must be ≥ 1"));
+    if instances == 0 || instances > MAX_INSTANCES {
+        return Err(Error::field(
+            format!("{path}.instances"),
+            format!("must be in [1, {MAX_INSTANCES}], got {instances}"),
+        ));
     }
-    if p.devices_per_instance == 0 {
+    if p.devices_per_instance == 0 || p.devices_per_instance > MAX_DEVICES_PER_INSTANCE {
         return Err(Error::field(
             format!("{path}.devices_per_instance"),
-            "must be ≥ 1",
+            format!(
+                "must be in [1, {MAX_DEVICES_PER_INSTANCE}], got {}",
+                p.devices_per_instance
+            ),
         ));
     }
     if let Some(cap) = p.power_cap_w {
@@ -372,16 +389,22 @@ fn link(v: Option<Value>) -> Result<Link> {
             let channels = match obj.remove("channels") {
                 None => 1,
                 Some(c) => match c.as_u64() {
-                    Some(n) if n >= 1 && n <= u32::MAX as u64 => n as u32,
+                    Some(n) if n >= 1 && n <= MAX_CHANNELS as u64 => n as u32,
                     _ => {
                         return Err(Error::field(
                             "link.channels",
-                            format!("must be an integer ≥ 1, got {c}"),
+                            format!("must be an integer in [1, {MAX_CHANNELS}], got {c}"),
                         ))
                     }
                 },
             };
-            (Value::Object(obj), channels)
+            // `{"channels": n}` alone keeps the default link.
+            let rest = if obj.is_empty() {
+                Value::String("ib-ndr".into())
+            } else {
+                Value::Object(obj)
+            };
+            (rest, channels)
         }
         other => (other, 1),
     };
@@ -442,10 +465,10 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
     if requests == 0 {
         return Err(Error::field("workload.requests", "must be ≥ 1"));
     }
-    if requests > u32::MAX as u64 {
+    if requests > MAX_REQUESTS {
         return Err(Error::field(
             "workload.requests",
-            format!("must be ≤ {}", u32::MAX),
+            format!("at most {MAX_REQUESTS} requests per run (about 10 GB of results); split larger studies"),
         ));
     }
     let arrivals = arrivals(w.arrivals.unwrap_or(ArrivalSpec {
@@ -502,7 +525,8 @@ fn arrivals(a: ArrivalSpec) -> Result<Arrivals> {
             let cv = a.cv.ok_or_else(|| {
                 Error::field("workload.arrivals.cv", "required by process \"gamma\"")
             })?;
-            positive("workload.arrivals.cv", cv, false)?;
+            // A gamma shape 1/cv² between 1e-4 and 1e6 keeps the sampler finite and terminating.
+            in_range("workload.arrivals.cv", cv, 1e-3, 100.0, true, true)?;
             Ok(Arrivals::Gamma {
                 rate_per_s: a.rate_per_s,
                 cv,
@@ -589,16 +613,16 @@ fn length(
     Ok(d)
 }
 
-/// `v` must be finite and > 0 (or ≥ 0 with `zero_ok`).
+/// `v` must be > 0 (or ≥ 0 with `zero_ok`) and at most [`MAX_QUANTITY`].
 fn positive(path: &str, v: f64, zero_ok: bool) -> Result<()> {
-    let ok = v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0));
+    let ok = v <= MAX_QUANTITY && (v > 0.0 || (zero_ok && v == 0.0));
     if ok {
         Ok(())
     } else {
         let want = if zero_ok { "≥ 0" } else { "> 0" };
         Err(Error::field(
             path,
-            format!("must be a finite number {want}, got {v}"),
+            format!("must be a finite number {want} and ≤ {MAX_QUANTITY:e}, got {v}"),
         ))
     }
 }

@@ -47,6 +47,19 @@ class TraceError(ScenarioError):
     """An explicit request table is malformed; ``path`` names the column and first offending row."""
 
 
+class QuantError(KvwireError, ValueError):
+    """A quantisation request that does not fit its input: wrong dtype, non-contiguous array, an axis whose
+    length is not a multiple of the block size, or scales/codes of the wrong size. ``path`` names the
+    argument (``"x"``, ``"axis"``, ``"scales"``, ...)."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self) -> tuple[type[QuantError], tuple[str, str]]:
+        return (type(self), (str(self), self.path))
+
+
 class InternalError(KvwireError, RuntimeError):
     """A broken internal invariant of the simulator. Never expected: please report it."""
 
@@ -59,6 +72,7 @@ __all__ = [
     "DoesNotFitError",
     "InternalError",
     "KvwireError",
+    "QuantError",
     "ScenarioError",
     "TraceError",
     "UnknownPresetError",

@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 
 use crate::cost::model::{LmHead, ModelCost};
 use crate::cost::presets::{device_presets, link_presets, model_presets};
-use crate::quant::formats::FORMATS;
+use crate::quant::formats::{ALIASES, FORMATS};
 
 fn keyed<T: serde::Serialize>(rows: Vec<(&'static str, T)>, extra: impl Fn(&T) -> Value) -> Value {
     let mut m = Map::new();
@@ -35,14 +35,17 @@ pub fn catalog_json() -> Value {
         "devices": keyed(device_presets(), |_| json!({})),
         "links": keyed(link_presets(), |_| json!({})),
         "formats": FORMATS.iter().map(|f| (f.name.to_string(), json!({
-            "element_bits": f.element_bits,
-            "block": f.block,
-            "scale_bits_per_block": f.scale_bits_per_block,
+            "element_bits": f.element_bits(),
+            "block": f.block(),
+            "scale_type": f.scale_type(),
+            "scale_bits_per_block": f.scale_bits_per_block(),
+            "tensor_scale_bits": f.tensor_scale_bits(),
             "bits_per_value": f.bits_per_value(),
             "ratio_vs_bf16": f.ratio_vs_bf16(),
             "encode_ops_per_value": f.encode_ops_per_value,
             "description": f.description,
         }))).collect::<Map<String, Value>>(),
+        "format_aliases": ALIASES.iter().map(|(a, n)| (a.to_string(), json!(n))).collect::<Map<String, Value>>(),
     })
 }
 
@@ -56,7 +59,8 @@ mod tests {
         assert_eq!(c["models"]["llama3-8b"]["kv_bytes_per_token"], 131072.0);
         assert_eq!(c["devices"]["h100"]["hbm_gb"], 80.0);
         assert_eq!(c["links"]["ib-ndr"]["bandwidth_gb_per_s"], 50.0);
-        assert_eq!(c["formats"]["fp8"]["ratio_vs_bf16"], 2.0);
+        assert_eq!(c["formats"]["fp8_e4m3"]["ratio_vs_bf16"], 2.0);
+        assert_eq!(c["format_aliases"]["fp8"], "fp8_e4m3");
         assert!(c["models"]["opt-13b"]["source"]
             .as_str()
             .unwrap()

@@ -41,6 +41,10 @@ pub enum Error {
     #[error("{path}: {reason}")]
     Trace { path: String, reason: String },
 
+    /// A quantisation request that does not fit its input (axis, block size, dtype, buffer sizes).
+    #[error("{path}: {reason}")]
+    Quant { path: String, reason: String },
+
     /// A broken internal invariant. Never expected; reported instead of panicking across the FFI boundary.
     #[error("internal error (please report): {0}")]
     Internal(String),
@@ -69,7 +73,8 @@ impl Error {
             Error::Field { path, .. }
             | Error::UnknownPreset { path, .. }
             | Error::DoesNotFit { path, .. }
-            | Error::Trace { path, .. } => path,
+            | Error::Trace { path, .. }
+            | Error::Quant { path, .. } => path,
             Error::Internal(_) => "",
         }
     }

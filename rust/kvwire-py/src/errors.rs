@@ -8,6 +8,7 @@ pyo3::import_exception!(kvwire.errors, ScenarioError);
 pyo3::import_exception!(kvwire.errors, UnknownPresetError);
 pyo3::import_exception!(kvwire.errors, DoesNotFitError);
 pyo3::import_exception!(kvwire.errors, TraceError);
+pyo3::import_exception!(kvwire.errors, QuantError);
 pyo3::import_exception!(kvwire.errors, InternalError);
 
 /// Map a core error to its Python exception: `Class(message, path)`.
@@ -19,6 +20,7 @@ pub fn to_py(e: Error) -> PyErr {
         Error::UnknownPreset { .. } => UnknownPresetError::new_err((msg, path)),
         Error::DoesNotFit { .. } => DoesNotFitError::new_err((msg, path)),
         Error::Trace { .. } => TraceError::new_err((msg, path)),
+        Error::Quant { .. } => QuantError::new_err((msg, path)),
         Error::Internal(_) => InternalError::new_err((msg, path)),
     }
 }

@@ -1,0 +1,131 @@
+//! Instruction-set dispatch without hand-written intrinsics: the kernels are portable Rust that the
+//! compiler auto-vectorises, and [`run`] executes a kernel inside a function compiled for the widest
+//! instruction set the CPU supports (detected once at run time). The baseline (SSE2 on x86-64, or the
+//! target's default elsewhere) is always available, and tests run every kernel at every level this machine
+//! supports and require identical output.
+
+use std::sync::OnceLock;
+
+/// An instruction-set level kernels can be compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Isa {
+    /// The target's baseline (SSE2 on x86-64).
+    Baseline,
+    /// x86-64 AVX2 + FMA + BMI2.
+    Avx2,
+    /// x86-64 AVX-512 F/BW/VL/DQ.
+    Avx512,
+}
+
+impl Isa {
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Baseline => "baseline",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+}
+
+/// The best level this CPU supports (cached). `KVWIRE_ISA=baseline|avx2|avx512` caps it (for testing and
+/// for comparing levels in benchmarks).
+pub fn detect() -> Isa {
+    static BEST: OnceLock<Isa> = OnceLock::new();
+    *BEST.get_or_init(|| {
+        let hw = hardware();
+        match std::env::var("KVWIRE_ISA").ok().as_deref() {
+            Some("baseline") => Isa::Baseline,
+            Some("avx2") => hw.min(Isa::Avx2),
+            _ => hw,
+        }
+    })
+}
+
+/// Every level this CPU supports, lowest first.
+pub fn available() -> Vec<Isa> {
+    let hw = hardware();
+    [Isa::Baseline, Isa::Avx2, Isa::Avx512]
+        .into_iter()
+        .filter(|&i| i <= hw)
+        .collect()
+}
+
+#[cfg(target_arch = "x86_64")]
+fn hardware() -> Isa {
+    if is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512dq")
+        && is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("bmi2")
+    {
+        Isa::Avx512
+    } else if is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("bmi2")
+    {
+        Isa::Avx2
+    } else {
+        Isa::Baseline
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn hardware() -> Isa {
+    Isa::Baseline
+}
+
+/// Run `f` compiled for `isa` (which must be ≤ [`hardware`]; a higher request falls back to the best
+/// available level). `f` should be a closure over `#[inline(always)]` code so that it is compiled inside
+/// the wider function.
+#[inline(always)]
+pub fn run<R, F: FnOnce() -> R>(isa: Isa, f: F) -> R {
+    let isa = isa.min(hardware_cached());
+    #[cfg(target_arch = "x86_64")]
+    {
+        match isa {
+            // SAFETY: the CPU supports these features (checked by `hardware`).
+            Isa::Avx512 => unsafe { run_avx512(f) },
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { run_avx2(f) },
+            Isa::Baseline => f(),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = isa;
+        f()
+    }
+}
+
+fn hardware_cached() -> Isa {
+    static HW: OnceLock<Isa> = OnceLock::new();
+    *HW.get_or_init(hardware)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,bmi2")]
+unsafe fn run_avx512<R, F: FnOnce() -> R>(f: F) -> R {
+    f()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,bmi2")]
+unsafe fn run_avx2<R, F: FnOnce() -> R>(f: F) -> R {
+    f()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_are_ordered_and_baseline_always_available() {
+        let a = available();
+        assert_eq!(a[0], Isa::Baseline);
+        assert!(a.windows(2).all(|w| w[0] < w[1]));
+        assert!(a.contains(&detect()) || detect() == Isa::Baseline);
+        assert_eq!(run(Isa::Avx512, || 41 + 1), 42);
+    }
+}

@@ -3,14 +3,9 @@ use kvwire_core::{simulate, Scenario};
 use std::time::Instant;
 
 fn main() {
-    let n: u64 = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000);
+    let n: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
     let macro_steps = std::env::args().nth(2).is_none_or(|s| s != "plain");
-    let json = format!(
-        r#"{{"workload": {{"requests": {n}}}, "engine": {{"macro_steps": {macro_steps}}}}}"#
-    );
+    let json = format!(r#"{{"workload": {{"requests": {n}}}, "engine": {{"macro_steps": {macro_steps}}}}}"#);
     let sc = Scenario::from_json(&json, None).expect("valid scenario");
     let t0 = Instant::now();
     let out = simulate(sc).expect("run");

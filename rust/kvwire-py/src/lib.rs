@@ -3,6 +3,7 @@
 //! `kvwire.errors`) in one place.
 
 mod errors;
+mod quant;
 
 use pyo3::prelude::*;
 
@@ -16,11 +17,11 @@ mod _core {
     use pyo3::types::PyDict;
 
     fn not_contiguous(name: &str) -> PyErr {
-        to_py(kvwire_core::Error::trace(
-            format!("requests.{name}"),
-            "must be a C-contiguous 1-D array",
-        ))
+        to_py(kvwire_core::Error::trace(format!("requests.{name}"), "must be a C-contiguous 1-D array"))
     }
+
+    #[pymodule_export]
+    use super::quant::{cast, decode, dequantize, error, isa, quantize};
 
     #[pymodule_export]
     #[allow(non_upper_case_globals)]
@@ -41,8 +42,7 @@ mod _core {
     /// Validate a scenario without running it. Raises the same exceptions as `simulate`.
     #[pyfunction]
     fn validate(py: Python<'_>, scenario_json: &str) -> PyResult<()> {
-        py.detach(|| Scenario::from_json(scenario_json, None).map(|_| ()))
-            .map_err(to_py)
+        py.detach(|| Scenario::from_json(scenario_json, None).map(|_| ())).map_err(to_py)
     }
 
     /// Run one scenario. `arrival_s`, `prompt_tokens`, `output_tokens` (all or none) are an explicit request

@@ -9,7 +9,7 @@
 //! the output does not depend on the thread count.
 
 use super::codec::{pack, pack_unit, packed_len, unpack, Input, CHUNK};
-use super::simd::{self, Isa};
+use super::simd::Isa;
 
 /// The view of a tensor around its quantisation axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,11 +25,7 @@ pub struct Layout {
 impl Layout {
     /// The layout of a C-contiguous tensor of `shape` around `axis`.
     pub fn around(shape: &[usize], axis: usize) -> Layout {
-        Layout {
-            outer: shape[..axis].iter().product(),
-            len: shape[axis],
-            inner: shape[axis + 1..].iter().product(),
-        }
+        Layout { outer: shape[..axis].iter().product(), len: shape[axis], inner: shape[axis + 1..].iter().product() }
     }
 
     /// Number of elements.
@@ -124,59 +120,57 @@ pub fn quantize<I: Input, S: BlockScheme>(
     let row = block * layout.inner;
     let units = layout.outer * (layout.len / block);
     let bits = scheme.bits();
-    par_units(
-        units,
-        threads,
-        codes,
-        packed_len(row, bits),
-        stored,
-        layout.inner,
-        |first, n, codes, stored| {
-            let src = &src[first * row..(first + n) * row];
-            simd::run(isa, || {
-                if layout.inner == 1 {
-                    quantize_contiguous(scheme, src, block, codes, stored)
-                } else {
-                    quantize_strided(scheme, src, block, layout.inner, codes, stored)
-                }
-            })
-        },
-    );
+    par_units(units, threads, codes, packed_len(row, bits), stored, layout.inner, |first, n, codes, stored| {
+        let src = &src[first * row..(first + n) * row];
+        crate::kernel!(isa, <I: Input, S: BlockScheme> {
+            scheme: &'k S = scheme, src: &'k [I] = src, block: usize = block, inner: usize = layout.inner,
+            codes: &'k mut [u8] = codes, stored: &'k mut [S::Stored] = stored,
+        } -> () => if inner == 1 {
+            // Common block sizes as constants: the per-block loops then compile to whole vectors.
+            match block {
+                16 => quantize_contiguous::<I, S, 16>(scheme, src, codes, stored),
+                32 => quantize_contiguous::<I, S, 32>(scheme, src, codes, stored),
+                64 => quantize_contiguous::<I, S, 64>(scheme, src, codes, stored),
+                128 => quantize_contiguous::<I, S, 128>(scheme, src, codes, stored),
+                _ => quantize_strided(scheme, src, block, 1, codes, stored),
+            }
+        } else {
+            quantize_strided(scheme, src, block, inner, codes, stored)
+        })
+    });
 }
 
-/// Blocks of consecutive elements (the axis is the last dimension).
+/// Blocks of `B` consecutive elements (the axis is the last dimension).
 #[inline(always)]
-fn quantize_contiguous<I: Input, S: BlockScheme>(
+fn quantize_contiguous<I: Input, S: BlockScheme, const B: usize>(
     scheme: &S,
     src: &[I],
-    block: usize,
     codes: &mut [u8],
     stored: &mut [S::Stored],
 ) {
     let bits = scheme.bits();
     let unit = pack_unit(bits).0;
     // Process several whole blocks per scratch chunk so that packing runs on long slices.
-    let per_chunk = (CHUNK / block).max(1);
-    let mut scratch = vec![0u8; per_chunk * block];
+    let per_chunk = (CHUNK / B).max(1);
+    let mut scratch = vec![0u8; per_chunk * B];
     for ((blocks, out), st) in src
-        .chunks(per_chunk * block)
-        .zip(codes.chunks_mut(packed_len(per_chunk * block, bits)))
+        .chunks(per_chunk * B)
+        .zip(codes.chunks_mut(packed_len(per_chunk * B, bits)))
         .zip(stored.chunks_mut(per_chunk))
     {
         let scratch = &mut scratch[..blocks.len()];
-        for ((xs, cs), s) in blocks
-            .chunks_exact(block)
-            .zip(scratch.chunks_exact_mut(block))
-            .zip(st.iter_mut())
-        {
-            let mut stats = scheme.empty();
-            for &x in xs {
-                stats = scheme.observe(stats, x.to_f32());
+        for ((xs, cs), s) in blocks.chunks_exact(B).zip(scratch.chunks_exact_mut(B)).zip(st.iter_mut()) {
+            let xs: &[I; B] = xs.try_into().expect("chunks_exact(B) yields B values");
+            let cs: &mut [u8; B] = cs.try_into().expect("chunks_exact_mut(B) yields B codes");
+            let mut v = [0f32; B];
+            for (d, &x) in v.iter_mut().zip(xs) {
+                *d = x.to_f32();
             }
+            let stats = v.iter().fold(scheme.empty(), |a, &x| scheme.observe(a, x));
             let p = scheme.params(stats);
             *s = scheme.store(&p);
-            for (c, &x) in cs.iter_mut().zip(xs) {
-                *c = scheme.encode(&p, x.to_f32());
+            for (c, &x) in cs.iter_mut().zip(&v) {
+                *c = scheme.encode(&p, x);
             }
         }
         if unit == 1 {
@@ -218,10 +212,7 @@ fn quantize_strided<I: Input, S: BlockScheme>(
         for (s, p) in st.iter_mut().zip(&params) {
             *s = scheme.store(p);
         }
-        for (r, o) in rows
-            .chunks_exact(inner)
-            .zip(out.chunks_exact_mut(row_bytes))
-        {
+        for (r, o) in rows.chunks_exact(inner).zip(out.chunks_exact_mut(row_bytes)) {
             for ((c, &x), p) in scratch.iter_mut().zip(r).zip(&params) {
                 *c = scheme.encode(p, x.to_f32());
             }
@@ -247,21 +238,14 @@ pub fn dequantize<S: BlockScheme>(
     let bits = scheme.bits();
     let row_bytes = packed_len(row, bits);
     let mut none: [u8; 0] = [];
-    par_units(
-        units,
-        threads,
-        out,
-        row,
-        &mut none,
-        0,
-        |first, n, out, _| {
-            let codes = &codes[first * row_bytes..(first + n) * row_bytes];
-            let stored = &stored[first * layout.inner..(first + n) * layout.inner];
-            simd::run(isa, || {
-                dequantize_rows(scheme, codes, stored, block, layout.inner, out)
-            })
-        },
-    );
+    par_units(units, threads, out, row, &mut none, 0, |first, n, out, _| {
+        let codes = &codes[first * row_bytes..(first + n) * row_bytes];
+        let stored = &stored[first * layout.inner..(first + n) * layout.inner];
+        crate::kernel!(isa, <S: BlockScheme> {
+            scheme: &'k S = scheme, codes: &'k [u8] = codes, stored: &'k [S::Stored] = stored,
+            block: usize = block, inner: usize = layout.inner, out: &'k mut [f32] = out,
+        } -> () => dequantize_rows(scheme, codes, stored, block, inner, out))
+    });
 }
 
 #[inline(always)]
@@ -290,10 +274,7 @@ fn dequantize_rows<S: BlockScheme>(
                 *v = scheme.decode(&p, c);
             }
         } else {
-            for (vr, cr) in vals
-                .chunks_exact_mut(inner)
-                .zip(scratch.chunks_exact(inner))
-            {
+            for (vr, cr) in vals.chunks_exact_mut(inner).zip(scratch.chunks_exact(inner)) {
                 for ((v, &c), p) in vr.iter_mut().zip(cr).zip(&params) {
                     *v = scheme.decode(p, c);
                 }
@@ -345,40 +326,26 @@ mod tests {
         let shape = [2, 4, 3];
         let x: Vec<f32> = (0..24).map(|i| i as f32).collect();
         let l = Layout::around(&shape, 1);
-        assert_eq!(
-            l,
-            Layout {
-                outer: 2,
-                len: 4,
-                inner: 3
-            }
-        );
+        assert_eq!(l, Layout { outer: 2, len: 4, inner: 3 });
         let mut codes = vec![0u8; 24];
         let mut scales = vec![0f32; 12];
         quantize(&Toy, &x, l, 2, &mut codes, &mut scales, 1, Isa::Baseline);
         let want: Vec<f32> = (0..2)
-            .flat_map(|o| {
-                (0..2).flat_map(move |g| (0..3).map(move |j| ((o * 4 + 2 * g + 1) * 3 + j) as f32))
-            })
+            .flat_map(|o| (0..2).flat_map(move |g| (0..3).map(move |j| ((o * 4 + 2 * g + 1) * 3 + j) as f32)))
             .map(|m: f32| m.max(1.0))
             .collect();
         assert_eq!(scales, want);
         let mut back = vec![0f32; 24];
         dequantize(&Toy, &codes, &scales, l, 2, &mut back, 1, Isa::Baseline);
         for (i, (a, b)) in x.iter().zip(&back).enumerate() {
-            assert!(
-                (a - b).abs() <= 0.05 * want[(i / 6) * 3 + i % 3] + 1e-6,
-                "{i}: {a} {b}"
-            );
+            assert!((a - b).abs() <= 0.05 * want[(i / 6) * 3 + i % 3] + 1e-6, "{i}: {a} {b}");
         }
     }
 
     /// Any thread count gives the same output.
     #[test]
     fn threads_do_not_change_the_output() {
-        let x: Vec<f32> = (0..4096)
-            .map(|i| ((i * 7919) % 1000) as f32 - 500.0)
-            .collect();
+        let x: Vec<f32> = (0..4096).map(|i| ((i * 7919) % 1000) as f32 - 500.0).collect();
         for shape in [[8usize, 512], [64, 64], [512, 8]] {
             for axis in [0, 1] {
                 let l = Layout::around(&shape, axis);
@@ -386,16 +353,7 @@ mod tests {
                 let run = |threads| {
                     let mut codes = vec![0u8; 4096];
                     let mut scales = vec![0f32; 4096 / block];
-                    quantize(
-                        &Toy,
-                        &x,
-                        l,
-                        block,
-                        &mut codes,
-                        &mut scales,
-                        threads,
-                        Isa::Baseline,
-                    );
+                    quantize(&Toy, &x, l, block, &mut codes, &mut scales, threads, Isa::Baseline);
                     (codes, scales)
                 };
                 let one = run(1);

@@ -6,7 +6,7 @@
 //! torchao, NVIDIA); FP6 codes go four per three bytes as a little-endian 24-bit word
 //! `c0 | c1 << 6 | c2 << 12 | c3 << 18` (kvwire's convention). Wider codes take one byte each.
 
-use super::minifloat::{bf16_to_f32, decode, encode, f16_to_f32, MiniFloat};
+use super::minifloat::{bf16_to_f32, decode, encode, f16_to_f32, Element};
 
 /// An input element type, widened exactly to `f32`.
 pub trait Input: Copy + Send + Sync + 'static {
@@ -109,9 +109,10 @@ pub fn unpack(packed: &[u8], bits: u32, out: &mut [u8]) {
 /// Codes per scratch chunk when packing (a multiple of every packing unit).
 pub const CHUNK: usize = 1024;
 
-/// Cast `src` element-wise to `f` codes, packed into `dst` (`packed_len(src.len())` bytes).
+/// Cast `src` element-wise to `E` codes, packed into `dst` (`packed_len(src.len())` bytes).
 #[inline(always)]
-pub fn cast_slice<I: Input>(f: &MiniFloat, saturate: bool, src: &[I], dst: &mut [u8]) {
+pub fn cast_slice<E: Element, I: Input>(saturate: bool, src: &[I], dst: &mut [u8]) {
+    let f = &E::F;
     let bits = f.bits();
     if pack_unit(bits).0 == 1 {
         for (d, &s) in dst.iter_mut().zip(src) {
@@ -120,10 +121,7 @@ pub fn cast_slice<I: Input>(f: &MiniFloat, saturate: bool, src: &[I], dst: &mut 
         return;
     }
     let mut scratch = [0u8; CHUNK];
-    for (chunk, out) in src
-        .chunks(CHUNK)
-        .zip(dst.chunks_mut(packed_len(CHUNK, bits)))
-    {
+    for (chunk, out) in src.chunks(CHUNK).zip(dst.chunks_mut(packed_len(CHUNK, bits))) {
         let codes = &mut scratch[..chunk.len()];
         for (c, &s) in codes.iter_mut().zip(chunk) {
             *c = encode(f, s.to_f32(), saturate);
@@ -132,9 +130,10 @@ pub fn cast_slice<I: Input>(f: &MiniFloat, saturate: bool, src: &[I], dst: &mut 
     }
 }
 
-/// Decode packed `f` codes into `dst` (`dst.len()` values).
+/// Decode packed `E` codes into `dst` (`dst.len()` values).
 #[inline(always)]
-pub fn decode_slice(f: &MiniFloat, src: &[u8], dst: &mut [f32]) {
+pub fn decode_slice<E: Element>(src: &[u8], dst: &mut [f32]) {
+    let f = &E::F;
     let bits = f.bits();
     if pack_unit(bits).0 == 1 {
         for (d, &c) in dst.iter_mut().zip(src) {
@@ -143,10 +142,7 @@ pub fn decode_slice(f: &MiniFloat, src: &[u8], dst: &mut [f32]) {
         return;
     }
     let mut scratch = [0u8; CHUNK];
-    for (out, packed) in dst
-        .chunks_mut(CHUNK)
-        .zip(src.chunks(packed_len(CHUNK, bits)))
-    {
+    for (out, packed) in dst.chunks_mut(CHUNK).zip(src.chunks(packed_len(CHUNK, bits))) {
         let codes = &mut scratch[..out.len()];
         unpack(packed, bits, codes);
         for (d, &c) in out.iter_mut().zip(codes.iter()) {
@@ -158,7 +154,7 @@ pub fn decode_slice(f: &MiniFloat, src: &[u8], dst: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::minifloat::{E2M1, E2M3, E4M3FN};
+    use crate::quant::minifloat::{E2m1, E2m3, E4m3fn};
 
     #[test]
     fn fp4_packs_element_2i_in_the_low_nibble() {
@@ -185,22 +181,19 @@ mod tests {
     /// Slices longer than the scratch chunk, cast then decoded, equal the per-element codec.
     #[test]
     fn slice_kernels_agree_with_scalar_codec() {
-        let xs: Vec<f32> = (0..CHUNK * 3 + 64)
-            .map(|i| (i as f32 - 1500.0) * 0.0137)
-            .collect();
-        for f in [E4M3FN, E2M3, E2M1] {
+        let xs: Vec<f32> = (0..CHUNK * 3 + 64).map(|i| (i as f32 - 1500.0) * 0.0137).collect();
+        fn check<E: Element>(xs: &[f32]) {
+            let f = E::F;
             let mut packed = vec![0u8; packed_len(xs.len(), f.bits())];
-            cast_slice(&f, true, &xs, &mut packed);
+            cast_slice::<E, f32>(true, xs, &mut packed);
             let mut back = vec![0f32; xs.len()];
-            decode_slice(&f, &packed, &mut back);
+            decode_slice::<E>(&packed, &mut back);
             for (x, y) in xs.iter().zip(&back) {
-                assert_eq!(
-                    y.to_bits(),
-                    decode(&f, encode(&f, *x, true)).to_bits(),
-                    "{} {x}",
-                    f.name
-                );
+                assert_eq!(y.to_bits(), decode(&f, encode(&f, *x, true)).to_bits(), "{} {x}", f.name);
             }
         }
+        check::<E4m3fn>(&xs);
+        check::<E2m3>(&xs);
+        check::<E2m1>(&xs);
     }
 }

@@ -11,20 +11,13 @@ pub enum Scheme {
     /// BF16, no compression.
     None,
     /// FP8 with an fp32 scale per tensor (`group: None`) or per `group` values along the axis.
-    Fp8 {
-        elem: MiniFloat,
-        group: Option<usize>,
-    },
+    Fp8 { elem: MiniFloat, group: Option<usize> },
     /// OCP MX: E8M0 scale per 32 values.
     Mx { elem: MiniFloat },
     /// NVIDIA NVFP4: E2M1, E4M3 scale per 16, fp32 tensor scale.
     Nvfp4,
     /// Integer groups with an fp16 scale (and fp16 zero point when asymmetric).
-    Int {
-        bits: u32,
-        symmetric: bool,
-        group: usize,
-    },
+    Int { bits: u32, symmetric: bool, group: usize },
 }
 
 /// One KV storage format.
@@ -79,12 +72,8 @@ impl Format {
             Scheme::Fp8 { .. } => "fp32",
             Scheme::Mx { .. } => "e8m0",
             Scheme::Nvfp4 => "e4m3 (+ fp32 per tensor)",
-            Scheme::Int {
-                symmetric: true, ..
-            } => "fp16",
-            Scheme::Int {
-                symmetric: false, ..
-            } => "fp16 scale + fp16 zero point",
+            Scheme::Int { symmetric: true, .. } => "fp16",
+            Scheme::Int { symmetric: false, .. } => "fp16 scale + fp16 zero point",
         }
     }
 
@@ -94,12 +83,8 @@ impl Format {
             Scheme::None | Scheme::Fp8 { group: None, .. } => 0,
             Scheme::Fp8 { .. } => 32,
             Scheme::Mx { .. } | Scheme::Nvfp4 => 8,
-            Scheme::Int {
-                symmetric: true, ..
-            } => 16,
-            Scheme::Int {
-                symmetric: false, ..
-            } => 32,
+            Scheme::Int { symmetric: true, .. } => 16,
+            Scheme::Int { symmetric: false, .. } => 32,
         }
     }
 
@@ -113,10 +98,7 @@ impl Format {
 
     /// Bits per value, block metadata included.
     pub fn bits_per_value(&self) -> f64 {
-        self.element_bits() as f64
-            + self
-                .block()
-                .map_or(0.0, |b| self.scale_bits_per_block() as f64 / b as f64)
+        self.element_bits() as f64 + self.block().map_or(0.0, |b| self.scale_bits_per_block() as f64 / b as f64)
     }
 
     /// Compression ratio against BF16: input bytes / output bytes.
@@ -125,47 +107,16 @@ impl Format {
     }
 }
 
-const fn fp8(
-    name: &'static str,
-    elem: MiniFloat,
-    group: Option<usize>,
-    ops: f64,
-    d: &'static str,
-) -> Format {
-    Format {
-        name,
-        scheme: Scheme::Fp8 { elem, group },
-        encode_ops_per_value: ops,
-        description: d,
-    }
+const fn fp8(name: &'static str, elem: MiniFloat, group: Option<usize>, ops: f64, d: &'static str) -> Format {
+    Format { name, scheme: Scheme::Fp8 { elem, group }, encode_ops_per_value: ops, description: d }
 }
 
 const fn mx(name: &'static str, elem: MiniFloat, d: &'static str) -> Format {
-    Format {
-        name,
-        scheme: Scheme::Mx { elem },
-        encode_ops_per_value: 2.0,
-        description: d,
-    }
+    Format { name, scheme: Scheme::Mx { elem }, encode_ops_per_value: 2.0, description: d }
 }
 
-const fn int(
-    name: &'static str,
-    bits: u32,
-    symmetric: bool,
-    group: usize,
-    d: &'static str,
-) -> Format {
-    Format {
-        name,
-        scheme: Scheme::Int {
-            bits,
-            symmetric,
-            group,
-        },
-        encode_ops_per_value: 2.0,
-        description: d,
-    }
+const fn int(name: &'static str, bits: u32, symmetric: bool, group: usize, d: &'static str) -> Format {
+    Format { name, scheme: Scheme::Int { bits, symmetric, group }, encode_ops_per_value: 2.0, description: d }
 }
 
 /// Every format.
@@ -176,20 +127,8 @@ pub const FORMATS: &[Format] = &[
         encode_ops_per_value: 0.0,
         description: "BF16, uncompressed (no compression stage at all)",
     },
-    fp8(
-        "fp8_e4m3",
-        E4M3FN,
-        None,
-        1.0,
-        "FP8 E4M3FN, one fp32 scale per tensor (vLLM fp8 KV cache)",
-    ),
-    fp8(
-        "fp8_e5m2",
-        E5M2,
-        None,
-        1.0,
-        "FP8 E5M2, one fp32 scale per tensor",
-    ),
+    fp8("fp8_e4m3", E4M3FN, None, 1.0, "FP8 E4M3FN, one fp32 scale per tensor (vLLM fp8 KV cache)"),
+    fp8("fp8_e5m2", E5M2, None, 1.0, "FP8 E5M2, one fp32 scale per tensor"),
     fp8(
         "fp8_e4m3_g128",
         E4M3FN,
@@ -197,72 +136,22 @@ pub const FORMATS: &[Format] = &[
         1.0,
         "FP8 E4M3FN, fp32 scale per 128 values (per token-head at head_dim 128)",
     ),
-    mx(
-        "mxfp8_e4m3",
-        E4M3FN,
-        "OCP MXFP8, E4M3 elements, E8M0 scale per 32",
-    ),
-    mx(
-        "mxfp8_e5m2",
-        E5M2,
-        "OCP MXFP8, E5M2 elements, E8M0 scale per 32",
-    ),
-    mx(
-        "mxfp6_e2m3",
-        E2M3,
-        "OCP MXFP6, E2M3 elements, E8M0 scale per 32",
-    ),
-    mx(
-        "mxfp6_e3m2",
-        E3M2,
-        "OCP MXFP6, E3M2 elements, E8M0 scale per 32",
-    ),
-    mx(
-        "mxfp4",
-        E2M1,
-        "OCP MXFP4, E2M1 elements, E8M0 scale per 32 (the reference's fp4-block)",
-    ),
+    mx("mxfp8_e4m3", E4M3FN, "OCP MXFP8, E4M3 elements, E8M0 scale per 32"),
+    mx("mxfp8_e5m2", E5M2, "OCP MXFP8, E5M2 elements, E8M0 scale per 32"),
+    mx("mxfp6_e2m3", E2M3, "OCP MXFP6, E2M3 elements, E8M0 scale per 32"),
+    mx("mxfp6_e3m2", E3M2, "OCP MXFP6, E3M2 elements, E8M0 scale per 32"),
+    mx("mxfp4", E2M1, "OCP MXFP4, E2M1 elements, E8M0 scale per 32 (the reference's fp4-block)"),
     Format {
         name: "nvfp4",
         scheme: Scheme::Nvfp4,
         encode_ops_per_value: 2.0,
         description: "NVIDIA NVFP4, E2M1 elements, E4M3 scale per 16, fp32 scale per tensor",
     },
-    int(
-        "int8_sym_g32",
-        8,
-        true,
-        32,
-        "INT8 symmetric, fp16 scale per 32",
-    ),
-    int(
-        "int8_asym_g32",
-        8,
-        false,
-        32,
-        "INT8 asymmetric, fp16 scale and zero point per 32",
-    ),
-    int(
-        "int4_sym_g32",
-        4,
-        true,
-        32,
-        "INT4 symmetric, fp16 scale per 32",
-    ),
-    int(
-        "int4_asym_g32",
-        4,
-        false,
-        32,
-        "INT4 asymmetric (KIVI), fp16 scale and zero point per 32",
-    ),
-    int(
-        "int4_sym_g128",
-        4,
-        true,
-        128,
-        "INT4 symmetric, fp16 scale per 128",
-    ),
+    int("int8_sym_g32", 8, true, 32, "INT8 symmetric, fp16 scale per 32"),
+    int("int8_asym_g32", 8, false, 32, "INT8 asymmetric, fp16 scale and zero point per 32"),
+    int("int4_sym_g32", 4, true, 32, "INT4 symmetric, fp16 scale per 32"),
+    int("int4_asym_g32", 4, false, 32, "INT4 asymmetric (KIVI), fp16 scale and zero point per 32"),
+    int("int4_sym_g128", 4, true, 128, "INT4 symmetric, fp16 scale per 128"),
 ];
 
 /// Accepted alternative names.
@@ -270,10 +159,7 @@ pub const ALIASES: &[(&str, &str)] = &[("fp8", "fp8_e4m3"), ("mxfp8", "mxfp8_e4m
 
 /// Look a format up by name or alias.
 pub fn format(name: &str) -> Option<&'static Format> {
-    let name = ALIASES
-        .iter()
-        .find(|(a, _)| *a == name)
-        .map_or(name, |(_, n)| *n);
+    let name = ALIASES.iter().find(|(a, _)| *a == name).map_or(name, |(_, n)| *n);
     FORMATS.iter().find(|f| f.name == name)
 }
 
@@ -304,11 +190,7 @@ mod tests {
     #[test]
     fn names_are_unique() {
         for (i, a) in FORMATS.iter().enumerate() {
-            assert!(
-                FORMATS[i + 1..].iter().all(|b| b.name != a.name),
-                "{}",
-                a.name
-            );
+            assert!(FORMATS[i + 1..].iter().all(|b| b.name != a.name), "{}", a.name);
             assert!(ALIASES.iter().all(|(al, _)| *al != a.name));
         }
     }

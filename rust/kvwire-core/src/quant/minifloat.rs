@@ -52,15 +52,8 @@ impl MiniFloat {
 }
 
 /// OCP FP8 E4M3 "fn" (finite + NaN), bias 7.
-pub const E4M3FN: MiniFloat = MiniFloat {
-    name: "e4m3fn",
-    ebits: 4,
-    mbits: 3,
-    bias: 7,
-    max_code: 0x7E,
-    nan_code: Some(0x7F),
-    inf_code: None,
-};
+pub const E4M3FN: MiniFloat =
+    MiniFloat { name: "e4m3fn", ebits: 4, mbits: 3, bias: 7, max_code: 0x7E, nan_code: Some(0x7F), inf_code: None };
 /// OCP FP8 E5M2 (IEEE-like), bias 15.
 pub const E5M2: MiniFloat = MiniFloat {
     name: "e5m2",
@@ -72,35 +65,69 @@ pub const E5M2: MiniFloat = MiniFloat {
     inf_code: Some(0x7C),
 };
 /// OCP FP6 E2M3, bias 1, max 7.5.
-pub const E2M3: MiniFloat = MiniFloat {
-    name: "e2m3",
-    ebits: 2,
-    mbits: 3,
-    bias: 1,
-    max_code: 0x1F,
-    nan_code: None,
-    inf_code: None,
-};
+pub const E2M3: MiniFloat =
+    MiniFloat { name: "e2m3", ebits: 2, mbits: 3, bias: 1, max_code: 0x1F, nan_code: None, inf_code: None };
 /// OCP FP6 E3M2, bias 3, max 28.
-pub const E3M2: MiniFloat = MiniFloat {
-    name: "e3m2",
-    ebits: 3,
-    mbits: 2,
-    bias: 3,
-    max_code: 0x1F,
-    nan_code: None,
-    inf_code: None,
-};
+pub const E3M2: MiniFloat =
+    MiniFloat { name: "e3m2", ebits: 3, mbits: 2, bias: 3, max_code: 0x1F, nan_code: None, inf_code: None };
 /// OCP FP4 E2M1, bias 1, values {0, 0.5, 1, 1.5, 2, 3, 4, 6}.
-pub const E2M1: MiniFloat = MiniFloat {
-    name: "e2m1",
-    ebits: 2,
-    mbits: 1,
-    bias: 1,
-    max_code: 0x7,
-    nan_code: None,
-    inf_code: None,
-};
+pub const E2M1: MiniFloat =
+    MiniFloat { name: "e2m1", ebits: 2, mbits: 1, bias: 1, max_code: 0x7, nan_code: None, inf_code: None };
+
+/// An element format as a type, so that kernels are compiled with its parameters as constants (the
+/// field loads fold away and the loops vectorise).
+pub trait Element: Copy + Send + Sync + 'static {
+    const F: MiniFloat;
+}
+
+macro_rules! element_types {
+    ($($(#[$m:meta])* $t:ident = $c:ident;)*) => {$(
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug)]
+        pub struct $t;
+        impl Element for $t {
+            const F: MiniFloat = $c;
+        }
+    )*};
+}
+
+element_types! {
+    /// [`E4M3FN`] as a type.
+    E4m3fn = E4M3FN;
+    /// [`E5M2`] as a type.
+    E5m2 = E5M2;
+    /// [`E2M3`] as a type.
+    E2m3 = E2M3;
+    /// [`E3M2`] as a type.
+    E3m2 = E3M2;
+    /// [`E2M1`] as a type.
+    E2m1 = E2M1;
+}
+
+/// Evaluate `$body` with `$t` a type alias for the [`Element`] type of the format `$f` (a `MiniFloat`).
+#[macro_export]
+macro_rules! with_element {
+    ($f:expr, $t:ident => $body:expr) => {{
+        use $crate::quant::minifloat as mf;
+        let f: mf::MiniFloat = $f;
+        if f == mf::E4M3FN {
+            type $t = mf::E4m3fn;
+            $body
+        } else if f == mf::E5M2 {
+            type $t = mf::E5m2;
+            $body
+        } else if f == mf::E2M3 {
+            type $t = mf::E2m3;
+            $body
+        } else if f == mf::E3M2 {
+            type $t = mf::E3m2;
+            $body
+        } else {
+            type $t = mf::E2m1;
+            $body
+        }
+    }};
+}
 
 /// Every element format, for lookups by name.
 pub const ELEMENT_FORMATS: [MiniFloat; 5] = [E4M3FN, E5M2, E2M3, E3M2, E2M1];
@@ -249,14 +276,7 @@ mod tests {
     #[test]
     fn e4m3fn_edge_vectors() {
         let f = &E4M3FN;
-        for (x, want) in [
-            (448.0, 0x7E),
-            (449.0, 0x7E),
-            (464.0, 0x7E),
-            (-464.0, 0xFE),
-            (240.0, 0x77),
-            (256.0, 0x78),
-        ] {
+        for (x, want) in [(448.0, 0x7E), (449.0, 0x7E), (464.0, 0x7E), (-464.0, 0xFE), (240.0, 0x77), (256.0, 0x78)] {
             assert_eq!(enc(f, x), want, "{x}");
         }
         assert_eq!(enc(f, next_up(464.0)), 0x7F);
@@ -355,16 +375,7 @@ mod tests {
         assert_eq!(decode(&E2M1, 0x01), 0.5);
         assert!(decode(&E4M3FN, 0xFF).is_nan());
         assert_eq!(decode(&E5M2, 0xFC), f32::NEG_INFINITY);
-        assert_eq!(
-            [
-                E4M3FN.emax(),
-                E5M2.emax(),
-                E2M3.emax(),
-                E3M2.emax(),
-                E2M1.emax()
-            ],
-            [8, 15, 2, 4, 2]
-        );
+        assert_eq!([E4M3FN.emax(), E5M2.emax(), E2M3.emax(), E3M2.emax(), E2M1.emax()], [8, 15, 2, 4, 2]);
     }
 
     /// Brute force over a dense f32 sample: the code is the nearest representable value (ties to even

@@ -14,6 +14,7 @@
 //! ```
 
 pub mod accuracy;
+pub mod alloc;
 pub mod block;
 pub mod codec;
 pub mod formats;
@@ -23,13 +24,15 @@ pub mod simd;
 
 pub use block::Layout;
 pub use formats::{format, Format, Scheme, FORMATS};
-pub use minifloat::{element_format, MiniFloat};
+pub use minifloat::{element_format, Element, MiniFloat};
 pub use schemes::ScaleRule;
 pub use simd::Isa;
 
 use block::{par_units, thread_count, BlockScheme};
 use codec::{packed_len, Bf16, Input, F16};
 use schemes::{Fp8Scaled, IntGroup, Mx, Nvfp4};
+
+use std::marker::PhantomData;
 
 use crate::error::{Error, Result};
 
@@ -65,14 +68,12 @@ macro_rules! with_input {
             }
             Source::Bf16(s) => {
                 // SAFETY: Bf16 is repr(transparent) over u16.
-                let $x: &[Bf16] =
-                    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<Bf16>(), s.len()) };
+                let $x: &[Bf16] = unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<Bf16>(), s.len()) };
                 $body
             }
             Source::F16(s) => {
                 // SAFETY: F16 is repr(transparent) over u16.
-                let $x: &[F16] =
-                    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<F16>(), s.len()) };
+                let $x: &[F16] = unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<F16>(), s.len()) };
                 $body
             }
         }
@@ -94,12 +95,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            threads: None,
-            isa: None,
-            scale_rule: ScaleRule::Floor,
-            group: None,
-        }
+        Options { threads: None, isa: None, scale_rule: ScaleRule::Floor, group: None }
     }
 }
 
@@ -169,11 +165,39 @@ impl Quantized {
     }
 }
 
+/// Values per MX block.
+const MX_BLOCK: usize = 32;
+
+/// Evaluate `$body` with `$s` the integer-group scheme of `bits` (8 or 4) and `symmetric`, as a type.
+macro_rules! with_int {
+    ($bits:expr, $sym:expr, $s:ident => $body:expr) => {
+        match ($bits, $sym) {
+            (8, true) => {
+                #[allow(non_upper_case_globals)]
+                const $s: IntGroup<8, true> = IntGroup;
+                $body
+            }
+            (8, false) => {
+                #[allow(non_upper_case_globals)]
+                const $s: IntGroup<8, false> = IntGroup;
+                $body
+            }
+            (_, true) => {
+                #[allow(non_upper_case_globals)]
+                const $s: IntGroup<4, true> = IntGroup;
+                $body
+            }
+            (_, false) => {
+                #[allow(non_upper_case_globals)]
+                const $s: IntGroup<4, false> = IntGroup;
+                $body
+            }
+        }
+    };
+}
+
 fn qerr(path: &str, reason: impl Into<String>) -> Error {
-    Error::Quant {
-        path: path.to_string(),
-        reason: reason.into(),
-    }
+    Error::Quant { path: path.to_string(), reason: reason.into() }
 }
 
 /// Check shape/axis and return the layout.
@@ -182,17 +206,11 @@ fn layout_of(n: usize, shape: &[usize], axis: usize) -> Result<Layout> {
         return Err(qerr("x", "needs at least one dimension"));
     }
     if axis >= shape.len() {
-        return Err(qerr(
-            "axis",
-            format!("axis {axis} is out of range for {} dimensions", shape.len()),
-        ));
+        return Err(qerr("axis", format!("axis {axis} is out of range for {} dimensions", shape.len())));
     }
     let count: usize = shape.iter().product();
     if count != n {
-        return Err(qerr(
-            "x",
-            format!("shape {shape:?} holds {count} values but {n} were given"),
-        ));
+        return Err(qerr("x", format!("shape {shape:?} holds {count} values but {n} were given")));
     }
     Ok(Layout::around(shape, axis))
 }
@@ -204,11 +222,7 @@ fn group_of(fmt: &Format, opts: &Options) -> Result<Option<usize>> {
         (Scheme::Int { group, .. }, g) => Ok(Some(g.unwrap_or(group))),
         (_, Some(g)) if Some(g) != fmt.block() => Err(qerr(
             "group_size",
-            format!(
-                "{} has a fixed block of {:?}; group_size cannot change it",
-                fmt.name,
-                fmt.block()
-            ),
+            format!("{} has a fixed block of {:?}; group_size cannot change it", fmt.name, fmt.block()),
         )),
         _ => Ok(fmt.block()),
     }
@@ -229,11 +243,7 @@ fn check_blocks(layout: Layout, block: usize, bits: u32, fmt: &Format) -> Result
         ));
     }
     let unit = codec::pack_unit(bits).0;
-    let aligned = if layout.inner == 1 {
-        block % unit == 0
-    } else {
-        layout.inner % unit == 0
-    };
+    let aligned = if layout.inner == 1 { block % unit == 0 } else { layout.inner % unit == 0 };
     if !aligned {
         return Err(qerr(
             "x",
@@ -255,14 +265,18 @@ fn finite_amax(src: Source, threads: usize, isa: Isa) -> f32 {
     let mut maxima = vec![0u32; units];
     let mut none: [u8; 0] = [];
     with_input!(src, x => par_units(units, threads, &mut maxima, 1, &mut none, 0, |first, k, out, _| {
-        simd::run(isa, || {
+        crate::kernel!(isa, <I: Input> { x: &'k [I] = x, out: &'k mut [u32] = out, first: usize = first, k: usize = k }
+            -> () => {
             for (u, m) in out.iter_mut().enumerate().take(k) {
                 let lo = (first + u) * UNIT;
-                let chunk = &x[lo..(lo + UNIT).min(n)];
-                *m = chunk.iter().fold(0u32, |acc, &v| {
+                let chunk = &x[lo..(lo + UNIT).min(x.len())];
+                // Branch-free (select, then max) so that the reduction vectorises.
+                let mut acc = 0u32;
+                for &v in chunk {
                     let a = v.to_f32().to_bits() & 0x7FFF_FFFF;
-                    if a < 0x7F80_0000 { acc.max(a) } else { acc }
-                });
+                    acc = acc.max(if a < 0x7F80_0000 { a } else { 0 });
+                }
+                *m = acc;
             }
         })
     }));
@@ -270,13 +284,7 @@ fn finite_amax(src: Source, threads: usize, isa: Isa) -> f32 {
 }
 
 /// Quantise `src` (C-contiguous, `shape`) along `axis` in format `fmt`.
-pub fn quantize(
-    src: Source,
-    shape: &[usize],
-    axis: usize,
-    fmt: &Format,
-    opts: &Options,
-) -> Result<Quantized> {
+pub fn quantize(src: Source, shape: &[usize], axis: usize, fmt: &Format, opts: &Options) -> Result<Quantized> {
     let layout = layout_of(src.len(), shape, axis)?;
     let n = layout.elements();
     let threads = thread_count(opts.threads, n);
@@ -287,57 +295,33 @@ pub fn quantize(
         Scheme::None => Err(qerr("format", "\"none\" is not a quantisation format")),
         Scheme::Fp8 { elem, group: _ } => match group {
             None => {
-                let scheme = Fp8Scaled {
-                    elem,
-                    tensor: Some(
-                        Fp8Scaled { elem, tensor: None }.scale_for(finite_amax(src, threads, isa)),
-                    ),
-                };
-                // One "block" per element run of the whole tensor: view it as (1, n, 1) in runs of 1 with
-                // no stored scales, via the element-wise path.
-                let mut codes = vec![0u8; n];
-                with_input!(src, x => scaled_cast(&scheme, x, &mut codes, threads, isa));
-                Ok(Quantized {
-                    codes,
-                    scales: Scales::None,
-                    zeros: None,
-                    tensor_scale: scheme.tensor,
-                    group: 0,
-                })
+                let amax = finite_amax(src, threads, isa);
+                let mut codes = alloc::zeroed_u8(n);
+                let scale = crate::with_element!(elem, E => {
+                    let scheme = Fp8Scaled::<E>::new(Some(Fp8Scaled::<E>::new(None).scale_for(amax)));
+                    with_input!(src, x => scaled_cast(&scheme, x, &mut codes, threads, isa));
+                    scheme.tensor
+                });
+                Ok(Quantized { codes, scales: Scales::None, zeros: None, tensor_scale: scale, group: 0 })
             }
             Some(g) => {
                 check_blocks(layout, g, bits, fmt)?;
-                let scheme = Fp8Scaled { elem, tensor: None };
-                let (codes, stored) = run_blocks(&scheme, src, layout, g, threads, isa);
-                Ok(Quantized {
-                    codes,
-                    scales: Scales::F32(stored),
-                    zeros: None,
-                    tensor_scale: None,
-                    group: g,
-                })
+                let (codes, stored) = crate::with_element!(elem, E => {
+                    run_blocks(&Fp8Scaled::<E>::new(None), src, layout, g, threads, isa)
+                });
+                Ok(Quantized { codes, scales: Scales::F32(stored), zeros: None, tensor_scale: None, group: g })
             }
         },
         Scheme::Mx { elem } => {
-            check_blocks(layout, Mx::BLOCK, bits, fmt)?;
-            let scheme = Mx {
-                elem,
-                rule: opts.scale_rule,
-            };
-            let (codes, stored) = run_blocks(&scheme, src, layout, Mx::BLOCK, threads, isa);
-            Ok(Quantized {
-                codes,
-                scales: Scales::Bytes(stored),
-                zeros: None,
-                tensor_scale: None,
-                group: Mx::BLOCK,
-            })
+            check_blocks(layout, MX_BLOCK, bits, fmt)?;
+            let (codes, stored) = crate::with_element!(elem, E => {
+                run_blocks(&Mx::<E>::new(opts.scale_rule), src, layout, MX_BLOCK, threads, isa)
+            });
+            Ok(Quantized { codes, scales: Scales::Bytes(stored), zeros: None, tensor_scale: None, group: MX_BLOCK })
         }
         Scheme::Nvfp4 => {
             check_blocks(layout, Nvfp4::BLOCK, bits, fmt)?;
-            let scheme = Nvfp4 {
-                global: Nvfp4::global_from_amax(finite_amax(src, threads, isa)),
-            };
+            let scheme = Nvfp4 { global: Nvfp4::global_from_amax(finite_amax(src, threads, isa)) };
             let (codes, stored) = run_blocks(&scheme, src, layout, Nvfp4::BLOCK, threads, isa);
             Ok(Quantized {
                 codes,
@@ -347,13 +331,10 @@ pub fn quantize(
                 group: Nvfp4::BLOCK,
             })
         }
-        Scheme::Int {
-            bits, symmetric, ..
-        } => {
+        Scheme::Int { bits, symmetric, .. } => {
             let g = group.unwrap_or(32);
             check_blocks(layout, g, bits, fmt)?;
-            let scheme = IntGroup { bits, symmetric };
-            let (codes, stored) = run_blocks(&scheme, src, layout, g, threads, isa);
+            let (codes, stored) = with_int!(bits, symmetric, S => run_blocks(&S, src, layout, g, threads, isa));
             let (scales, zeros): (Vec<u16>, Vec<u16>) = stored.into_iter().unzip();
             Ok(Quantized {
                 codes,
@@ -375,35 +356,29 @@ fn run_blocks<S: BlockScheme>(
     isa: Isa,
 ) -> (Vec<u8>, Vec<S::Stored>) {
     let n = layout.elements();
-    let mut codes = vec![0u8; packed_len(n, scheme.bits())];
+    let mut codes = alloc::zeroed_u8(packed_len(n, scheme.bits()));
     let mut stored = vec![S::Stored::default(); n / block];
     with_input!(src, x => block::quantize(scheme, x, layout, block, &mut codes, &mut stored, threads, isa));
     (codes, stored)
 }
 
 /// Element-wise `scheme.encode(tensor scale, x)` in parallel chunks.
-fn scaled_cast<I: Input>(scheme: &Fp8Scaled, x: &[I], codes: &mut [u8], threads: usize, isa: Isa) {
+fn scaled_cast<E: Element, I: Input>(scheme: &Fp8Scaled<E>, x: &[I], codes: &mut [u8], threads: usize, isa: Isa) {
     const UNIT: usize = 1 << 16;
     let n = x.len();
     let scale = scheme.tensor.unwrap_or(1.0);
     let units = n.div_ceil(UNIT);
     let mut none: [u8; 0] = [];
-    par_units(
-        units,
-        threads,
-        codes,
-        UNIT,
-        &mut none,
-        0,
-        |first, _, out, _| {
-            let x = &x[first * UNIT..(first * UNIT + out.len()).min(n)];
-            simd::run(isa, || {
-                for (c, &v) in out.iter_mut().zip(x) {
-                    *c = scheme.encode(&scale, v.to_f32());
-                }
-            })
-        },
-    );
+    par_units(units, threads, codes, UNIT, &mut none, 0, |first, _, out, _| {
+        let x = &x[first * UNIT..(first * UNIT + out.len()).min(n)];
+        crate::kernel!(isa, <E: Element, I: Input> {
+            scheme: &'k Fp8Scaled<E> = scheme, scale: f32 = scale, x: &'k [I] = x, out: &'k mut [u8] = out,
+        } -> () => {
+            for (c, &v) in out.iter_mut().zip(x) {
+                *c = scheme.encode(&scale, v.to_f32());
+            }
+        })
+    });
 }
 
 /// Decode a quantised tensor into `out` (`shape`'s element count of `f32`).
@@ -424,11 +399,7 @@ pub fn dequantize(
     if q.codes.len() != want_codes {
         return Err(qerr(
             "codes",
-            format!(
-                "{} codes of {n} values take {want_codes} bytes, got {}",
-                fmt.name,
-                q.codes.len()
-            ),
+            format!("{} codes of {n} values take {want_codes} bytes, got {}", fmt.name, q.codes.len()),
         ));
     }
     let blocks = |g: usize| -> Result<usize> {
@@ -439,138 +410,77 @@ pub fn dequantize(
         if want == got {
             Ok(())
         } else {
-            Err(qerr(
-                "scales",
-                format!("expected {want} block scales for {}, got {got}", fmt.name),
-            ))
+            Err(qerr("scales", format!("expected {want} block scales for {}, got {got}", fmt.name)))
         }
     };
     match (fmt.scheme, q.scales) {
         (Scheme::Fp8 { elem, .. }, ScalesView::None) if q.group == 0 => {
-            let scale = q
-                .tensor_scale
-                .ok_or_else(|| qerr("tensor_scale", "per-tensor fp8 needs its tensor scale"))?;
-            let scheme = Fp8Scaled {
-                elem,
-                tensor: Some(scale),
-            };
+            let scale = q.tensor_scale.ok_or_else(|| qerr("tensor_scale", "per-tensor fp8 needs its tensor scale"))?;
             let codes = q.codes;
             const UNIT: usize = 1 << 16;
             let units = n.div_ceil(UNIT);
             let mut none: [u8; 0] = [];
-            par_units(
-                units,
-                threads,
-                out,
-                UNIT,
-                &mut none,
-                0,
-                |first, _, out, _| {
-                    let c = &codes[first * UNIT..first * UNIT + out.len()];
-                    simd::run(isa, || {
-                        for (o, &code) in out.iter_mut().zip(c) {
-                            *o = scheme.decode(&scale, code);
-                        }
-                    })
-                },
-            );
+            par_units(units, threads, out, UNIT, &mut none, 0, |first, _, out, _| {
+                let c = &codes[first * UNIT..first * UNIT + out.len()];
+                crate::with_element!(elem, E => crate::kernel!(isa, <E: Element> {
+                    scheme: Fp8Scaled<E> = Fp8Scaled::<E>::new(Some(scale)), scale: f32 = scale,
+                    c: &'k [u8] = c, out: &'k mut [f32] = out,
+                } -> () => {
+                    for (o, &code) in out.iter_mut().zip(c) {
+                        *o = scheme.decode(&scale, code);
+                    }
+                }))
+            });
             Ok(())
         }
         (Scheme::Fp8 { elem, .. }, ScalesView::F32(s)) => {
             scales_len(blocks(q.group)?, s.len())?;
-            let scheme = Fp8Scaled { elem, tensor: None };
-            block::dequantize(&scheme, q.codes, s, layout, q.group, out, threads, isa);
+            crate::with_element!(elem, E => {
+                block::dequantize(&Fp8Scaled::<E>::new(None), q.codes, s, layout, q.group, out, threads, isa)
+            });
             Ok(())
         }
         (Scheme::Mx { elem }, ScalesView::Bytes(s)) => {
-            scales_len(blocks(Mx::BLOCK)?, s.len())?;
-            let scheme = Mx {
-                elem,
-                rule: opts.scale_rule,
-            };
-            block::dequantize(&scheme, q.codes, s, layout, Mx::BLOCK, out, threads, isa);
+            scales_len(blocks(MX_BLOCK)?, s.len())?;
+            crate::with_element!(elem, E => {
+                block::dequantize(&Mx::<E>::new(opts.scale_rule), q.codes, s, layout, MX_BLOCK, out, threads, isa)
+            });
             Ok(())
         }
         (Scheme::Nvfp4, ScalesView::Bytes(s)) => {
             scales_len(blocks(Nvfp4::BLOCK)?, s.len())?;
-            let global = q
-                .tensor_scale
-                .ok_or_else(|| qerr("tensor_scale", "nvfp4 needs its fp32 tensor scale"))?;
-            block::dequantize(
-                &Nvfp4 { global },
-                q.codes,
-                s,
-                layout,
-                Nvfp4::BLOCK,
-                out,
-                threads,
-                isa,
-            );
+            let global = q.tensor_scale.ok_or_else(|| qerr("tensor_scale", "nvfp4 needs its fp32 tensor scale"))?;
+            block::dequantize(&Nvfp4 { global }, q.codes, s, layout, Nvfp4::BLOCK, out, threads, isa);
             Ok(())
         }
-        (
-            Scheme::Int {
-                bits, symmetric, ..
-            },
-            ScalesView::F16(s),
-        ) => {
+        (Scheme::Int { bits, symmetric, .. }, ScalesView::F16(s)) => {
             scales_len(blocks(q.group)?, s.len())?;
             let stored: Vec<(u16, u16)> = match (symmetric, q.zeros) {
                 (true, _) => s.iter().map(|&v| (v, 0)).collect(),
                 (false, Some(z)) => {
-                    scales_len(s.len(), z.len()).map_err(|_| {
-                        qerr(
-                            "zeros",
-                            format!("expected {} zero points, got {}", s.len(), z.len()),
-                        )
-                    })?;
+                    scales_len(s.len(), z.len())
+                        .map_err(|_| qerr("zeros", format!("expected {} zero points, got {}", s.len(), z.len())))?;
                     s.iter().copied().zip(z.iter().copied()).collect()
                 }
-                (false, None) => {
-                    return Err(qerr("zeros", format!("{} needs its zero points", fmt.name)))
-                }
+                (false, None) => return Err(qerr("zeros", format!("{} needs its zero points", fmt.name))),
             };
-            block::dequantize(
-                &IntGroup { bits, symmetric },
-                q.codes,
-                &stored,
-                layout,
-                q.group,
-                out,
-                threads,
-                isa,
-            );
+            with_int!(bits, symmetric, S => block::dequantize(&S, q.codes, &stored, layout, q.group, out, threads, isa));
             Ok(())
         }
-        _ => Err(qerr(
-            "scales",
-            format!("these scales do not belong to format {}", fmt.name),
-        )),
+        _ => Err(qerr("scales", format!("these scales do not belong to format {}", fmt.name))),
     }
 }
 
 /// Element-wise cast to `elem` codes (no scale), packed; `out` must hold `packed_len` bytes.
-pub fn cast(
-    src: Source,
-    elem: &MiniFloat,
-    saturate: bool,
-    opts: &Options,
-    out: &mut [u8],
-) -> Result<()> {
+pub fn cast(src: Source, elem: &MiniFloat, saturate: bool, opts: &Options, out: &mut [u8]) -> Result<()> {
     let n = src.len();
     let bits = elem.bits();
     let unit = codec::pack_unit(bits).0;
     if n % unit != 0 {
-        return Err(qerr(
-            "x",
-            format!("{}-bit codes pack {unit} per unit: {n} values do not", bits),
-        ));
+        return Err(qerr("x", format!("{}-bit codes pack {unit} per unit: {n} values do not", bits)));
     }
     if out.len() != packed_len(n, bits) {
-        return Err(qerr(
-            "out",
-            format!("needs {} bytes, got {}", packed_len(n, bits), out.len()),
-        ));
+        return Err(qerr("out", format!("needs {} bytes, got {}", packed_len(n, bits), out.len())));
     }
     let threads = thread_count(opts.threads, n);
     let isa = opts.isa();
@@ -579,7 +489,9 @@ pub fn cast(
     let mut none: [u8; 0] = [];
     with_input!(src, x => par_units(units, threads, out, packed_len(UNIT, bits), &mut none, 0, |first, k, out, _| {
         let x = &x[first * UNIT..((first + k) * UNIT).min(n)];
-        simd::run(isa, || codec::cast_slice(elem, saturate, x, out))
+        crate::with_element!(*elem, E => crate::kernel!(isa, <E: Element, I: Input> {
+            saturate: bool = saturate, x: &'k [I] = x, out: &'k mut [u8] = out, _e: PhantomData<E> = PhantomData::<E>,
+        } -> () => codec::cast_slice::<E, I>(saturate, x, out)))
     }));
     Ok(())
 }
@@ -592,12 +504,7 @@ pub fn decode(codes: &[u8], elem: &MiniFloat, opts: &Options, out: &mut [f32]) -
     if n % unit != 0 || codes.len() != packed_len(n, bits) {
         return Err(qerr(
             "codes",
-            format!(
-                "{n} {}-bit values take {} bytes, got {}",
-                bits,
-                packed_len(n, bits),
-                codes.len()
-            ),
+            format!("{n} {}-bit values take {} bytes, got {}", bits, packed_len(n, bits), codes.len()),
         ));
     }
     let threads = thread_count(opts.threads, n);
@@ -605,19 +512,12 @@ pub fn decode(codes: &[u8], elem: &MiniFloat, opts: &Options, out: &mut [f32]) -
     const UNIT: usize = 1 << 16;
     let units = n.div_ceil(UNIT);
     let mut none: [u8; 0] = [];
-    par_units(
-        units,
-        threads,
-        out,
-        UNIT,
-        &mut none,
-        0,
-        |first, k, out, _| {
-            let c = &codes
-                [packed_len(first * UNIT, bits)..packed_len(((first + k) * UNIT).min(n), bits)];
-            simd::run(isa, || codec::decode_slice(elem, c, out))
-        },
-    );
+    par_units(units, threads, out, UNIT, &mut none, 0, |first, k, out, _| {
+        let c = &codes[packed_len(first * UNIT, bits)..packed_len(((first + k) * UNIT).min(n), bits)];
+        crate::with_element!(*elem, E => crate::kernel!(isa, <E: Element> {
+            c: &'k [u8] = c, out: &'k mut [f32] = out, _e: PhantomData<E> = PhantomData::<E>,
+        } -> () => codec::decode_slice::<E>(c, out)))
+    });
     Ok(())
 }
 
@@ -648,24 +548,11 @@ mod tests {
         for (name, floor) in floors {
             let fmt = format(name).unwrap();
             for axis in [1, 0] {
-                let q =
-                    quantize(Source::F32(&x), &[256, 128], axis, fmt, &Options::default()).unwrap();
+                let q = quantize(Source::F32(&x), &[256, 128], axis, fmt, &Options::default()).unwrap();
                 let mut back = vec![0f32; x.len()];
-                dequantize(
-                    &q.view(),
-                    &[256, 128],
-                    axis,
-                    fmt,
-                    &Options::default(),
-                    &mut back,
-                )
-                .unwrap();
+                dequantize(&q.view(), &[256, 128], axis, fmt, &Options::default(), &mut back).unwrap();
                 let e = accuracy::error(&x, &back);
-                assert!(
-                    e.sqnr_db >= floor,
-                    "{name} axis {axis}: {} dB < {floor}",
-                    e.sqnr_db
-                );
+                assert!(e.sqnr_db >= floor, "{name} axis {axis}: {} dB < {floor}", e.sqnr_db);
             }
         }
     }
@@ -676,30 +563,18 @@ mod tests {
         let x = gaussian(64 * 1024 + 512, 3);
         let shape = [x.len() / 128, 128];
         for fmt in FORMATS.iter().filter(|f| f.scheme != Scheme::None) {
-            let base = Options {
-                threads: Some(1),
-                isa: Some(Isa::Baseline),
-                ..Options::default()
-            };
+            let base = Options { threads: Some(1), isa: Some(Isa::Baseline), ..Options::default() };
             let want = quantize(Source::F32(&x), &shape, 1, fmt, &base).unwrap();
             for isa in simd::available() {
                 for threads in [1, 2, 3] {
-                    let o = Options {
-                        threads: Some(threads),
-                        isa: Some(isa),
-                        ..Options::default()
-                    };
+                    let o = Options { threads: Some(threads), isa: Some(isa), ..Options::default() };
                     let got = quantize(Source::F32(&x), &shape, 1, fmt, &o).unwrap();
                     assert_eq!(got, want, "{} {isa:?} {threads}", fmt.name);
                     let mut a = vec![0f32; x.len()];
                     let mut b = vec![0f32; x.len()];
                     dequantize(&want.view(), &shape, 1, fmt, &base, &mut a).unwrap();
                     dequantize(&got.view(), &shape, 1, fmt, &o, &mut b).unwrap();
-                    assert!(
-                        a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()),
-                        "{}",
-                        fmt.name
-                    );
+                    assert!(a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()), "{}", fmt.name);
                 }
             }
         }
@@ -737,14 +612,7 @@ mod tests {
         assert_eq!(e("mxfp4", &[10, 10], 2).path(), "axis");
         assert_eq!(e("mxfp4", &[10, 11], 0).path(), "x");
         assert_eq!(e("none", &[100], 0).path(), "format");
-        let q = quantize(
-            Source::F32(&x[..64]),
-            &[64],
-            0,
-            format("mxfp4").unwrap(),
-            &o,
-        )
-        .unwrap();
+        let q = quantize(Source::F32(&x[..64]), &[64], 0, format("mxfp4").unwrap(), &o).unwrap();
         let mut out = vec![0f32; 64];
         let mut bad = q.view();
         bad.scales = ScalesView::Bytes(&[0u8; 1]);
@@ -759,28 +627,9 @@ mod tests {
         for elem in minifloat::ELEMENT_FORMATS {
             let n = x.len();
             let mut a = vec![0u8; packed_len(n, elem.bits())];
-            cast(
-                Source::F32(&x),
-                &elem,
-                false,
-                &Options {
-                    threads: Some(3),
-                    ..Options::default()
-                },
-                &mut a,
-            )
-            .unwrap();
+            cast(Source::F32(&x), &elem, false, &Options { threads: Some(3), ..Options::default() }, &mut a).unwrap();
             let mut back = vec![0f32; n];
-            decode(
-                &a,
-                &elem,
-                &Options {
-                    threads: Some(2),
-                    ..Options::default()
-                },
-                &mut back,
-            )
-            .unwrap();
+            decode(&a, &elem, &Options { threads: Some(2), ..Options::default() }, &mut back).unwrap();
             for (v, y) in x.iter().zip(&back) {
                 let want = minifloat::decode(&elem, minifloat::encode(&elem, *v, false));
                 assert_eq!(y.to_bits(), want.to_bits());

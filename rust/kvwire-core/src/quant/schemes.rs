@@ -6,10 +6,11 @@
 //! 0x7F, fp32/fp16 NaN), its codes are all-ones magnitudes (0 for integers), and it decodes as NaN; other
 //! blocks are unaffected. Per-tensor statistics use finite elements only.
 
+use std::marker::PhantomData;
+
 use super::block::BlockScheme;
 use super::minifloat::{
-    decode as mf_decode, encode as mf_encode, f16_to_f32, f32_to_f16_saturating, MiniFloat, E2M1,
-    E4M3FN,
+    decode as mf_decode, encode as mf_encode, f16_to_f32, f32_to_f16_saturating, Element, E2M1, E4M3FN,
 };
 
 /// Largest magnitude as `f32` bits (NaN bit patterns sort above Inf, so one integer max also detects
@@ -54,9 +55,9 @@ pub enum ScaleRule {
 
 /// OCP MX: blocks of 32 with an E8M0 scale.
 #[derive(Clone, Copy, Debug)]
-pub struct Mx {
-    pub elem: MiniFloat,
+pub struct Mx<E: Element> {
     pub rule: ScaleRule,
+    elem: PhantomData<E>,
 }
 
 /// Parameters of an MX block: the scale byte and the multiplier that maps values to element units.
@@ -67,8 +68,12 @@ pub struct MxParams {
 }
 
 /// E8M0 byte of a scale 2^e: e + 127, with 0xFF = NaN.
-impl Mx {
+impl<E: Element> Mx<E> {
     pub const BLOCK: usize = 32;
+
+    pub fn new(rule: ScaleRule) -> Self {
+        Mx { rule, elem: PhantomData }
+    }
 
     /// The scale byte for a block whose largest magnitude has bits `amax` (finite).
     #[inline(always)]
@@ -76,12 +81,8 @@ impl Mx {
         match self.rule {
             ScaleRule::Floor => {
                 // amax = 0 is treated as FP32_MIN_NORMAL (2^-126), as microxcaling does.
-                let e = if amax == 0 {
-                    -126
-                } else {
-                    floor_log2_bits(amax)
-                };
-                let shared = (e - self.elem.emax()).max(-127);
+                let e = if amax == 0 { -126 } else { floor_log2_bits(amax) };
+                let shared = (e - E::F.emax()).max(-127);
                 if shared > 127 {
                     0xFF
                 } else {
@@ -89,7 +90,7 @@ impl Mx {
                 }
             }
             ScaleRule::Rceil => {
-                let d = (f32::from_bits(amax) / self.elem.max_value()).to_bits();
+                let d = (f32::from_bits(amax) / E::F.max_value()).to_bits();
                 if d >= 0x0080_0000 {
                     let e = (d >> 23) + u32::from(d & 0x7F_FFFF != 0);
                     if e > 254 {
@@ -106,13 +107,13 @@ impl Mx {
     }
 }
 
-impl BlockScheme for Mx {
+impl<E: Element> BlockScheme for Mx<E> {
     type Stats = u32;
     type Params = MxParams;
     type Stored = u8;
 
     fn bits(&self) -> u32 {
-        self.elem.bits()
+        E::F.bits()
     }
     #[inline(always)]
     fn empty(&self) -> u32 {
@@ -124,11 +125,7 @@ impl BlockScheme for Mx {
     }
     #[inline(always)]
     fn params(&self, amax: u32) -> MxParams {
-        let byte = if amax >= INF_BITS {
-            0xFF
-        } else {
-            self.scale_byte(amax)
-        };
+        let byte = if amax >= INF_BITS { 0xFF } else { self.scale_byte(amax) };
         self.load(byte)
     }
     #[inline(always)]
@@ -137,30 +134,22 @@ impl BlockScheme for Mx {
     }
     #[inline(always)]
     fn load(&self, byte: u8) -> MxParams {
-        let to_units = if byte == 0xFF {
-            f32::NAN
-        } else {
-            pow2(127 - byte as i32)
-        };
+        let to_units = if byte == 0xFF { f32::NAN } else { pow2(127 - byte as i32) };
         MxParams { byte, to_units }
     }
     #[inline(always)]
     fn encode(&self, p: &MxParams, x: f32) -> u8 {
-        let c = mf_encode(&self.elem, x * p.to_units, true);
+        let c = mf_encode(&E::F, x * p.to_units, true);
         if p.byte == 0xFF {
-            self.elem.sign_bit() - 1
+            E::F.sign_bit() - 1
         } else {
             c
         }
     }
     #[inline(always)]
     fn decode(&self, p: &MxParams, code: u8) -> f32 {
-        let scale = if p.byte == 0xFF {
-            f32::NAN
-        } else {
-            pow2(p.byte as i32 - 127)
-        };
-        mf_decode(&self.elem, code) * scale
+        let scale = if p.byte == 0xFF { f32::NAN } else { pow2(p.byte as i32 - 127) };
+        mf_decode(&E::F, code) * scale
     }
 }
 
@@ -223,10 +212,7 @@ impl BlockScheme for Nvfp4 {
     }
     #[inline(always)]
     fn load(&self, byte: u8) -> Nvfp4Params {
-        Nvfp4Params {
-            byte,
-            sg: mf_decode(&E4M3FN, byte) * self.global,
-        }
+        Nvfp4Params { byte, sg: mf_decode(&E4M3FN, byte) * self.global }
     }
     #[inline(always)]
     fn encode(&self, p: &Nvfp4Params, x: f32) -> u8 {
@@ -248,16 +234,20 @@ impl BlockScheme for Nvfp4 {
 /// saturation (vLLM's `cvt(x / scale, satfinite)`); in per-tensor mode a NaN element stays NaN and ±Inf
 /// becomes NaN (E4M3FN) or ±Inf (E5M2).
 #[derive(Clone, Copy, Debug)]
-pub struct Fp8Scaled {
-    pub elem: MiniFloat,
+pub struct Fp8Scaled<E: Element> {
+    elem: PhantomData<E>,
     /// The per-tensor scale, or `None` for one scale per block.
     pub tensor: Option<f32>,
 }
 
-impl Fp8Scaled {
+impl<E: Element> Fp8Scaled<E> {
+    pub fn new(tensor: Option<f32>) -> Self {
+        Fp8Scaled { elem: PhantomData, tensor }
+    }
+
     /// The scale for a largest finite magnitude `amax`.
     pub fn scale_for(&self, amax: f32) -> f32 {
-        let s = amax / self.elem.max_value();
+        let s = amax / E::F.max_value();
         if s < f32::MIN_POSITIVE {
             1.0
         } else {
@@ -266,7 +256,7 @@ impl Fp8Scaled {
     }
 }
 
-impl BlockScheme for Fp8Scaled {
+impl<E: Element> BlockScheme for Fp8Scaled<E> {
     type Stats = u32;
     type Params = f32;
     type Stored = f32;
@@ -301,10 +291,10 @@ impl BlockScheme for Fp8Scaled {
     #[inline(always)]
     fn encode(&self, scale: &f32, x: f32) -> u8 {
         let v = x / *scale;
-        let finite = mf_encode(&self.elem, v, true);
-        let special = mf_encode(&self.elem, v, false);
+        let finite = mf_encode(&E::F, v, true);
+        let special = mf_encode(&E::F, v, false);
         if scale.is_nan() {
-            self.elem.sign_bit() - 1
+            E::F.sign_bit() - 1
         } else if x.is_finite() {
             finite
         } else {
@@ -313,7 +303,7 @@ impl BlockScheme for Fp8Scaled {
     }
     #[inline(always)]
     fn decode(&self, scale: &f32, code: u8) -> f32 {
-        mf_decode(&self.elem, code) * *scale
+        mf_decode(&E::F, code) * *scale
     }
 }
 
@@ -324,10 +314,7 @@ impl BlockScheme for Fp8Scaled {
 /// in `f32`, rounding is half to even; a constant group has scale 0 and codes 0 (x̂ = zero point).
 /// Codes: two's complement (symmetric) or unsigned, 8 bits per byte or 4 bits per nibble.
 #[derive(Clone, Copy, Debug)]
-pub struct IntGroup {
-    pub bits: u32,
-    pub symmetric: bool,
-}
+pub struct IntGroup<const BITS: u32, const SYM: bool>;
 
 /// Running statistics of an integer group.
 #[derive(Clone, Copy, Debug)]
@@ -346,12 +333,12 @@ pub struct IntParams {
     zero: f32,
 }
 
-impl IntGroup {
+impl<const BITS: u32, const SYM: bool> IntGroup<BITS, SYM> {
     fn qmax(&self) -> f32 {
-        if self.symmetric {
-            ((1u32 << (self.bits - 1)) - 1) as f32
+        if SYM {
+            ((1u32 << (BITS - 1)) - 1) as f32
         } else {
-            ((1u32 << self.bits) - 1) as f32
+            ((1u32 << BITS) - 1) as f32
         }
     }
 }
@@ -363,36 +350,28 @@ fn rne(v: f32) -> i32 {
     (v + 12_582_912.0).to_bits().wrapping_sub(0x4B40_0000) as i32
 }
 
-impl BlockScheme for IntGroup {
+impl<const BITS: u32, const SYM: bool> BlockScheme for IntGroup<BITS, SYM> {
     type Stats = MinMax;
     type Params = IntParams;
     type Stored = (u16, u16);
 
     fn bits(&self) -> u32 {
-        self.bits
+        BITS
     }
     #[inline(always)]
     fn empty(&self) -> MinMax {
-        MinMax {
-            min: f32::INFINITY,
-            max: f32::NEG_INFINITY,
-            amax: 0,
-        }
+        MinMax { min: f32::INFINITY, max: f32::NEG_INFINITY, amax: 0 }
     }
     #[inline(always)]
     fn observe(&self, s: MinMax, x: f32) -> MinMax {
-        MinMax {
-            min: s.min.min(x),
-            max: s.max.max(x),
-            amax: s.amax.max(abs_bits(x)),
-        }
+        MinMax { min: s.min.min(x), max: s.max.max(x), amax: s.amax.max(abs_bits(x)) }
     }
     #[inline(always)]
     fn params(&self, s: MinMax) -> IntParams {
         if s.amax >= INF_BITS {
             return self.load((0x7E00, 0x7E00));
         }
-        if self.symmetric {
+        if SYM {
             let scale16 = f32_to_f16_saturating(f32::from_bits(s.amax) / self.qmax());
             self.load((scale16, 0))
         } else {
@@ -406,20 +385,15 @@ impl BlockScheme for IntGroup {
     }
     #[inline(always)]
     fn load(&self, (scale16, zero16): (u16, u16)) -> IntParams {
-        IntParams {
-            scale16,
-            zero16,
-            scale: f16_to_f32(scale16),
-            zero: f16_to_f32(zero16),
-        }
+        IntParams { scale16, zero16, scale: f16_to_f32(scale16), zero: f16_to_f32(zero16) }
     }
     #[inline(always)]
     fn encode(&self, p: &IntParams, x: f32) -> u8 {
         let q = self.qmax();
-        let lo = if self.symmetric { -q } else { 0.0 };
+        let lo = if SYM { -q } else { 0.0 };
         let v = ((x - p.zero) / p.scale).max(lo).min(q);
         let code = rne(v) as u8;
-        let code = if self.bits == 4 { code & 0xF } else { code };
+        let code = if BITS == 4 { code & 0xF } else { code };
         if p.scale == 0.0 || p.scale.is_nan() {
             0
         } else {
@@ -428,9 +402,9 @@ impl BlockScheme for IntGroup {
     }
     #[inline(always)]
     fn decode(&self, p: &IntParams, code: u8) -> f32 {
-        let q = if self.symmetric {
+        let q = if SYM {
             // Sign-extend the low `bits` bits.
-            let shift = 8 - self.bits;
+            let shift = 8 - BITS;
             ((code << shift) as i8 >> shift) as f32
         } else {
             code as f32
@@ -442,13 +416,10 @@ impl BlockScheme for IntGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::minifloat::{E4M3FN, E5M2};
+    use crate::quant::minifloat::{E2m1, E4m3fn, E5m2, E5M2};
 
-    fn mx4() -> Mx {
-        Mx {
-            elem: E2M1,
-            rule: ScaleRule::Floor,
-        }
+    fn mx4() -> Mx<E2m1> {
+        Mx::<E2m1>::new(ScaleRule::Floor)
     }
 
     fn quant_block<S: BlockScheme>(s: &S, xs: &[f32]) -> (S::Stored, Vec<u8>, Vec<f32>) {
@@ -462,21 +433,8 @@ mod tests {
 
     #[test]
     fn floor_log2_from_bits() {
-        for x in [
-            1.0f32,
-            1.5,
-            2.0,
-            0.75,
-            448.0,
-            1e-40,
-            f32::from_bits(1),
-            f32::MAX,
-        ] {
-            assert_eq!(
-                floor_log2_bits(x.to_bits()),
-                (x as f64).log2().floor() as i32,
-                "{x}"
-            );
+        for x in [1.0f32, 1.5, 2.0, 0.75, 448.0, 1e-40, f32::from_bits(1), f32::MAX] {
+            assert_eq!(floor_log2_bits(x.to_bits()), (x as f64).log2().floor() as i32, "{x}");
         }
         // One ulp below a power of two: the float log2 rounds up, the bits do not.
         let below = f32::from_bits(8.0f32.to_bits() - 1);
@@ -501,13 +459,7 @@ mod tests {
         b[0] = 7.9;
         let floor = quant_block(&mx4(), &b);
         assert_eq!((floor.0, floor.1[0], floor.2[0]), (127, 0x7, 6.0));
-        let rceil = quant_block(
-            &Mx {
-                elem: E2M1,
-                rule: ScaleRule::Rceil,
-            },
-            &b,
-        );
+        let rceil = quant_block(&Mx::<E2m1>::new(ScaleRule::Rceil), &b);
         assert_eq!((rceil.0, rceil.1[0], rceil.2[0]), (128, 0x6, 8.0));
         let mut b = [0.0f32; 32];
         b[5] = 1e-40;
@@ -526,39 +478,25 @@ mod tests {
     fn mx_saturation_and_outliers() {
         let mut b = [1.0f32; 32];
         b[0] = 500.0;
-        let r = quant_block(
-            &Mx {
-                elem: E4M3FN,
-                rule: ScaleRule::Floor,
-            },
-            &b,
-        );
+        let r = quant_block(&Mx::<E4m3fn>::new(ScaleRule::Floor), &b);
         assert_eq!((r.0, r.2[0]), (127, 448.0));
         let mut b = [1e-3f32; 32];
         b[7] = 1e4;
         let r = quant_block(&mx4(), &b);
-        assert!(r
-            .2
-            .iter()
-            .enumerate()
-            .all(|(i, &v)| if i == 7 { v > 0.0 } else { v == 0.0 }));
+        assert!(r.2.iter().enumerate().all(|(i, &v)| if i == 7 { v > 0.0 } else { v == 0.0 }));
     }
 
     /// NVFP4: all-zero tensor (g = 1, scale at the E4M3 floor 2^-6, zeros back); the block holding the
     /// tensor amax gets scale 448 and element 6; a tiny block clamps its scale to 2^-6.
     #[test]
     fn nvfp4_vectors() {
-        let z = Nvfp4 {
-            global: Nvfp4::global_from_amax(0.0),
-        };
+        let z = Nvfp4 { global: Nvfp4::global_from_amax(0.0) };
         assert_eq!(z.global, 1.0);
         let r = quant_block(&z, &[0.0; 16]);
         assert_eq!(r.0, 0x08);
         assert!(r.2.iter().all(|&v| v == 0.0));
         let amax = 3.0;
-        let s = Nvfp4 {
-            global: Nvfp4::global_from_amax(amax),
-        };
+        let s = Nvfp4 { global: Nvfp4::global_from_amax(amax) };
         let mut b = [0.1f32; 16];
         b[2] = -amax;
         let r = quant_block(&s, &b);
@@ -577,10 +515,7 @@ mod tests {
     /// Per-block fp8 scales: amax maps to the format max; a NaN block is NaN; per-tensor keeps NaN elements.
     #[test]
     fn fp8_scaled() {
-        let s = Fp8Scaled {
-            elem: E4M3FN,
-            tensor: None,
-        };
+        let s = Fp8Scaled::<E4m3fn>::new(None);
         let mut b = [0.25f32; 8];
         b[1] = -3.5;
         let r = quant_block(&s, &b);
@@ -589,10 +524,7 @@ mod tests {
         assert_eq!(r.2[1], -3.5);
         let r = quant_block(&s, &[0.0; 8]);
         assert_eq!(r.0, 1.0);
-        let t = Fp8Scaled {
-            elem: E5M2,
-            tensor: Some(0.5),
-        };
+        let t = Fp8Scaled::<E5m2>::new(Some(0.5));
         let r = quant_block(&t, &[1.0, f32::NAN, f32::INFINITY, 1e9]);
         assert_eq!(r.1, vec![mf_encode(&E5M2, 2.0, true), 0x7E, 0x7C, 0x7B]);
     }
@@ -601,24 +533,15 @@ mod tests {
     /// half steps round to even; constant groups give scale 0 and x̂ = zero point; nibble codes.
     #[test]
     fn int_groups() {
-        let s8 = IntGroup {
-            bits: 8,
-            symmetric: true,
-        };
+        let s8 = IntGroup::<8, true>;
         let mut b = [0.0f32; 32];
         b[0] = -1.0;
         b[1] = 1.0;
         let r = quant_block(&s8, &b);
-        assert_eq!(
-            f16_to_f32(r.0 .0),
-            f16_to_f32(f32_to_f16_saturating(1.0 / 127.0))
-        );
+        assert_eq!(f16_to_f32(r.0 .0), f16_to_f32(f32_to_f16_saturating(1.0 / 127.0)));
         assert_eq!(r.1[0] as i8, -127);
         assert_eq!(r.1[1] as i8, 127);
-        let a4 = IntGroup {
-            bits: 4,
-            symmetric: false,
-        };
+        let a4 = IntGroup::<4, false>;
         let b: Vec<f32> = (0..32).map(|i| -1.0 + i as f32 * (3.0 / 31.0)).collect();
         let r = quant_block(&a4, &b);
         assert_eq!(r.1[0], 0);
@@ -627,10 +550,7 @@ mod tests {
         let c = quant_block(&a4, &[0.3; 32]);
         assert_eq!(f16_to_f32(c.0 .0), 0.0);
         assert!(c.1.iter().all(|&q| q == 0));
-        assert!(c
-            .2
-            .iter()
-            .all(|&v| v == f16_to_f32(f32_to_f16_saturating(0.3))));
+        assert!(c.2.iter().all(|&v| v == f16_to_f32(f32_to_f16_saturating(0.3))));
         // Half steps: scale 1 exactly (range 0..15), 2.5 → 2, 3.5 → 4.
         let mut h: Vec<f32> = vec![0.0; 32];
         h[1] = 15.0;
@@ -638,10 +558,7 @@ mod tests {
         h[3] = 3.5;
         let r = quant_block(&a4, &h);
         assert_eq!((r.1[2], r.1[3]), (2, 4));
-        let s4 = IntGroup {
-            bits: 4,
-            symmetric: true,
-        };
+        let s4 = IntGroup::<4, true>;
         let r = quant_block(&s4, &[-7.0, 7.0, 3.0, 0.0]);
         assert_eq!(r.1, vec![0x9, 0x7, 0x3, 0x0]);
         assert_eq!(r.2, vec![-7.0, 7.0, 3.0, 0.0]);

@@ -44,10 +44,7 @@ pub fn detect() -> Isa {
 /// Every level this CPU supports, lowest first.
 pub fn available() -> Vec<Isa> {
     let hw = hardware();
-    [Isa::Baseline, Isa::Avx2, Isa::Avx512]
-        .into_iter()
-        .filter(|&i| i <= hw)
-        .collect()
+    [Isa::Baseline, Isa::Avx2, Isa::Avx512].into_iter().filter(|&i| i <= hw).collect()
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -61,10 +58,7 @@ fn hardware() -> Isa {
         && is_x86_feature_detected!("bmi2")
     {
         Isa::Avx512
-    } else if is_x86_feature_detected!("avx2")
-        && is_x86_feature_detected!("fma")
-        && is_x86_feature_detected!("bmi2")
-    {
+    } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("bmi2") {
         Isa::Avx2
     } else {
         Isa::Baseline
@@ -76,27 +70,60 @@ fn hardware() -> Isa {
     Isa::Baseline
 }
 
-/// Run `f` compiled for `isa` (which must be ≤ [`hardware`]; a higher request falls back to the best
-/// available level). `f` should be a closure over `#[inline(always)]` code so that it is compiled inside
-/// the wider function.
+/// A kernel: work that [`run`] executes inside a function compiled for a chosen instruction set.
+/// Implementations must mark `run` `#[inline(always)]` (and call `#[inline(always)]` code) so that the
+/// whole body is compiled with the wider instruction set — a closure would stay a separate function
+/// compiled for the baseline.
+pub trait Kernel {
+    type Output;
+    fn run(self) -> Self::Output;
+}
+
+/// Run `k` compiled for `isa` (a level above the hardware's falls back to the best available).
 #[inline(always)]
-pub fn run<R, F: FnOnce() -> R>(isa: Isa, f: F) -> R {
+pub fn run<K: Kernel>(isa: Isa, k: K) -> K::Output {
     let isa = isa.min(hardware_cached());
     #[cfg(target_arch = "x86_64")]
     {
         match isa {
             // SAFETY: the CPU supports these features (checked by `hardware`).
-            Isa::Avx512 => unsafe { run_avx512(f) },
+            Isa::Avx512 => unsafe { run_avx512(k) },
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { run_avx2(f) },
-            Isa::Baseline => f(),
+            Isa::Avx2 => unsafe { run_avx2(k) },
+            Isa::Baseline => k.run(),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = isa;
-        f()
+        k.run()
     }
+}
+
+/// Run `$body` compiled for `$isa`, with the listed fields in scope: defines a one-off [`Kernel`] struct
+/// whose `run` is `#[inline(always)]`. Generic parameters of the enclosing function that the fields use
+/// must be listed (with their bounds); reference fields use the lifetime `'k`.
+///
+/// `kernel!(isa, <I: Input> { x: &'k [I] = x, out: &'k mut [u8] = out } -> () => work(x, out))`
+#[macro_export]
+macro_rules! kernel {
+    ($isa:expr, <$($g:ident $(: $b:path)?),*> { $($f:ident : $t:ty = $v:expr),+ $(,)? } -> $out:ty => $body:expr) => {{
+        #[allow(non_camel_case_types)]
+        struct K<'k, $($g $(: $b)?),*> {
+            $($f: $t,)+
+            _p: ::std::marker::PhantomData<&'k ($($g,)*)>,
+        }
+        impl<'k, $($g $(: $b)?),*> $crate::quant::simd::Kernel for K<'k, $($g),*> {
+            type Output = $out;
+            #[inline(always)]
+            #[allow(unused_variables)]
+            fn run(self) -> $out {
+                let K { $($f,)+ .. } = self;
+                $body
+            }
+        }
+        $crate::quant::simd::run($isa, K { $($f: $v,)+ _p: ::std::marker::PhantomData })
+    }};
 }
 
 fn hardware_cached() -> Isa {
@@ -106,14 +133,14 @@ fn hardware_cached() -> Isa {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,bmi2")]
-unsafe fn run_avx512<R, F: FnOnce() -> R>(f: F) -> R {
-    f()
+unsafe fn run_avx512<K: Kernel>(k: K) -> K::Output {
+    k.run()
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,bmi2")]
-unsafe fn run_avx2<R, F: FnOnce() -> R>(f: F) -> R {
-    f()
+unsafe fn run_avx2<K: Kernel>(k: K) -> K::Output {
+    k.run()
 }
 
 #[cfg(test)]
@@ -126,6 +153,14 @@ mod tests {
         assert_eq!(a[0], Isa::Baseline);
         assert!(a.windows(2).all(|w| w[0] < w[1]));
         assert!(a.contains(&detect()) || detect() == Isa::Baseline);
-        assert_eq!(run(Isa::Avx512, || 41 + 1), 42);
+        struct Add(u32);
+        impl Kernel for Add {
+            type Output = u32;
+            #[inline(always)]
+            fn run(self) -> u32 {
+                self.0 + 1
+            }
+        }
+        assert_eq!(run(Isa::Avx512, Add(41)), 42);
     }
 }

@@ -11,11 +11,13 @@ decode pool — with results as Polars DataFrames.
 ['energy', 'hotspot', 'instances', 'latency']
 """
 
+from kvwire import quant
 from kvwire._core import __version__
 from kvwire.errors import (
     DoesNotFitError,
     InternalError,
     KvwireError,
+    QuantError,
     ScenarioError,
     TraceError,
     UnknownPresetError,
@@ -29,6 +31,7 @@ __all__ = [
     "DoesNotFitError",
     "InternalError",
     "KvwireError",
+    "QuantError",
     "ScenarioDict",
     "ScenarioError",
     "SimResult",
@@ -38,6 +41,7 @@ __all__ = [
     "catalog",
     "default_scenario",
     "load_scenario",
+    "quant",
     "read_azure_csv",
     "read_mooncake_jsonl",
     "read_trace",

@@ -5,7 +5,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["__version__", "catalog_json", "default_scenario_json", "simulate", "validate"]
+__all__ = [
+    "__version__",
+    "cast",
+    "catalog_json",
+    "decode",
+    "default_scenario_json",
+    "dequantize",
+    "error",
+    "isa",
+    "quantize",
+    "simulate",
+    "validate",
+]
 
 __version__: str
 
@@ -18,3 +30,39 @@ def simulate(
     prompt_tokens: npt.NDArray[np.int64] | None = None,
     output_tokens: npt.NDArray[np.int64] | None = None,
 ) -> dict[str, Any]: ...
+def quantize(
+    x: npt.NDArray[Any],
+    dtype: str,
+    shape: list[int],
+    axis: int,
+    fmt: str,
+    group: int | None = None,
+    scale_rule: str = "floor",
+    threads: int | None = None,
+) -> dict[str, Any]: ...
+def dequantize(
+    codes: npt.NDArray[np.uint8],
+    scales: npt.NDArray[Any] | None,
+    zeros: npt.NDArray[np.uint16] | None,
+    tensor_scale: float | None,
+    group: int,
+    shape: list[int],
+    axis: int,
+    fmt: str,
+    out: npt.NDArray[np.float32],
+    scale_rule: str = "floor",
+    threads: int | None = None,
+) -> None: ...
+def cast(
+    x: npt.NDArray[Any],
+    dtype: str,
+    element: str,
+    saturate: bool,
+    out: npt.NDArray[np.uint8],
+    threads: int | None = None,
+) -> None: ...
+def decode(
+    codes: npt.NDArray[np.uint8], element: str, out: npt.NDArray[np.float32], threads: int | None = None
+) -> None: ...
+def error(x: npt.NDArray[np.float32], x_hat: npt.NDArray[np.float32]) -> dict[str, float]: ...
+def isa() -> str: ...

@@ -118,7 +118,7 @@ def _axis(axis: int, ndim: int) -> int:
 
 def _format_name(fmt: str) -> str:
     cat = catalog()
-    name = cat["format_aliases"].get(fmt, fmt)  # type: ignore[arg-type]
+    name = cat["format_aliases"].get(fmt, fmt)
     if name not in cat["formats"] or name == "none":
         known = ", ".join(k for k in cat["formats"] if k != "none")
         raise QuantError(f"format: unknown quantisation format {fmt!r} (known: {known})", "format")
@@ -166,7 +166,9 @@ def quantize(
     zeros = out["zeros"]
     if zeros is not None:
         zeros = zeros.view(np.float16).reshape(_scales_shape(x.shape, ax, group))
-    return QuantizedTensor(name, tuple(x.shape), ax, codes, scales, zeros, out["tensor_scale"], group, scale_rule)
+    return QuantizedTensor(
+        name, tuple(x.shape), ax, codes, scales, zeros, out["tensor_scale"], group, scale_rule
+    )
 
 
 def _scales_shape(shape: tuple[int, ...], axis: int, group: int) -> tuple[int, ...]:
@@ -205,7 +207,9 @@ def dequantize(
 
 def _element(element: str) -> int:
     if element not in ELEMENTS:
-        raise QuantError(f"element: unknown element format {element!r} (known: {', '.join(ELEMENTS)})", "element")
+        raise QuantError(
+            f"element: unknown element format {element!r} (known: {', '.join(ELEMENTS)})", "element"
+        )
     return ELEMENTS[element]
 
 
@@ -261,7 +265,7 @@ def decode(
 
 
 def error(x: npt.NDArray[Any], x_hat: npt.NDArray[Any]) -> dict[str, float]:
-    """Accuracy of ``x_hat`` against ``x``: ``sqnr_db`` (10·log10(Σx²/Σ(x−x̂)²); ``inf`` when exact),
+    """Accuracy of ``x_hat`` against ``x``: ``sqnr_db`` (10·log10(Σx²/Σ(x-x̂)²); ``inf`` when exact),
     ``cosine``, ``mse``, ``max_abs``, and the counts of compared and non-finite (left out) pairs."""
     a = np.ascontiguousarray(x, dtype=np.float32)
     b = np.ascontiguousarray(x_hat, dtype=np.float32)

@@ -229,9 +229,7 @@ def check_accounting(res: kvwire.SimResult) -> None:
     # Finished: a finish time.
     assert done["finish_s"].null_count() == 0
     # Rejection rule: prompt + output > capacity of the first KV-holding instance (equality admitted).
-    cap = next(
-        i["kv_capacity_tokens"] for i in s["instances"].values() if i["kv_capacity_tokens"] is not None
-    )
+    cap = next(i["kv_capacity_tokens"] for i in s["instances"].values() if i["kv_capacity_tokens"] is not None)
     res_tokens = df["prompt_tokens"].cast(pl.Int64) + df["output_tokens"].cast(pl.Int64)
     assert (df["rejected"] == (res_tokens > cap)).all()
     # Measured: completed requests by arrival (table order), the first int(w·completed) left out.
@@ -359,9 +357,7 @@ def check_summary(res: kvwire.SimResult) -> None:
     assert math.isclose(b["static_j"], idle * horizon, rel_tol=1e-12, abs_tol=1e-12)
     out_tokens = int(done["output_tokens"].cast(pl.Int64).sum())
     if out_tokens:
-        assert e["j_per_output_token"] is not None and math.isclose(
-            e["j_per_output_token"], e["total_j"] / out_tokens
-        )
+        assert e["j_per_output_token"] is not None and math.isclose(e["j_per_output_token"], e["total_j"] / out_tokens)
     else:
         assert e["j_per_output_token"] is None
     for inst in s["instances"].values():
@@ -495,9 +491,9 @@ def test_trace_arrival_times_survive_the_scenario_json() -> None:
 def test_goodput_of_a_subnormal_window_is_finite() -> None:
     """The summary is JSON without NaN or infinities.
 
-    Regression test of a fixed bug: goodput = SLO-met requests / arrival window; a positive but subnormal window (measured
-    arrivals 0 and 5e-324) overflows to ``inf``, so ``json.dumps(summary, allow_nan=False)`` raises. The
-    summary already reports null with a note when the window is 0; a non-finite quotient should be too.
+    Regression test of a fixed bug: goodput = SLO-met requests / arrival window; a positive but subnormal
+    window (measured arrivals 0 and 5e-324) overflowed to ``inf``, so ``json.dumps(summary, allow_nan=False)``
+    raised. The summary reports null with a note, as for an empty window.
     """
     res = kvwire.simulate(
         {"metrics": {"warmup_fraction": 0.0}},
@@ -509,8 +505,8 @@ def test_goodput_of_a_subnormal_window_is_finite() -> None:
 def test_itl_percentiles_stay_below_the_max() -> None:
     """p50 ≤ p90 ≤ p95 ≤ p99 ≤ p99.9 ≤ max for ITL too (found by test_run_invariants / the Rust properties).
 
-    Regression test of a fixed bug: the core's ITL histogram represents a bucket of distinct values by Σ(value·weight)/count,
-    unclamped, which can land an ulp or two outside the bucket's [min, max]. Here p99 = p99.9 =
+    Regression test of a fixed bug: the core's ITL histogram represented a bucket of distinct values by
+    Σ(value·weight)/count, unclamped, which can land an ulp or two outside the bucket's [min, max]. Here p99 = p99.9 =
     0.18890412214363433 > max = 0.18890412214363428.
     """
     sc = {

@@ -45,9 +45,7 @@ def main() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Replay requests from an Azure LLM CSV or Mooncake JSONL trace instead of generating them.",
 )
-def run(
-    scenario_file: Path | None, as_json: bool, overrides: tuple[str, ...], trace_file: Path | None
-) -> None:
+def run(scenario_file: Path | None, as_json: bool, overrides: tuple[str, ...], trace_file: Path | None) -> None:
     """Run SCENARIO_FILE (.json or .toml), or the built-in default scenario when none is given."""
     try:
         sc: dict[str, Any] = load_scenario(scenario_file) if scenario_file else {}
@@ -94,8 +92,7 @@ def presets(as_json: bool) -> None:
     click.echo("hand-off formats (handoff.compression):")
     for k, f in cat["formats"].items():
         click.echo(
-            f"  {k:<12} {f['bits_per_value']:6.3f} bits/value, ratio {f['ratio_vs_bf16']:.4f}  "
-            f"{f['description']}"
+            f"  {k:<12} {f['bits_per_value']:6.3f} bits/value, ratio {f['ratio_vs_bf16']:.4f}  {f['description']}"
         )
     click.echo("\nsources: `kvwire presets --json` gives every preset's source.")
 
@@ -104,9 +101,7 @@ def presets(as_json: bool) -> None:
 @click.argument("npy_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--axis", default=-1, show_default=True, help="Quantisation axis (blocks run along it).")
 @click.option("--repeat", default=3, show_default=True, help="Timing repetitions (best is reported).")
-@click.option(
-    "--threads", type=int, default=None, help="Kernel threads (default: all cores for large inputs)."
-)
+@click.option("--threads", type=int, default=None, help="Kernel threads (default: all cores for large inputs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON rows.")
 def quant_report(npy_file: Path | None, axis: int, repeat: int, threads: int | None, as_json: bool) -> None:
     """Size, accuracy and speed of every KV format on NPY_FILE (a .npy KV dump), or on a seeded synthetic

@@ -91,9 +91,7 @@ def _dtype_tag(x: np.ndarray) -> str:
         return "f16"
     if x.dtype.name == "bfloat16" and x.dtype.itemsize == 2:
         return "bf16"
-    raise QuantError(
-        f"x: expected a float32, float16 or bfloat16 (ml_dtypes) array, got dtype {x.dtype}", "x"
-    )
+    raise QuantError(f"x: expected a float32, float16 or bfloat16 (ml_dtypes) array, got dtype {x.dtype}", "x")
 
 
 def _input(x: Any) -> tuple[np.ndarray, str]:
@@ -166,9 +164,7 @@ def quantize(
     zeros = out["zeros"]
     if zeros is not None:
         zeros = zeros.view(np.float16).reshape(_scales_shape(x.shape, ax, group))
-    return QuantizedTensor(
-        name, tuple(x.shape), ax, codes, scales, zeros, out["tensor_scale"], group, scale_rule
-    )
+    return QuantizedTensor(name, tuple(x.shape), ax, codes, scales, zeros, out["tensor_scale"], group, scale_rule)
 
 
 def _scales_shape(shape: tuple[int, ...], axis: int, group: int) -> tuple[int, ...]:
@@ -207,9 +203,7 @@ def dequantize(
 
 def _element(element: str) -> int:
     if element not in ELEMENTS:
-        raise QuantError(
-            f"element: unknown element format {element!r} (known: {', '.join(ELEMENTS)})", "element"
-        )
+        raise QuantError(f"element: unknown element format {element!r} (known: {', '.join(ELEMENTS)})", "element")
     return ELEMENTS[element]
 
 

@@ -14,9 +14,7 @@ from kvwire import quant
 from kvwire.errors import QuantError
 
 
-def synthetic_kv(
-    tokens: int = 4096, heads: int = 8, head_dim: int = 128, seed: int = 0
-) -> npt.NDArray[np.float32]:
+def synthetic_kv(tokens: int = 4096, heads: int = 8, head_dim: int = 128, seed: int = 0) -> npt.NDArray[np.float32]:
     """A seeded stand-in for a K cache: standard normal values of shape ``(tokens, heads, head_dim)`` with
     four outlier channels scaled by 20 (the channel outliers that motivate per-channel key quantisation)."""
     rng = np.random.default_rng(seed)
@@ -103,9 +101,7 @@ def render(df: pl.DataFrame, x: npt.NDArray[Any], source: str, axis: int) -> str
             f"{r['quantize_gb_per_s']:>12.2f}{r['dequantize_gb_per_s']:>14.2f}"
         )
     lines.append("")
-    lines.append(
-        "ratio: bf16 bytes of this tensor / quantised bytes (scales included); GB/s of float input/output."
-    )
+    lines.append("ratio: bf16 bytes of this tensor / quantised bytes (scales included); GB/s of float input/output.")
     return "\n".join(lines)
 
 

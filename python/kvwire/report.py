@@ -60,17 +60,13 @@ def render(res: SimResult) -> str:
         f"{_pct(slo['attainment'])} met, goodput {_num(good)} req/s"
     )
     t = s["throughput"]
-    lines.append(
-        f"throughput: {_num(t['req_per_s'])} req/s, {_num(t['output_tokens_per_s'], ',.0f')} output tokens/s"
-    )
+    lines.append(f"throughput: {_num(t['req_per_s'])} req/s, {_num(t['output_tokens_per_s'], ',.0f')} output tokens/s")
     lines.append("utilisation: " + ", ".join(f"{k} {_pct(v)}" for k, v in s["utilisation"].items()))
     e = s["energy"]
     b = e["breakdown"]
     total = e["total_j"] or 0.0
     parts = ", ".join(
-        f"{k.removesuffix('_j')} {_pct(v / total if total else None)}"
-        for k, v in b.items()
-        if v or k != "transit_j"
+        f"{k.removesuffix('_j')} {_pct(v / total if total else None)}" for k, v in b.items() if v or k != "transit_j"
     )
     lines.append(
         f"energy: {_num(e['j_per_output_token'], '.3f')} J/output token; total {total / 1e3:,.1f} kJ "

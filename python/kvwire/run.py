@@ -68,9 +68,7 @@ def _column(requests: Any, name: str) -> np.ndarray:
             first = int(series.is_null().arg_max() or 0)
             raise TraceError(f"requests.{name}[{first}]: null value", f"requests.{name}[{first}]")
         if not series.dtype.is_numeric():
-            raise TraceError(
-                f"requests.{name}: expected a numeric column, got {series.dtype}", f"requests.{name}"
-            )
+            raise TraceError(f"requests.{name}: expected a numeric column, got {series.dtype}", f"requests.{name}")
         arr = series.to_numpy()
     else:
         arr = np.asarray(series)
@@ -91,9 +89,7 @@ def _column(requests: Any, name: str) -> np.ndarray:
         if np.abs(arr).max(initial=0) >= 2.0**53:
             i = int(np.argmax(np.abs(arr) >= 2.0**53))
             raise TraceError(f"requests.{name}[{i}]: out of range: {arr[i]}", f"requests.{name}[{i}]")
-    elif (
-        arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max
-    ):
+    elif arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max:
         i = int(np.argmax(arr > np.iinfo(np.int64).max))
         raise TraceError(f"requests.{name}[{i}]: out of range: {arr[i]}", f"requests.{name}[{i}]")
     return np.ascontiguousarray(arr, dtype=np.int64)

@@ -165,9 +165,7 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
         else:
             raise ScenarioError(f"{p}: scenario files must end in .json or .toml", str(p))
     except json.JSONDecodeError as e:
-        raise ScenarioError(
-            f"{p}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", str(p)
-        ) from None
+        raise ScenarioError(f"{p}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", str(p)) from None
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{p}: invalid TOML: {e}", str(p)) from None
     if not isinstance(data, dict):
@@ -197,9 +195,7 @@ def _plain(value: Any, path: str) -> Any:
     # numpy scalars and arrays, without importing numpy here.
     if hasattr(value, "tolist") and callable(value.tolist):
         return _plain(value.tolist(), path)
-    raise ScenarioError(
-        f"{path or 'scenario'}: unsupported value of type {type(value).__name__}: {value!r}", path
-    )
+    raise ScenarioError(f"{path or 'scenario'}: unsupported value of type {type(value).__name__}: {value!r}", path)
 
 
 def scenario_json(scenario: Mapping[str, Any] | str | Path | None) -> str:

@@ -95,9 +95,7 @@ def percentiles(df: pl.DataFrame, itl: dict[str, Any]) -> pl.DataFrame:
             stats = {k: itl.get(k) for k in ("count", "mean", *[n for n, _ in QUANTILES], "max")}
         else:
             stats = {k.split(":", 1)[1]: v for k, v in row.items() if k.startswith(metric + ":")}
-        rows.append(
-            {"metric": metric, **{k: (_opt(v) if k != "count" else int(v or 0)) for k, v in stats.items()}}
-        )
+        rows.append({"metric": metric, **{k: (_opt(v) if k != "count" else int(v or 0)) for k, v in stats.items()}})
     schema: dict[str, Any] = {"metric": pl.String, "count": pl.Int64}
     schema.update({k: pl.Float64 for k in ("mean", *[n for n, _ in QUANTILES], "max")})
     return pl.DataFrame(rows, schema=schema)
@@ -107,9 +105,7 @@ def _safe_div(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
 
-def summarise(
-    df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenario: dict[str, Any]
-) -> dict[str, Any]:
+def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
     """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere."""
     col = pl.col
     horizon = float(stats["horizon_s"])
@@ -117,8 +113,7 @@ def summarise(
     colocated = scenario["mode"] == "colocated"
 
     latency = {
-        r["metric"]: {k: r[k] for k in ("mean", *[n for n, _ in QUANTILES], "max")}
-        for r in pct.iter_rows(named=True)
+        r["metric"]: {k: r[k] for k in ("mean", *[n for n, _ in QUANTILES], "max")} for r in pct.iter_rows(named=True)
     }
 
     m = df.filter(col("measured"))
@@ -132,9 +127,7 @@ def summarise(
         (col("first_token_s") - col("prefill_start_s")).mean().alias("prefill_s"),
         (col("kv_start_s") - col("first_token_s")).mean().alias("kv_wait_s"),
         (col("kv_ready_s") - col("kv_start_s")).mean().alias("kv_transfer_s"),
-        (col("decode_start_s") - pl.coalesce(col("kv_ready_s"), col("decode_start_s")))
-        .mean()
-        .alias("decode_queue_s"),
+        (col("decode_start_s") - pl.coalesce(col("kv_ready_s"), col("decode_start_s"))).mean().alias("decode_queue_s"),
         (col("finish_s") - col("decode_start_s")).mean().alias("decode_s"),
     ).row(0, named=True)
     n_measured = int(agg["n"])
@@ -147,9 +140,7 @@ def summarise(
         "goodput_req_per_s": _opt(ok / window) if window > 0 else None,
     }
     if slo_out["goodput_req_per_s"] is None:
-        slo_out["goodput_note"] = (
-            "fewer than two measured requests, or their arrival window is too short to divide by"
-        )
+        slo_out["goodput_note"] = "fewer than two measured requests, or their arrival window is too short to divide by"
     if n_measured == 0:
         slo_out["attainment_note"] = "no measured requests"
 

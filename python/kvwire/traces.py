@@ -61,9 +61,7 @@ def read_azure_csv(path: str | Path) -> pl.DataFrame:
         if df[col].null_count():
             i = int(df[col].is_null().arg_max() or 0)
             what = "timestamp" if col == "t" else "whole number of tokens"
-            raise TraceError(
-                f"{p}: row {i}: {source} {raw[source][i]!r} is not a {what}", f"{p}[{i}].{source}"
-            )
+            raise TraceError(f"{p}: row {i}: {source} {raw[source][i]!r} is not a {what}", f"{p}[{i}].{source}")
     out = df.select(
         ((pl.col("t") - pl.col("t").first()).dt.total_nanoseconds() / 1e9).alias("arrival_s"),
         pl.col("prompt_tokens"),
@@ -91,9 +89,7 @@ def read_mooncake_jsonl(path: str | Path) -> pl.DataFrame:
                             raise TypeError(f"{name} must be a whole number of tokens, got {v!r}")
                     rows.append((float(ts) / 1e3, inp, out))
                 except (ValueError, KeyError, TypeError) as e:
-                    raise TraceError(
-                        f"{p}: line {i + 1}: not a Mooncake record ({e})", f"{p}:{i + 1}"
-                    ) from None
+                    raise TraceError(f"{p}: line {i + 1}: not a Mooncake record ({e})", f"{p}:{i + 1}") from None
     except OSError as e:
         raise TraceError(f"{p}: cannot read Mooncake trace: {e}", p) from None
     df = pl.DataFrame(
@@ -113,9 +109,7 @@ def read_trace(path: str | Path) -> pl.DataFrame:
         return read_azure_csv(path)
     if suffix in (".jsonl", ".json"):
         return read_mooncake_jsonl(path)
-    raise TraceError(
-        f"{path}: unknown trace format (expected .csv for Azure or .jsonl for Mooncake)", str(path)
-    )
+    raise TraceError(f"{path}: unknown trace format (expected .csv for Azure or .jsonl for Mooncake)", str(path))
 
 
 __all__ = ["read_azure_csv", "read_mooncake_jsonl", "read_trace"]

@@ -26,9 +26,7 @@ def scenario(n: int) -> dict[str, Any]:
 @pytest.mark.parametrize("n", SIZES, ids=[f"{n}req" for n in SIZES])
 def test_simulate_core_and_table(benchmark: Any, n: int) -> None:
     """Rust run + zero-copy Polars table (what `kvwire.simulate` returns before any summary)."""
-    res = benchmark.pedantic(
-        kvwire.simulate, args=(scenario(n),), rounds=3 if n >= 100_000 else 10, iterations=1
-    )
+    res = benchmark.pedantic(kvwire.simulate, args=(scenario(n),), rounds=3 if n >= 100_000 else 10, iterations=1)
     benchmark.extra_info["core_wall_s"] = res.stats["wall_s"]
     benchmark.extra_info["events"] = res.stats["events"]
     assert res.requests.height == n
@@ -58,9 +56,7 @@ print(json.dumps({"maxrss_kib": int(hwm)}))
 
 
 def _peak_rss_kib(n: int) -> int:
-    out = subprocess.run(
-        [sys.executable, "-c", _RSS_PROBE, str(n)], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", _RSS_PROBE, str(n)], capture_output=True, text=True, check=True)
     return int(json.loads(out.stdout)["maxrss_kib"])
 
 

@@ -142,9 +142,7 @@ def coloc() -> kvwire.SimResult:
 
 
 @pytest.fixture(scope="module", params=["disaggregated", "colocated"])
-def result(
-    request: pytest.FixtureRequest, disagg: kvwire.SimResult, coloc: kvwire.SimResult
-) -> kvwire.SimResult:
+def result(request: pytest.FixtureRequest, disagg: kvwire.SimResult, coloc: kvwire.SimResult) -> kvwire.SimResult:
     """Each of the two runs in turn."""
     return disagg if request.param == "disaggregated" else coloc
 
@@ -627,9 +625,7 @@ def test_gil_is_released_during_the_core_run() -> None:
 
 def test_threads_give_the_same_results_as_serial_runs() -> None:
     """Simulations run concurrently from several threads give exactly the serial results."""
-    scenarios = [
-        {"workload": {"requests": 300, "seed": s, "arrivals": {"rate_per_s": 6.0 + s}}} for s in range(4)
-    ]
+    scenarios = [{"workload": {"requests": 300, "seed": s, "arrivals": {"rate_per_s": 6.0 + s}}} for s in range(4)]
     serial = [kvwire.simulate(sc) for sc in scenarios]
     results: list[Any] = [None] * len(scenarios)
 
@@ -773,7 +769,8 @@ def test_catalog_presets_match_the_spec_tables() -> None:
         assert m["resident_weight_bytes"] == 2 * model_params(key)
     assert "none" in cat["formats"]
     assert math.isclose(cat["formats"]["mxfp4"]["ratio_vs_bf16"], 64 / 17)
-    assert cat["formats"]["fp8"]["ratio_vs_bf16"] == 2.0
+    assert cat["format_aliases"]["fp8"] == "fp8_e4m3"
+    assert cat["formats"]["fp8_e4m3"]["ratio_vs_bf16"] == 2.0
 
 
 def test_every_catalog_preset_is_usable() -> None:

@@ -89,9 +89,7 @@ def test_zero_instances_or_devices(scenario: dict[str, Any], path: str) -> None:
 @pytest.mark.parametrize("fraction", [1.0, 1.5, -0.1, -1e-9])
 def test_warmup_fraction_outside_unit_interval(fraction: float) -> None:
     """metrics.warmup_fraction must lie in [0, 1): 1 and above, and negatives, are refused."""
-    expect(
-        {"metrics": {"warmup_fraction": fraction}}, kvwire.ScenarioError, "metrics.warmup_fraction", "[0, 1)"
-    )
+    expect({"metrics": {"warmup_fraction": fraction}}, kvwire.ScenarioError, "metrics.warmup_fraction", "[0, 1)")
 
 
 @pytest.mark.parametrize("fraction", [0.0, 0.999])
@@ -235,9 +233,7 @@ def test_unsorted_table_names_first_out_of_order_row() -> None:
 
 def test_empty_request_table() -> None:
     """A table with the three columns but no rows is a TraceError: at least one request is needed."""
-    empty = pl.DataFrame(
-        schema={"arrival_s": pl.Float64, "prompt_tokens": pl.Int64, "output_tokens": pl.Int64}
-    )
+    empty = pl.DataFrame(schema={"arrival_s": pl.Float64, "prompt_tokens": pl.Int64, "output_tokens": pl.Int64})
     expect({}, kvwire.TraceError, "requests", "empty", requests=empty)
     expect(
         {"workload": {"trace": {"arrival_s": [], "prompt_tokens": [], "output_tokens": []}}},
@@ -681,9 +677,7 @@ def test_mutated_default_scenario_errors_are_clean() -> None:
             except kvwire.ScenarioError as e:
                 # The error concerns the mutated branch: one path is a prefix of the other. A few fields
                 # legitimately move the blame elsewhere (a mode change makes the pools wrong).
-                related = (
-                    e.path.startswith(dotted) or dotted.startswith(e.path.split("[")[0]) if e.path else False
-                )
+                related = e.path.startswith(dotted) or dotted.startswith(e.path.split("[")[0]) if e.path else False
                 if where != ("mode",):
                     assert related, f"{dotted}={bad!r}: error names {e.path!r}: {e}"
                 checked += 1

@@ -38,9 +38,7 @@ BATCHES = 50
 Z = 4.0
 
 
-def single_server(
-    rate: float, n: int, prompt: dict[str, Any], budget: int, seed: int = 1
-) -> kvwire.SimResult:
+def single_server(rate: float, n: int, prompt: dict[str, Any], budget: int, seed: int = 1) -> kvwire.SimResult:
     """A run whose prefill pool is one FIFO server fed by Poisson arrivals, one prompt per step, outputs 1."""
     return kvwire.simulate(
         {

@@ -240,9 +240,7 @@ def test_co_packaged_optics_vs_infiniband_link_energy() -> None:
     # Every request has output ≥ 2, so "per request" and "per transfer" agree.
     for s in (cpo, ib):
         assert s["link"]["transfers"] == s["requests"]["completed"] == 800
-        assert round(s["energy"]["breakdown"]["link_j"] / 800, 3) == round(
-            s["link"]["link_j_per_transfer"], 3
-        )
+        assert round(s["energy"]["breakdown"]["link_j"] / 800, 3) == round(s["link"]["link_j_per_transfer"], 3)
     assert round(ms(cpo, "tpot_s"), 1) == 8.8
     assert round(ms(ib, "tpot_s"), 1) == 8.8
 

@@ -245,9 +245,7 @@ def test_azure_crosses_midnight(tmp_path: Path) -> None:
 
 def test_small_azure_matches_independent_parse(tmp_path: Path) -> None:
     """A mixed-quirk Azure file read by the library equals the independent nanosecond parse."""
-    lines = [
-        f"2024-05-10 00:00:{s:02d}.{f}+00:00,{10 + s},{s % 3}" for s, f in [(1, "5"), (2, "123456"), (3, "9")]
-    ]
+    lines = [f"2024-05-10 00:00:{s:02d}.{f}+00:00,{10 + s},{s % 3}" for s, f in [(1, "5"), (2, "123456"), (3, "9")]]
     lines.insert(0, "2024-05-10 00:00:01+00:00,9,0")
     p = write(tmp_path, "t.csv", HEADER + "\n" + "\n".join(lines))
     assert_table(kvwire.read_azure_csv(p), azure_reference(p))
@@ -276,9 +274,7 @@ def test_mooncake_layout(tmp_path: Path) -> None:
 
 def test_small_trace_runs_end_to_end(tmp_path: Path) -> None:
     """A small trace with zero and one output tokens runs through simulate; those rows have no TPOT."""
-    p = write(
-        tmp_path, "t.csv", f"{HEADER}\r\n2023-11-16 18:17:03.9799600,48,0\r\n2023-11-16 18:17:04.0,30,1"
-    )
+    p = write(tmp_path, "t.csv", f"{HEADER}\r\n2023-11-16 18:17:03.9799600,48,0\r\n2023-11-16 18:17:04.0,30,1")
     res = kvwire.simulate({}, requests=kvwire.read_trace(p))
     assert res.summary["requests"]["completed"] == 2
     assert res.requests["tpot_s"].is_null().all()

@@ -149,7 +149,7 @@ def quantize(
     raw, tag = _input(x)
     ax = _axis(axis, x.ndim)
     name = _format_name(fmt)
-    if group_size is not None and (not isinstance(group_size, int) or group_size < 1):
+    if group_size is not None and (not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1):
         raise QuantError(f"group_size: expected a positive integer, got {group_size!r}", "group_size")
     out = _core.quantize(raw, tag, list(x.shape), ax, name, group_size, scale_rule, threads)
     group = int(out["group"])

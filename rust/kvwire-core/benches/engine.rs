@@ -6,9 +6,7 @@ use kvwire_core::{simulate, Scenario};
 use std::hint::black_box;
 
 fn scenario(requests: u64, macro_steps: bool) -> Scenario {
-    let json = format!(
-        r#"{{"workload": {{"requests": {requests}}}, "engine": {{"macro_steps": {macro_steps}}}}}"#
-    );
+    let json = format!(r#"{{"workload": {{"requests": {requests}}}, "engine": {{"macro_steps": {macro_steps}}}}}"#);
     Scenario::from_json(&json, None).expect("valid scenario")
 }
 
@@ -18,14 +16,7 @@ fn engine(c: &mut Criterion) {
     for &n in &[1_000u64, 100_000, 1_000_000] {
         g.throughput(Throughput::Elements(n));
         for macro_steps in [true, false] {
-            let id = BenchmarkId::new(
-                if macro_steps {
-                    "macro_steps"
-                } else {
-                    "step_by_step"
-                },
-                n,
-            );
+            let id = BenchmarkId::new(if macro_steps { "macro_steps" } else { "step_by_step" }, n);
             g.bench_with_input(id, &n, |b, &n| {
                 b.iter_batched(
                     || scenario(n, macro_steps),

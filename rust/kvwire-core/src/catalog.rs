@@ -61,9 +61,6 @@ mod tests {
         assert_eq!(c["links"]["ib-ndr"]["bandwidth_gb_per_s"], 50.0);
         assert_eq!(c["formats"]["fp8_e4m3"]["ratio_vs_bf16"], 2.0);
         assert_eq!(c["format_aliases"]["fp8"], "fp8_e4m3");
-        assert!(c["models"]["opt-13b"]["source"]
-            .as_str()
-            .unwrap()
-            .contains("facebook/opt-13b"));
+        assert!(c["models"]["opt-13b"]["source"].as_str().unwrap().contains("facebook/opt-13b"));
     }
 }

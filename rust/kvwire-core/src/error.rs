@@ -13,12 +13,7 @@ pub enum Error {
 
     /// A preset name that does not exist.
     #[error("{path}: unknown {kind} preset {name:?} (known: {known})")]
-    UnknownPreset {
-        path: String,
-        kind: &'static str,
-        name: String,
-        known: String,
-    },
+    UnknownPreset { path: String, kind: &'static str, name: String, known: String },
 
     /// The model's weights (plus the smallest useful KV cache) do not fit on an instance.
     #[error(
@@ -53,18 +48,12 @@ pub enum Error {
 impl Error {
     /// Shorthand for [`Error::Field`].
     pub fn field(path: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::Field {
-            path: path.into(),
-            reason: reason.into(),
-        }
+        Error::Field { path: path.into(), reason: reason.into() }
     }
 
     /// Shorthand for [`Error::Trace`].
     pub fn trace(path: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::Trace {
-            path: path.into(),
-            reason: reason.into(),
-        }
+        Error::Trace { path: path.into(), reason: reason.into() }
     }
 
     /// The field path (or trace column/row) the error is about; empty for internal errors.

@@ -37,17 +37,8 @@ use serde_json::{json, Value};
 
 const DEVICES: [&str; 5] = ["h100", "a100", "a100-40g", "h200", "b200"];
 const MODELS: [&str; 3] = ["llama3-8b", "mistral-7b", "llama3.2-1b"];
-const LINKS: [&str; 9] = [
-    "nvlink4",
-    "ib-ndr",
-    "pcie5",
-    "pcie4",
-    "eth-100g",
-    "eth-25g",
-    "cpo-optical",
-    "nvlink3",
-    "nvlink5",
-];
+const LINKS: [&str; 9] =
+    ["nvlink4", "ib-ndr", "pcie5", "pcie4", "eth-100g", "eth-25g", "cpo-optical", "nvlink3", "nvlink5"];
 const COMPRESSION: [&str; 3] = ["none", "fp8", "mxfp4"];
 
 /// (idle W, TDP W) of the device presets, to place power caps strictly above the idle draw.
@@ -70,18 +61,9 @@ struct PoolGen {
 }
 
 fn pool_gen() -> impl Strategy<Value = PoolGen> {
-    (
-        prop::sample::select(&DEVICES[..]),
-        1u32..=4,
-        1u32..=2,
-        prop::option::weighted(0.3, 0.01f64..1.0),
+    (prop::sample::select(&DEVICES[..]), 1u32..=4, 1u32..=2, prop::option::weighted(0.3, 0.01f64..1.0)).prop_map(
+        |(device, instances, devices_per_instance, cap)| PoolGen { device, instances, devices_per_instance, cap },
     )
-        .prop_map(|(device, instances, devices_per_instance, cap)| PoolGen {
-            device,
-            instances,
-            devices_per_instance,
-            cap,
-        })
 }
 
 impl PoolGen {
@@ -129,11 +111,7 @@ fn row_gen() -> impl Strategy<Value = Row> {
         1 => (-2i64..=2).prop_map(|delta| PromptGen::Cap { frac: 1.0, delta }),
     ];
     let output = prop_oneof![3 => 0u32..=3, 3 => 0u32..300];
-    (gap, prompt, output).prop_map(|(gap, prompt, output)| Row {
-        gap,
-        prompt,
-        output,
-    })
+    (gap, prompt, output).prop_map(|(gap, prompt, output)| Row { gap, prompt, output })
 }
 
 fn prompt_dist() -> impl Strategy<Value = Value> {
@@ -159,48 +137,23 @@ fn output_dist() -> impl Strategy<Value = Value> {
 
 #[derive(Clone, Debug)]
 enum WorkGen {
-    Generated {
-        requests: u64,
-        seed: u64,
-        arrivals: Value,
-        prompt: Value,
-        output: Value,
-    },
-    Trace {
-        start: f64,
-        rows: Vec<Row>,
-    },
+    Generated { requests: u64, seed: u64, arrivals: Value, prompt: Value, output: Value },
+    Trace { start: f64, rows: Vec<Row> },
 }
 
 fn work_gen(max_requests: u64, max_rows: usize) -> impl Strategy<Value = WorkGen> {
     let rate = (-1.5f64..2.7).prop_map(|e| 10f64.powf(e)); // 0.03 .. 500 req/s
     let arrivals = prop_oneof![
-        rate.clone()
-            .prop_map(|r| json!({"process": "poisson", "rate_per_s": r})),
-        (rate, 0.1f64..4.0)
-            .prop_map(|(r, cv)| json!({"process": "gamma", "rate_per_s": r, "cv": cv})),
+        rate.clone().prop_map(|r| json!({"process": "poisson", "rate_per_s": r})),
+        (rate, 0.1f64..4.0).prop_map(|(r, cv)| json!({"process": "gamma", "rate_per_s": r, "cv": cv})),
     ];
     prop_oneof![
-        (
-            1u64..=max_requests,
-            any::<u64>(),
-            arrivals,
-            prompt_dist(),
-            output_dist()
-        )
-            .prop_map(|(requests, seed, arrivals, prompt, output)| {
-                WorkGen::Generated {
-                    requests,
-                    seed,
-                    arrivals,
-                    prompt,
-                    output,
-                }
-            }),
-        (
-            prop_oneof![Just(0.0), 0.0f64..10.0],
-            prop::collection::vec(row_gen(), 1..=max_rows)
-        )
+        (1u64..=max_requests, any::<u64>(), arrivals, prompt_dist(), output_dist()).prop_map(
+            |(requests, seed, arrivals, prompt, output)| {
+                WorkGen::Generated { requests, seed, arrivals, prompt, output }
+            }
+        ),
+        (prop_oneof![Just(0.0), 0.0f64..10.0], prop::collection::vec(row_gen(), 1..=max_rows))
             .prop_map(|(start, rows)| WorkGen::Trace { start, rows }),
     ]
 }
@@ -229,11 +182,7 @@ struct Gen {
 
 fn scenario_gen(max_requests: u64, max_rows: usize) -> impl Strategy<Value = Gen> {
     let pools = (any::<bool>(), pool_gen(), pool_gen());
-    let link = (
-        prop::sample::select(&LINKS[..]),
-        1u32..=3,
-        prop::sample::select(&COMPRESSION[..]),
-    );
+    let link = (prop::sample::select(&LINKS[..]), 1u32..=3, prop::sample::select(&COMPRESSION[..]));
     let sched = (
         prop_oneof![Just(0.0), Just(0.1), 0.0f64..0.999],
         prop_oneof![Just(0.9), 0.45f64..0.9],
@@ -252,45 +201,36 @@ fn scenario_gen(max_requests: u64, max_rows: usize) -> impl Strategy<Value = Gen
         prop_oneof![4 => Just(0.0005), 1 => Just(0.0), 1 => 0.0f64..0.01],
         any::<bool>(),
     );
-    (
-        pools,
-        prop::sample::select(&MODELS[..]),
-        link,
-        work_gen(max_requests, max_rows),
-        sched,
-        routers,
-        cost,
+    (pools, prop::sample::select(&MODELS[..]), link, work_gen(max_requests, max_rows), sched, routers, cost).prop_map(
+        |(
+            (colocated, prefill, decode),
+            model,
+            (link, channels, compression),
+            work,
+            (warmup, mem_util, max_prefill_tokens, max_decode_batch),
+            routers,
+            (lm_head, enforce_tdp, dvfs, overhead, macro_steps),
+        )| Gen {
+            colocated,
+            model,
+            prefill,
+            decode,
+            link,
+            channels,
+            compression,
+            work,
+            warmup,
+            mem_util,
+            max_prefill_tokens,
+            max_decode_batch,
+            routers,
+            lm_head,
+            enforce_tdp,
+            dvfs,
+            overhead,
+            macro_steps,
+        },
     )
-        .prop_map(
-            |(
-                (colocated, prefill, decode),
-                model,
-                (link, channels, compression),
-                work,
-                (warmup, mem_util, max_prefill_tokens, max_decode_batch),
-                routers,
-                (lm_head, enforce_tdp, dvfs, overhead, macro_steps),
-            )| Gen {
-                colocated,
-                model,
-                prefill,
-                decode,
-                link,
-                channels,
-                compression,
-                work,
-                warmup,
-                mem_util,
-                max_prefill_tokens,
-                max_decode_batch,
-                routers,
-                lm_head,
-                enforce_tdp,
-                dvfs,
-                overhead,
-                macro_steps,
-            },
-        )
 }
 
 impl Gen {
@@ -324,13 +264,7 @@ impl Gen {
     fn scenario(&self) -> Value {
         let mut v = self.base();
         v["workload"] = match &self.work {
-            WorkGen::Generated {
-                requests,
-                seed,
-                arrivals,
-                prompt,
-                output,
-            } => json!({
+            WorkGen::Generated { requests, seed, arrivals, prompt, output } => json!({
                 "requests": requests, "seed": seed, "arrivals": arrivals,
                 "prompt_tokens": prompt, "output_tokens": output,
             }),
@@ -343,9 +277,7 @@ impl Gen {
                     a.push(t);
                     let prompt = match r.prompt {
                         PromptGen::Abs(x) => x as i64,
-                        PromptGen::Cap { frac, delta } => {
-                            (cap as f64 * frac).floor() as i64 + delta - r.output as i64
-                        }
+                        PromptGen::Cap { frac, delta } => (cap as f64 * frac).floor() as i64 + delta - r.output as i64,
                     };
                     p.push(prompt.clamp(1, u32::MAX as i64));
                     o.push(r.output);
@@ -360,20 +292,14 @@ impl Gen {
 /// KV capacity (tokens) of the first decode / colocated instance of a scenario, read from a one-request run.
 fn reject_capacity(base: &Value) -> u64 {
     let mut v = base.clone();
-    v["workload"] =
-        json!({"trace": {"arrival_s": [0.0], "prompt_tokens": [1], "output_tokens": [0]}});
+    v["workload"] = json!({"trace": {"arrival_s": [0.0], "prompt_tokens": [1], "output_tokens": [0]}});
     let out = run(&v);
-    out.stats
-        .instances
-        .iter()
-        .find_map(|i| i.kv_capacity_tokens)
-        .expect("a KV-holding instance")
+    out.stats.instances.iter().find_map(|i| i.kv_capacity_tokens).expect("a KV-holding instance")
 }
 
 fn run(v: &Value) -> SimOutput {
     let text = v.to_string();
-    let sc = Scenario::from_json(&text, None)
-        .unwrap_or_else(|e| panic!("generated scenario invalid: {e}\n{text}"));
+    let sc = Scenario::from_json(&text, None).unwrap_or_else(|e| panic!("generated scenario invalid: {e}\n{text}"));
     simulate(sc).unwrap_or_else(|e| panic!("run failed: {e}\n{text}"))
 }
 
@@ -418,12 +344,7 @@ impl Facts {
             let c = &v["colocated"];
             (n(c), 0, limit(c), None)
         } else {
-            (
-                n(&v["prefill"]),
-                n(&v["decode"]),
-                limit(&v["prefill"]),
-                limit(&v["decode"]),
-            )
+            (n(&v["prefill"]), n(&v["decode"]), limit(&v["prefill"]), limit(&v["decode"]))
         };
         Facts {
             colocated,
@@ -475,11 +396,7 @@ fn finished(t: &RequestTable) -> impl Iterator<Item = usize> + '_ {
 fn check_accounting(o: &SimOutput, f: &Facts) -> Check {
     let (t, s) = (&o.table, &o.stats);
     let n = t.len();
-    let cap = s
-        .instances
-        .iter()
-        .find_map(|i| i.kv_capacity_tokens)
-        .ok_or("no KV capacity reported")?;
+    let cap = s.instances.iter().find_map(|i| i.kv_capacity_tokens).ok_or("no KV capacity reported")?;
     let (mut completed, mut rejected) = (0u64, 0u64);
     for i in 0..n {
         ensure!(t.id[i] == i as u64, "row {i}: id {}", t.id[i]);
@@ -499,21 +416,12 @@ fn check_accounting(o: &SimOutput, f: &Facts) -> Check {
         ];
         if t.rejected[i] {
             rejected += 1;
-            ensure!(
-                stamps.iter().all(|x| x.is_nan()),
-                "rejected row {i} has stage times {stamps:?}"
-            );
-            ensure!(
-                t.prefill_instance[i] == -1 && t.decode_instance[i] == -1,
-                "rejected row {i} has instances"
-            );
+            ensure!(stamps.iter().all(|x| x.is_nan()), "rejected row {i} has stage times {stamps:?}");
+            ensure!(t.prefill_instance[i] == -1 && t.decode_instance[i] == -1, "rejected row {i} has instances");
             ensure!(!t.measured[i], "rejected row {i} is measured");
         } else {
             completed += 1;
-            ensure!(
-                t.finish_s[i].is_finite(),
-                "row {i} neither rejected nor finished"
-            );
+            ensure!(t.finish_s[i].is_finite(), "row {i} neither rejected nor finished");
         }
     }
     ensure!(completed + rejected == n as u64, "count mismatch");
@@ -555,64 +463,26 @@ fn check_timestamps(o: &SimOutput, f: &Facts) -> Check {
             t.finish_s[i],
         );
         let row = [a, ps, ft, ks, kr, ds, fin];
-        ensure!(
-            set(ps) && set(ft),
-            "row {i}: finished without prefill stamps {row:?}"
-        );
+        ensure!(set(ps) && set(ft), "row {i}: finished without prefill stamps {row:?}");
         let pi = t.prefill_instance[i];
-        ensure!(
-            pi >= 0 && (pi as usize) < f.front,
-            "row {i}: prefill instance {pi}"
-        );
-        ensure!(
-            a <= ps && ps < ft && ft <= fin,
-            "row {i}: stamps out of order {row:?}"
-        );
+        ensure!(pi >= 0 && (pi as usize) < f.front, "row {i}: prefill instance {pi}");
+        ensure!(a <= ps && ps < ft && ft <= fin, "row {i}: stamps out of order {row:?}");
         if t.output_tokens[i] <= 1 {
-            ensure!(
-                fin == ft,
-                "row {i}: output {} but finish {fin} != first token {ft}",
-                t.output_tokens[i]
-            );
-            ensure!(
-                !set(ks) && !set(kr) && !set(ds),
-                "row {i}: output ≤ 1 with kv/decode stamps {row:?}"
-            );
-            ensure!(
-                t.decode_instance[i] == -1,
-                "row {i}: output ≤ 1 has a decode instance"
-            );
+            ensure!(fin == ft, "row {i}: output {} but finish {fin} != first token {ft}", t.output_tokens[i]);
+            ensure!(!set(ks) && !set(kr) && !set(ds), "row {i}: output ≤ 1 with kv/decode stamps {row:?}");
+            ensure!(t.decode_instance[i] == -1, "row {i}: output ≤ 1 has a decode instance");
         } else if f.colocated {
-            ensure!(
-                !set(ks) && !set(kr),
-                "row {i}: colocated with kv stamps {row:?}"
-            );
-            ensure!(
-                ds == ft,
-                "row {i}: colocated decode_start {ds} != first token {ft}"
-            );
+            ensure!(!set(ks) && !set(kr), "row {i}: colocated with kv stamps {row:?}");
+            ensure!(ds == ft, "row {i}: colocated decode_start {ds} != first token {ft}");
             ensure!(fin > ds, "row {i}: decode took no time {row:?}");
         } else {
-            ensure!(
-                set(ks) && set(kr) && set(ds),
-                "row {i}: missing hand-off/decode stamps {row:?}"
-            );
-            ensure!(
-                ft <= ks && ks < kr && kr <= ds && ds < fin,
-                "row {i}: stamps out of order {row:?}"
-            );
+            ensure!(set(ks) && set(kr) && set(ds), "row {i}: missing hand-off/decode stamps {row:?}");
+            ensure!(ft <= ks && ks < kr && kr <= ds && ds < fin, "row {i}: stamps out of order {row:?}");
             let di = t.decode_instance[i];
-            ensure!(
-                di >= 0 && (di as usize) < f.back,
-                "row {i}: decode instance {di}"
-            );
+            ensure!(di >= 0 && (di as usize) < f.back, "row {i}: decode instance {di}");
         }
         if f.colocated && t.output_tokens[i] >= 2 {
-            ensure!(
-                t.decode_instance[i] == pi,
-                "row {i}: colocated decode instance {} != {pi}",
-                t.decode_instance[i]
-            );
+            ensure!(t.decode_instance[i] == pi, "row {i}: colocated decode instance {} != {pi}", t.decode_instance[i]);
         }
         // Stage breakdown (spec (d)); absent stages are 0.
         let kv_ready_or = if set(kr) { kr } else { ds };
@@ -624,10 +494,7 @@ fn check_timestamps(o: &SimOutput, f: &Facts) -> Check {
             if set(ds) { ds - kv_ready_or } else { 0.0 },
             if set(ds) { fin - ds } else { 0.0 },
         ];
-        ensure!(
-            stages.iter().all(|&x| x >= 0.0),
-            "row {i}: negative stage {stages:?}"
-        );
+        ensure!(stages.iter().all(|&x| x >= 0.0), "row {i}: negative stage {stages:?}");
         let sum: f64 = stages.iter().sum();
         let e2e = fin - a;
         ensure!(
@@ -666,32 +533,14 @@ fn sweep(intervals: impl Iterator<Item = (f64, f64, u64)>) -> (u64, usize) {
 fn check_kv_and_batch(o: &SimOutput, f: &Facts) -> Check {
     let (t, s) = (&o.table, &o.stats);
     for (k, inst) in s.instances.iter().enumerate() {
-        ensure!(
-            inst.kv_end_tokens == 0,
-            "{}: {} KV tokens never returned",
-            inst.name,
-            inst.kv_end_tokens
-        );
+        ensure!(inst.kv_end_tokens == 0, "{}: {} KV tokens never returned", inst.name, inst.kv_end_tokens);
         let holds_kv = f.colocated || k >= f.front;
-        ensure!(
-            inst.kv_capacity_tokens.is_some() == holds_kv,
-            "{}: capacity presence",
-            inst.name
-        );
+        ensure!(inst.kv_capacity_tokens.is_some() == holds_kv, "{}: capacity presence", inst.name);
         let Some(cap) = inst.kv_capacity_tokens else {
-            ensure!(
-                inst.kv_peak_tokens == 0,
-                "{}: KV without capacity",
-                inst.name
-            );
+            ensure!(inst.kv_peak_tokens == 0, "{}: KV without capacity", inst.name);
             continue;
         };
-        ensure!(
-            inst.kv_peak_tokens <= cap,
-            "{}: KV peak {} > capacity {cap}",
-            inst.name,
-            inst.kv_peak_tokens
-        );
+        ensure!(inst.kv_peak_tokens <= cap, "{}: KV peak {} > capacity {cap}", inst.name, inst.kv_peak_tokens);
         let idx = if f.colocated { k } else { k - f.front } as i32;
         let res = |i: usize| t.prompt_tokens[i] as u64 + t.output_tokens[i] as u64;
         let (peak, max_n) = if f.colocated {
@@ -729,27 +578,16 @@ fn check_kv_and_batch(o: &SimOutput, f: &Facts) -> Check {
 fn check_totals(o: &SimOutput, f: &Facts) -> Check {
     let (t, s) = (&o.table, &o.stats);
     let horizon = finished(t).map(|i| t.finish_s[i]).fold(0.0f64, f64::max);
-    ensure!(
-        s.horizon_s == horizon,
-        "horizon {} != max finish {horizon}",
-        s.horizon_s
-    );
+    ensure!(s.horizon_s == horizon, "horizon {} != max finish {horizon}", s.horizon_s);
     let sum_e2e: f64 = finished(t).map(|i| t.finish_s[i] - t.arrival_s[i]).sum();
     if s.completed == 0 {
-        ensure!(
-            s.population_area == 0.0 && horizon == 0.0,
-            "empty run with area/horizon"
-        );
+        ensure!(s.population_area == 0.0 && horizon == 0.0, "empty run with area/horizon");
     } else {
         let mean_e2e = sum_e2e / s.completed as f64;
         let l = s.population_area / horizon;
         let lw = s.completed as f64 * mean_e2e / horizon;
         // The spec asks for 1e-6; the bookkeeping is exact up to rounding, so hold it to 1e-9.
-        ensure!(
-            close(l, lw, 1e-9),
-            "Little: L {l} vs λW {lw} (area {}, horizon {horizon})",
-            s.population_area
-        );
+        ensure!(close(l, lw, 1e-9), "Little: L {l} vs λW {lw} (area {}, horizon {horizon})", s.population_area);
     }
     let mut static_j = 0.0;
     for (k, inst) in s.instances.iter().enumerate() {
@@ -774,16 +612,11 @@ fn check_totals(o: &SimOutput, f: &Facts) -> Check {
             s.horizon_s
         );
         ensure!(
-            inst.power_bound_s <= inst.busy_s * (1.0 + 1e-12)
-                && inst.compute_bound_s <= inst.busy_s * (1.0 + 1e-12),
+            inst.power_bound_s <= inst.busy_s * (1.0 + 1e-12) && inst.compute_bound_s <= inst.busy_s * (1.0 + 1e-12),
             "{}: bound fractions exceed busy time",
             inst.name
         );
-        ensure!(
-            inst.steps == inst.prefill_steps + inst.decode_steps,
-            "{}: steps",
-            inst.name
-        );
+        ensure!(inst.steps == inst.prefill_steps + inst.decode_steps, "{}: steps", inst.name);
         if inst.steps > 0 {
             ensure!(
                 inst.peak_step_power_w >= inst.idle_w,
@@ -792,11 +625,7 @@ fn check_totals(o: &SimOutput, f: &Facts) -> Check {
                 inst.peak_step_power_w,
                 inst.idle_w
             );
-            let limit = if f.colocated || k < f.front {
-                f.front_limit_w
-            } else {
-                f.back_limit_w
-            };
+            let limit = if f.colocated || k < f.front { f.front_limit_w } else { f.back_limit_w };
             if let Some(w) = limit {
                 let roof = w * inst.devices as f64;
                 ensure!(
@@ -822,30 +651,15 @@ fn check_totals(o: &SimOutput, f: &Facts) -> Check {
         max_span = max_span.max(t.finish_s[i] - t.first_token_s[i]);
     }
     let q = s.itl_quantiles();
-    ensure!(
-        q.count == count,
-        "ITL count {} != Σ(output − 1) {count}",
-        q.count
-    );
+    ensure!(q.count == count, "ITL count {} != Σ(output − 1) {count}", q.count);
     if count > 0 {
         let mean = q.mean.unwrap();
-        ensure!(
-            close(mean, sum / count as f64, 1e-9),
-            "ITL mean {mean} != {}",
-            sum / count as f64
-        );
+        ensure!(close(mean, sum / count as f64, 1e-9), "ITL mean {mean} != {}", sum / count as f64);
         // Ordered exactly: bucket values are clamped to their bucket's range.
         let ps = [q.p50, q.p90, q.p95, q.p99, q.p99_9, q.max].map(Option::unwrap);
-        ensure!(
-            ps.windows(2).all(|w| w[0] <= w[1]) && ps[0] >= 0.0,
-            "ITL percentiles not ordered {ps:?}"
-        );
+        ensure!(ps.windows(2).all(|w| w[0] <= w[1]) && ps[0] >= 0.0, "ITL percentiles not ordered {ps:?}");
         ensure!(mean <= ps[5], "ITL mean {mean} > max {}", ps[5]);
-        ensure!(
-            ps[5] <= max_span * (1.0 + 1e-12),
-            "ITL max {} > longest decode span {max_span}",
-            ps[5]
-        );
+        ensure!(ps[5] <= max_span * (1.0 + 1e-12), "ITL max {} > longest decode span {max_span}", ps[5]);
     } else {
         ensure!(q.mean.is_none() && q.max.is_none(), "ITL without samples");
     }
@@ -862,17 +676,9 @@ fn check_link(o: &SimOutput, f: &Facts) -> Check {
     };
     ensure!(!f.colocated, "colocated run with link stats");
     let xs: Vec<usize> = finished(t).filter(|&i| set(t.kv_start_s[i])).collect();
-    ensure!(
-        link.transfers == xs.len() as u64,
-        "transfers {} != hand-offs {}",
-        link.transfers,
-        xs.len()
-    );
+    ensure!(link.transfers == xs.len() as u64, "transfers {} != hand-offs {}", link.transfers, xs.len());
     let busy: f64 = xs.iter().map(|&i| t.kv_ready_s[i] - t.kv_start_s[i]).sum();
-    let wait: f64 = xs
-        .iter()
-        .map(|&i| t.kv_start_s[i] - t.first_token_s[i])
-        .sum();
+    let wait: f64 = xs.iter().map(|&i| t.kv_start_s[i] - t.first_token_s[i]).sum();
     // A difference of stamps carries the rounding of the stamps (ulp of the absolute time), so the
     // tolerance scales with Σ |kv_ready|.
     let tol = 8.0 * f64::EPSILON * xs.iter().map(|&i| t.kv_ready_s[i]).sum::<f64>();
@@ -886,10 +692,7 @@ fn check_link(o: &SimOutput, f: &Facts) -> Check {
         "link wait {} != Σ(kv_start − first_token) {wait}",
         link.wait_s
     );
-    ensure!(
-        link.busy_s <= f.channels as f64 * s.horizon_s * (1.0 + 1e-12),
-        "link busy beyond channels × horizon"
-    );
+    ensure!(link.busy_s <= f.channels as f64 * s.horizon_s * (1.0 + 1e-12), "link busy beyond channels × horizon");
     for (what, x) in [
         ("link_j", link.link_j),
         ("transit_j", link.transit_j),
@@ -899,10 +702,7 @@ fn check_link(o: &SimOutput, f: &Facts) -> Check {
         ensure!(x.is_finite() && x >= 0.0, "link {what} = {x}");
     }
     if f.compression {
-        ensure!(
-            link.wire_bytes <= link.handoff_bytes,
-            "compression grew the bytes"
-        );
+        ensure!(link.wire_bytes <= link.handoff_bytes, "compression grew the bytes");
     } else {
         ensure!(
             link.wire_bytes == link.handoff_bytes && link.transit_j == 0.0,
@@ -931,11 +731,7 @@ fn check_link(o: &SimOutput, f: &Facts) -> Check {
         }
     }
     let (_, max_n) = sweep(xs.iter().map(|&i| (t.kv_start_s[i], t.kv_ready_s[i], 1)));
-    ensure!(
-        max_n <= f.channels,
-        "{max_n} transfers at once on {} channels",
-        f.channels
-    );
+    ensure!(max_n <= f.channels, "{max_n} transfers at once on {} channels", f.channels);
     if f.channels == 1 {
         let mut order = xs.clone();
         order.sort_by(|&a, &b| t.kv_start_s[a].total_cmp(&t.kv_start_s[b]));
@@ -945,10 +741,7 @@ fn check_link(o: &SimOutput, f: &Facts) -> Check {
                 t.first_token_s[a] <= t.first_token_s[b],
                 "single channel: transfer order differs from first-token order ({a}, {b})"
             );
-            ensure!(
-                t.kv_start_s[b] >= t.kv_ready_s[a],
-                "single channel: transfers {a} and {b} overlap"
-            );
+            ensure!(t.kv_start_s[b] >= t.kv_ready_s[a], "single channel: transfers {a} and {b} overlap");
         }
     }
     // Work conservation: a request that waited was granted the moment another transfer ended.
@@ -979,10 +772,7 @@ fn by_instance(t: &RequestTable, col: &[i32], n: usize) -> Vec<Vec<usize>> {
 /// work-conserving prefill instance; per-instance step counts and batch sums agree with the table.
 fn check_prefill_batches(o: &SimOutput, f: &Facts) -> Check {
     let (t, s) = (&o.table, &o.stats);
-    for (p, reqs) in by_instance(t, &t.prefill_instance, f.front)
-        .into_iter()
-        .enumerate()
-    {
+    for (p, reqs) in by_instance(t, &t.prefill_instance, f.front).into_iter().enumerate() {
         // FIFO: starts non-decreasing in index (= arrival) order.
         for w in reqs.windows(2) {
             ensure!(
@@ -1029,10 +819,7 @@ fn check_prefill_batches(o: &SimOutput, f: &Facts) -> Check {
                 f.max_prefill_tokens
             );
             if let Some(pe) = prev_end {
-                ensure!(
-                    start >= pe,
-                    "instance {p}: batch starts at {start} before the previous ended at {pe}"
-                );
+                ensure!(start >= pe, "instance {p}: batch starts at {start} before the previous ended at {pe}");
             }
             if !f.colocated {
                 // Maximal: the next request on this instance, already waiting when the batch formed, would
@@ -1052,23 +839,14 @@ fn check_prefill_batches(o: &SimOutput, f: &Facts) -> Check {
                 // idle instance.
                 let head_arrival = t.arrival_s[b[0]];
                 let want = prev_end.map_or(head_arrival, |pe| pe.max(head_arrival));
-                ensure!(
-                    start == want,
-                    "instance {p}: batch headed by {} starts at {start}, expected {want}",
-                    b[0]
-                );
+                ensure!(start == want, "instance {p}: batch headed by {} starts at {start}, expected {want}", b[0]);
             }
             prev_end = Some(end);
         }
         // Batch sums: prompts in prefill steps, sequences in decode steps.
         let prompts = reqs.len() as u64;
-        let decode_rows: u64 = if f.colocated {
-            reqs.iter()
-                .map(|&r| (t.output_tokens[r] as u64).saturating_sub(1))
-                .sum()
-        } else {
-            0
-        };
+        let decode_rows: u64 =
+            if f.colocated { reqs.iter().map(|&r| (t.output_tokens[r] as u64).saturating_sub(1)).sum() } else { 0 };
         ensure!(
             inst.batch_sum == prompts + decode_rows,
             "{}: batch_sum {} != {prompts} prompts + {decode_rows} decode rows",
@@ -1085,18 +863,10 @@ fn check_decode(o: &SimOutput, f: &Facts) -> Check {
         return Ok(());
     }
     let (t, s) = (&o.table, &o.stats);
-    for (d, reqs) in by_instance(t, &t.decode_instance, f.back)
-        .into_iter()
-        .enumerate()
-    {
+    for (d, reqs) in by_instance(t, &t.decode_instance, f.back).into_iter().enumerate() {
         let inst = &s.instances[f.front + d];
         let rows: u64 = reqs.iter().map(|&r| t.output_tokens[r] as u64 - 1).sum();
-        ensure!(
-            inst.batch_sum == rows,
-            "{}: batch_sum {} != Σ(output − 1) {rows}",
-            inst.name,
-            inst.batch_sum
-        );
+        ensure!(inst.batch_sum == rows, "{}: batch_sum {} != Σ(output − 1) {rows}", inst.name, inst.batch_sum);
         ensure!(inst.prefill_steps == 0, "{}: prefill steps", inst.name);
         // An idle decode instance admits at once: when nothing runs across or ends at T = kv_ready[r], every
         // hand-off landing at T is queued before the wake-up runs (the transfers were scheduled earlier), so
@@ -1104,30 +874,14 @@ fn check_decode(o: &SimOutput, f: &Facts) -> Check {
         let cap = inst.kv_capacity_tokens.unwrap_or(0);
         for &r in &reqs {
             let now = t.kv_ready_s[r];
-            let busy = reqs.iter().any(|&q| {
-                (t.decode_start_s[q] < now && t.finish_s[q] > now) || t.finish_s[q] == now
-            });
+            let busy = reqs.iter().any(|&q| (t.decode_start_s[q] < now && t.finish_s[q] > now) || t.finish_s[q] == now);
             if busy {
                 continue;
             }
-            let landing: Vec<usize> = reqs
-                .iter()
-                .copied()
-                .filter(|&q| t.kv_ready_s[q] == now)
-                .collect();
-            let at_once = landing
-                .iter()
-                .filter(|&&q| t.decode_start_s[q] == now)
-                .count();
-            let kv: u64 = landing
-                .iter()
-                .map(|&q| t.prompt_tokens[q] as u64 + t.output_tokens[q] as u64)
-                .sum();
-            let want = if landing.len() <= f.max_decode_batch && kv <= cap {
-                landing.len()
-            } else {
-                1
-            };
+            let landing: Vec<usize> = reqs.iter().copied().filter(|&q| t.kv_ready_s[q] == now).collect();
+            let at_once = landing.iter().filter(|&&q| t.decode_start_s[q] == now).count();
+            let kv: u64 = landing.iter().map(|&q| t.prompt_tokens[q] as u64 + t.output_tokens[q] as u64).sum();
+            let want = if landing.len() <= f.max_decode_batch && kv <= cap { landing.len() } else { 1 };
             ensure!(
                 at_once >= want,
                 "{}: idle at {now}, {} hand-offs landed but only {at_once} admitted at once (rows {landing:?})",
@@ -1169,11 +923,7 @@ fn argmin(loads: &[u64]) -> usize {
 fn check_routing(o: &SimOutput, f: &Facts) -> Check {
     let t = &o.table;
     let acc: Vec<usize> = finished(t).collect();
-    let front_rule = if f.colocated {
-        f.colocated_router.as_str()
-    } else {
-        f.prefill_router.as_str()
-    };
+    let front_rule = if f.colocated { f.colocated_router.as_str() } else { f.prefill_router.as_str() };
     if front_rule == "round_robin" {
         for (k, &r) in acc.iter().enumerate() {
             ensure!(
@@ -1185,10 +935,7 @@ fn check_routing(o: &SimOutput, f: &Facts) -> Check {
     } else {
         // Loads at the arrival of r: requests routed earlier that have not started their prefill (a batch
         // in flight is not counted); colocated adds the running set.
-        let ends: Vec<f64> = acc
-            .iter()
-            .flat_map(|&i| [t.first_token_s[i], t.finish_s[i]])
-            .collect();
+        let ends: Vec<f64> = acc.iter().flat_map(|&i| [t.first_token_s[i], t.finish_s[i]]).collect();
         for (k, &r) in acc.iter().enumerate() {
             let now = t.arrival_s[r];
             if ends.contains(&now) {
@@ -1198,11 +945,7 @@ fn check_routing(o: &SimOutput, f: &Facts) -> Check {
             for &q in &acc[..k] {
                 if t.prefill_start_s[q] > now {
                     let p = t.prefill_instance[q] as usize;
-                    load[p] += if f.colocated {
-                        1
-                    } else {
-                        t.prompt_tokens[q] as u64
-                    };
+                    load[p] += if f.colocated { 1 } else { t.prompt_tokens[q] as u64 };
                 }
             }
             if f.colocated {
@@ -1223,26 +966,17 @@ fn check_routing(o: &SimOutput, f: &Facts) -> Check {
     if f.colocated {
         return Ok(());
     }
-    let xs: Vec<usize> = acc
-        .iter()
-        .copied()
-        .filter(|&i| set(t.kv_ready_s[i]))
-        .collect();
+    let xs: Vec<usize> = acc.iter().copied().filter(|&i| set(t.kv_ready_s[i])).collect();
     if f.decode_router == "round_robin" {
         let mut counts = vec![0usize; f.back];
         for &r in &xs {
             counts[t.decode_instance[r] as usize] += 1;
         }
         let (lo, hi) = (xs.len() / f.back, xs.len().div_ceil(f.back));
-        ensure!(
-            counts.iter().all(|&c| c == lo || c == hi),
-            "round robin decode counts {counts:?}"
-        );
+        ensure!(counts.iter().all(|&c| c == lo || c == hi), "round robin decode counts {counts:?}");
         let mut order = xs.clone();
         order.sort_by(|&a, &b| t.kv_ready_s[a].total_cmp(&t.kv_ready_s[b]));
-        let distinct = order
-            .windows(2)
-            .all(|w| t.kv_ready_s[w[0]] < t.kv_ready_s[w[1]]);
+        let distinct = order.windows(2).all(|w| t.kv_ready_s[w[0]] < t.kv_ready_s[w[1]]);
         if distinct {
             for (k, &r) in order.iter().enumerate() {
                 ensure!(
@@ -1255,12 +989,9 @@ fn check_routing(o: &SimOutput, f: &Facts) -> Check {
     } else {
         for &r in &xs {
             let now = t.kv_ready_s[r];
-            let tie = xs.iter().any(|&q| {
-                q != r
-                    && (t.kv_ready_s[q] == now
-                        || t.decode_start_s[q] == now
-                        || t.finish_s[q] == now)
-            });
+            let tie = xs
+                .iter()
+                .any(|&q| q != r && (t.kv_ready_s[q] == now || t.decode_start_s[q] == now || t.finish_s[q] == now));
             if tie {
                 continue;
             }
@@ -1302,18 +1033,9 @@ fn bits(v: &[f64]) -> Vec<u64> {
 
 fn same_table(a: &RequestTable, b: &RequestTable) -> Check {
     ensure!(a.id == b.id, "ids differ");
-    ensure!(
-        a.prompt_tokens == b.prompt_tokens && a.output_tokens == b.output_tokens,
-        "lengths differ"
-    );
-    ensure!(
-        a.rejected == b.rejected && a.measured == b.measured,
-        "flags differ"
-    );
-    ensure!(
-        a.prefill_instance == b.prefill_instance && a.decode_instance == b.decode_instance,
-        "instances differ"
-    );
+    ensure!(a.prompt_tokens == b.prompt_tokens && a.output_tokens == b.output_tokens, "lengths differ");
+    ensure!(a.rejected == b.rejected && a.measured == b.measured, "flags differ");
+    ensure!(a.prefill_instance == b.prefill_instance && a.decode_instance == b.decode_instance, "instances differ");
     for (name, x, y) in [
         ("arrival_s", &a.arrival_s, &b.arrival_s),
         ("prefill_start_s", &a.prefill_start_s, &b.prefill_start_s),
@@ -1324,9 +1046,7 @@ fn same_table(a: &RequestTable, b: &RequestTable) -> Check {
         ("finish_s", &a.finish_s, &b.finish_s),
     ] {
         if bits(x) != bits(y) {
-            let i = (0..x.len())
-                .find(|&i| x[i].to_bits() != y[i].to_bits())
-                .unwrap_or(0);
+            let i = (0..x.len()).find(|&i| x[i].to_bits() != y[i].to_bits()).unwrap_or(0);
             return Err(format!("{name}[{i}] differs: {} vs {}", x[i], y[i]));
         }
     }
@@ -1343,16 +1063,8 @@ fn same_stats(a: &RunStats, b: &RunStats, events: bool) -> Check {
             && a.static_j.to_bits() == b.static_j.to_bits(),
         "totals differ"
     );
-    ensure!(
-        (a.completed, a.rejected, a.measured) == (b.completed, b.rejected, b.measured),
-        "counts differ"
-    );
-    ensure!(
-        a.itl_quantiles() == b.itl_quantiles(),
-        "ITL differs: {:?} vs {:?}",
-        a.itl_quantiles(),
-        b.itl_quantiles()
-    );
+    ensure!((a.completed, a.rejected, a.measured) == (b.completed, b.rejected, b.measured), "counts differ");
+    ensure!(a.itl_quantiles() == b.itl_quantiles(), "ITL differs: {:?} vs {:?}", a.itl_quantiles(), b.itl_quantiles());
     if events {
         ensure!(a.events == b.events, "event counts differ");
     }
@@ -1375,20 +1087,12 @@ fn fail(sc: &Value, what: &str, e: String) -> TestCaseError {
 /// Cases per property: 256 by default (a few seconds in all); `KVWIRE_PROPTEST_CASES` raises it for a
 /// longer bug hunt.
 fn cases() -> u32 {
-    std::env::var("KVWIRE_PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(256)
+    std::env::var("KVWIRE_PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(256)
 }
 
 /// No regression files are written: a failure prints the scenario JSON, which is the reproduction.
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        max_shrink_iters: 2000,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    ProptestConfig { cases: cases(), max_shrink_iters: 2000, failure_persistence: None, ..ProptestConfig::default() }
 }
 
 proptest! {
@@ -1523,10 +1227,7 @@ proptest! {
 }
 
 /// A histogram of values `base + k ulp` with weights; also returns the smallest value.
-fn itl_histogram(
-    base: f64,
-    samples: &[(u64, u64)],
-) -> (kvwire_core::metrics::itl::ItlHistogram, f64) {
+fn itl_histogram(base: f64, samples: &[(u64, u64)]) -> (kvwire_core::metrics::itl::ItlHistogram, f64) {
     let mut h = kvwire_core::metrics::itl::ItlHistogram::default();
     let mut lo = f64::INFINITY;
     for &(ulps, w) in samples {
@@ -1574,11 +1275,7 @@ fn burst_of_eight_over_two_prefill_instances() {
 /// "Rejected iff prompt_len + output_len > KV capacity; equality is admitted."
 #[test]
 fn rejection_boundary_is_inclusive() {
-    for (device, model) in [
-        ("a100-40g", "llama3-8b"),
-        ("h100", "mistral-7b"),
-        ("b200", "llama3.2-1b"),
-    ] {
+    for (device, model) in [("a100-40g", "llama3-8b"), ("h100", "mistral-7b"), ("b200", "llama3.2-1b")] {
         let base = json!({"model": model, "decode": {"device": device}});
         let cap = reject_capacity(&base);
         let mut sc = base.clone();
@@ -1610,12 +1307,7 @@ fn trace_arrival_times_survive_the_scenario_json() {
     let text = sc.to_string();
     assert!(text.contains("90.28571428571429"), "{text}");
     let out = run(&sc);
-    assert_eq!(
-        bits(&out.table.arrival_s),
-        bits(&given),
-        "arrival_s {:?} != given {given:?}",
-        out.table.arrival_s
-    );
+    assert_eq!(bits(&out.table.arrival_s), bits(&given), "arrival_s {:?} != given {given:?}", out.table.arrival_s);
 }
 
 /// Regression test of a fixed bug: the ITL histogram's quantiles can leave the sample's range. `bucket_value` represents a
@@ -1637,16 +1329,12 @@ fn itl_percentiles_stay_below_the_max_in_a_run() {
     .unwrap();
     let q = run(&sc).stats.itl_quantiles();
     let ps = [q.p50, q.p90, q.p95, q.p99, q.p99_9, q.max].map(Option::unwrap);
-    assert!(
-        ps.windows(2).all(|w| w[0] <= w[1]),
-        "ITL p50, p90, p95, p99, p99.9, max not ordered: {ps:?}"
-    );
+    assert!(ps.windows(2).all(|w| w[0] <= w[1]), "ITL p50, p90, p95, p99, p99.9, max not ordered: {ps:?}");
 }
 
 /// Fill the defaults the checks read into a hand-written scenario.
 fn with_defaults(v: &Value) -> Value {
-    let mut d: Value =
-        serde_json::from_str(kvwire_core::scenario::DEFAULT_SCENARIO_JSON).expect("default JSON");
+    let mut d: Value = serde_json::from_str(kvwire_core::scenario::DEFAULT_SCENARIO_JSON).expect("default JSON");
     merge(&mut d, v);
     if let Value::Object(m) = &mut d {
         m.remove("workload");

@@ -34,33 +34,22 @@ fn figures(o: &SimOutput) -> Figures {
     let t = &o.table;
     let n = t.len();
     let m: Vec<usize> = (0..n).filter(|&i| t.measured[i]).collect();
-    let ttft: Vec<f64> = m
-        .iter()
-        .map(|&i| t.first_token_s[i] - t.arrival_s[i])
-        .collect();
+    let ttft: Vec<f64> = m.iter().map(|&i| t.first_token_s[i] - t.arrival_s[i]).collect();
     let tpot_of = |i: usize| {
-        (t.output_tokens[i] >= 2)
-            .then(|| (t.finish_s[i] - t.first_token_s[i]) / (t.output_tokens[i] - 1) as f64)
+        (t.output_tokens[i] >= 2).then(|| (t.finish_s[i] - t.first_token_s[i]) / (t.output_tokens[i] - 1) as f64)
     };
     let tpot: Vec<f64> = m.iter().filter_map(|&i| tpot_of(i)).collect();
-    let handoff: Vec<f64> = (0..n)
-        .filter(|&i| !t.kv_ready_s[i].is_nan())
-        .map(|i| t.kv_ready_s[i] - t.first_token_s[i])
-        .collect();
+    let handoff: Vec<f64> =
+        (0..n).filter(|&i| !t.kv_ready_s[i].is_nan()).map(|i| t.kv_ready_s[i] - t.first_token_s[i]).collect();
     let ok = m
         .iter()
-        .filter(|&&i| {
-            t.first_token_s[i] - t.arrival_s[i] <= 1.0 && tpot_of(i).is_none_or(|x| x <= 0.025)
-        })
+        .filter(|&&i| t.first_token_s[i] - t.arrival_s[i] <= 1.0 && tpot_of(i).is_none_or(|x| x <= 0.025))
         .count();
     let s = &o.stats;
     let dynamic: f64 = s.instances.iter().map(|i| i.compute_j + i.memory_j).sum();
     let link = s.link.as_ref().unwrap();
     let energy = s.static_j + dynamic + link.link_j + link.transit_j;
-    let out_tokens: u64 = (0..n)
-        .filter(|&i| !t.rejected[i])
-        .map(|i| t.output_tokens[i] as u64)
-        .sum();
+    let out_tokens: u64 = (0..n).filter(|&i| !t.rejected[i]).map(|i| t.output_tokens[i] as u64).sum();
     Figures {
         ttft_p99_ms: pct(ttft, 99.0) * 1e3,
         tpot_p99_ms: pct(tpot, 99.0) * 1e3,
@@ -101,10 +90,7 @@ fn decode_on_a100() {
 fn prefill_on_a100() {
     let f = figures(&run_at(8.0, r#", "prefill": {"device": "a100"}"#));
     assert_eq!(r1(f.ttft_p99_ms / 1e3), 47.1);
-    let f2 = figures(&run_at(
-        8.0,
-        r#", "prefill": {"device": "a100", "instances": 2}"#,
-    ));
+    let f2 = figures(&run_at(8.0, r#", "prefill": {"device": "a100", "instances": 2}"#));
     assert_eq!(r1(f2.ttft_p99_ms), 1093.5);
     assert_eq!(r1(f2.slo * 100.0), 96.9);
 }
@@ -132,10 +118,7 @@ fn eth25_at_14_per_s_with_and_without_fp8() {
     assert_eq!(r1(f.handoff_p99_ms), 9657.8);
     assert_eq!(r1(f.tpot_p99_ms), 77.2);
     assert_eq!(r1(f.slo * 100.0), 41.0);
-    let c = figures(&run_at(
-        14.0,
-        r#", "link": "eth-25g", "handoff": {"compression": "fp8"}"#,
-    ));
+    let c = figures(&run_at(14.0, r#", "link": "eth-25g", "handoff": {"compression": "fp8"}"#));
     assert_eq!(r1(c.link_busy * 100.0), 53.7);
     assert_eq!(r1(c.handoff_p99_ms), 166.6);
     assert_eq!(r1(c.tpot_p99_ms), 11.5);

@@ -102,9 +102,7 @@ impl ModelCost {
         let t = total_tokens as u128;
         let matmul = match self.lm_head {
             LmHead::All => 2 * self.matmul_params * t,
-            LmHead::Last => {
-                2 * self.layer_params * t + 2 * self.vocab * self.d_model * prompts as u128
-            }
+            LmHead::Last => 2 * self.layer_params * t + 2 * self.vocab * self.d_model * prompts as u128,
         };
         StepWork {
             flops: to_f64(matmul + attention_flops),
@@ -135,11 +133,7 @@ mod tests {
     use crate::cost::presets::model_presets;
 
     fn preset(key: &str) -> ModelSpec {
-        model_presets()
-            .into_iter()
-            .find(|(k, _)| *k == key)
-            .unwrap()
-            .1
+        model_presets().into_iter().find(|(k, _)| *k == key).unwrap().1
     }
 
     /// Parameter counts against the table in spec/simulator.md (a) (printed to 4 decimals in billions).
@@ -155,16 +149,8 @@ mod tests {
         ];
         for (key, params_b, mm_b, kvpt) in rows {
             let c = ModelCost::new(&preset(key), LmHead::All);
-            assert_eq!(
-                (c.total_params as f64 / 1e5).round() / 1e4,
-                params_b,
-                "{key} params"
-            );
-            assert_eq!(
-                (c.matmul_params as f64 / 1e5).round() / 1e4,
-                mm_b,
-                "{key} matmul params"
-            );
+            assert_eq!((c.total_params as f64 / 1e5).round() / 1e4, params_b, "{key} params");
+            assert_eq!((c.matmul_params as f64 / 1e5).round() / 1e4, mm_b, "{key} matmul params");
             assert_eq!(c.kv_bytes_per_token, kvpt, "{key} kv bytes/token");
         }
     }
@@ -188,36 +174,18 @@ mod tests {
         let c8 = ModelCost::new(&preset("llama3-8b"), LmHead::All);
         let c70 = ModelCost::new(&preset("llama3-70b"), LmHead::All);
         let p = c8.prefill(2048, 1, c8.prompt_attention_flops(2048));
-        assert!(
-            rel(p.flops, 3.183913e13) < 5e-7 && rel(p.bytes, 1.529453e10) < 5e-7,
-            "{p:?}"
-        );
+        assert!(rel(p.flops, 3.183913e13) < 5e-7 && rel(p.bytes, 1.529453e10) < 5e-7, "{p:?}");
         let a4 = 4 * c8.prompt_attention_flops(2048);
         let p4 = c8.prefill(4 * 2048, 4, a4);
-        assert!(
-            rel(p4.flops, 1.273565e14) < 5e-7 && rel(p4.bytes, 1.615017e10) < 5e-7,
-            "{p4:?}"
-        );
+        assert!(rel(p4.flops, 1.273565e14) < 5e-7 && rel(p4.bytes, 1.615017e10) < 5e-7, "{p4:?}");
         let d1 = c8.decode(2048, 1);
-        assert!(
-            rel(d1.flops, 1.608358e10) < 5e-7 && rel(d1.bytes, 1.527789e10) < 5e-7,
-            "{d1:?}"
-        );
+        assert!(rel(d1.flops, 1.608358e10) < 5e-7 && rel(d1.bytes, 1.527789e10) < 5e-7, "{d1:?}");
         let d64 = c8.decode(131_072, 64);
-        assert!(
-            rel(d64.flops, 1.029349e12) < 5e-7 && rel(d64.bytes, 3.219810e10) < 5e-7,
-            "{d64:?}"
-        );
+        assert!(rel(d64.flops, 1.029349e12) < 5e-7 && rel(d64.bytes, 3.219810e10) < 5e-7, "{d64:?}");
         let p70 = c70.prefill(2048, 1, c70.prompt_attention_flops(2048));
-        assert!(
-            rel(p70.flops, 2.901793e14) < 5e-7 && rel(p70.bytes, 1.397081e11) < 5e-7,
-            "{p70:?}"
-        );
+        assert!(rel(p70.flops, 2.901793e14) < 5e-7 && rel(p70.bytes, 1.397081e11) < 5e-7, "{p70:?}");
         let d70 = c70.decode(2048, 1);
-        assert!(
-            rel(d70.flops, 1.443748e11) < 5e-7 && rel(d70.bytes, 1.396749e11) < 5e-7,
-            "{d70:?}"
-        );
+        assert!(rel(d70.flops, 1.443748e11) < 5e-7 && rel(d70.bytes, 1.396749e11) < 5e-7, "{d70:?}");
         let d70b = c70.decode(36_800, 16);
         assert!(rel(d70b.bytes, 1.51068e11) < 5e-6, "{d70b:?}");
     }
@@ -231,9 +199,6 @@ mod tests {
         let att = 2 * all.prompt_attention_flops(1000);
         let diff = all.prefill(2000, 2, att).flops - last.prefill(2000, 2, att).flops;
         assert_eq!(diff, (2 * 128_256u128 * 4096 * (2000 - 2)) as f64);
-        assert_eq!(
-            all.prefill(2000, 2, att).bytes,
-            last.prefill(2000, 2, att).bytes
-        );
+        assert_eq!(all.prefill(2000, 2, att).bytes, last.prefill(2000, 2, att).bytes);
     }
 }

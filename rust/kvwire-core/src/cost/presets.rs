@@ -88,7 +88,8 @@ pub struct LinkSpec {
     pub source: String,
 }
 
-const SHAPE_SRC: &str = "shape from the model's config.json; weights and KV in BF16 as in the reference simulator (spec/simulator.md (a))";
+const SHAPE_SRC: &str =
+    "shape from the model's config.json; weights and KV in BF16 as in the reference simulator (spec/simulator.md (a))";
 
 #[allow(clippy::too_many_arguments)]
 fn model(
@@ -167,7 +168,8 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
     ]
 }
 
-const DEVICE_SRC: &str = "flops_eff/bw_eff, idle power and pJ coefficients from the reference simulator (spec/simulator.md (a))";
+const DEVICE_SRC: &str =
+    "flops_eff/bw_eff, idle power and pJ coefficients from the reference simulator (spec/simulator.md (a))";
 
 #[allow(clippy::too_many_arguments)]
 fn device(
@@ -272,95 +274,24 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
     ]
 }
 
-const LINK_SRC: &str = "bandwidth, latency and pJ/bit from the reference simulator's link table (spec/simulator.md (a))";
+const LINK_SRC: &str =
+    "bandwidth, latency and pJ/bit from the reference simulator's link table (spec/simulator.md (a))";
 
-fn link(
-    name: &str,
-    bandwidth_gb_per_s: f64,
-    latency_us: f64,
-    pj_per_bit: f64,
-    note: &str,
-) -> LinkSpec {
-    LinkSpec {
-        name: name.into(),
-        bandwidth_gb_per_s,
-        latency_us,
-        pj_per_bit,
-        source: format!("{note}; {LINK_SRC}"),
-    }
+fn link(name: &str, bandwidth_gb_per_s: f64, latency_us: f64, pj_per_bit: f64, note: &str) -> LinkSpec {
+    LinkSpec { name: name.into(), bandwidth_gb_per_s, latency_us, pj_per_bit, source: format!("{note}; {LINK_SRC}") }
 }
 
 /// Link presets: `(key, spec)`.
 pub fn link_presets() -> Vec<(&'static str, LinkSpec)> {
     vec![
-        (
-            "nvlink3",
-            link(
-                "NVLink 3 (one direction)",
-                300.0,
-                5.0,
-                5.0,
-                "A100 NVLink: 600 GB/s bidirectional",
-            ),
-        ),
-        (
-            "nvlink4",
-            link(
-                "NVLink 4 (one direction)",
-                450.0,
-                5.0,
-                5.0,
-                "H100 NVLink: 900 GB/s bidirectional",
-            ),
-        ),
-        (
-            "nvlink5",
-            link(
-                "NVLink 5 (one direction)",
-                900.0,
-                5.0,
-                5.0,
-                "B200 NVLink: 1.8 TB/s bidirectional",
-            ),
-        ),
-        (
-            "pcie4",
-            link(
-                "PCIe Gen4 x16",
-                32.0,
-                5.0,
-                6.0,
-                "PCIe 4.0 x16: 16 GT/s x 16 lanes",
-            ),
-        ),
-        (
-            "pcie5",
-            link(
-                "PCIe Gen5 x16",
-                64.0,
-                5.0,
-                6.0,
-                "PCIe 5.0 x16: 32 GT/s x 16 lanes",
-            ),
-        ),
-        (
-            "ib-ndr",
-            link(
-                "InfiniBand NDR 400G",
-                50.0,
-                10.0,
-                15.0,
-                "NVIDIA ConnectX-7 NDR: 400 Gb/s",
-            ),
-        ),
-        (
-            "eth-100g",
-            link("100 GbE", 12.5, 20.0, 15.0, "IEEE 802.3 100 Gb/s Ethernet"),
-        ),
-        (
-            "eth-25g",
-            link("25 GbE", 3.125, 20.0, 15.0, "IEEE 802.3 25 Gb/s Ethernet"),
-        ),
+        ("nvlink3", link("NVLink 3 (one direction)", 300.0, 5.0, 5.0, "A100 NVLink: 600 GB/s bidirectional")),
+        ("nvlink4", link("NVLink 4 (one direction)", 450.0, 5.0, 5.0, "H100 NVLink: 900 GB/s bidirectional")),
+        ("nvlink5", link("NVLink 5 (one direction)", 900.0, 5.0, 5.0, "B200 NVLink: 1.8 TB/s bidirectional")),
+        ("pcie4", link("PCIe Gen4 x16", 32.0, 5.0, 6.0, "PCIe 4.0 x16: 16 GT/s x 16 lanes")),
+        ("pcie5", link("PCIe Gen5 x16", 64.0, 5.0, 6.0, "PCIe 5.0 x16: 32 GT/s x 16 lanes")),
+        ("ib-ndr", link("InfiniBand NDR 400G", 50.0, 10.0, 15.0, "NVIDIA ConnectX-7 NDR: 400 Gb/s")),
+        ("eth-100g", link("100 GbE", 12.5, 20.0, 15.0, "IEEE 802.3 100 Gb/s Ethernet")),
+        ("eth-25g", link("25 GbE", 3.125, 20.0, 15.0, "IEEE 802.3 25 Gb/s Ethernet")),
         (
             "cpo-optical",
             link(
@@ -381,33 +312,13 @@ mod tests {
     #[test]
     fn preset_keys_are_the_documented_ones() {
         let m: Vec<_> = model_presets().into_iter().map(|(k, _)| k).collect();
-        assert_eq!(
-            m,
-            [
-                "llama3-8b",
-                "llama3-70b",
-                "mistral-7b",
-                "yi-34b",
-                "opt-13b",
-                "llama3.2-1b"
-            ]
-        );
+        assert_eq!(m, ["llama3-8b", "llama3-70b", "mistral-7b", "yi-34b", "opt-13b", "llama3.2-1b"]);
         let d: Vec<_> = device_presets().into_iter().map(|(k, _)| k).collect();
         assert_eq!(d, ["h100", "h200", "a100", "a100-40g", "b200"]);
         let l: Vec<_> = link_presets().into_iter().map(|(k, _)| k).collect();
         assert_eq!(
             l,
-            [
-                "nvlink3",
-                "nvlink4",
-                "nvlink5",
-                "pcie4",
-                "pcie5",
-                "ib-ndr",
-                "eth-100g",
-                "eth-25g",
-                "cpo-optical"
-            ]
+            ["nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "ib-ndr", "eth-100g", "eth-25g", "cpo-optical"]
         );
     }
 

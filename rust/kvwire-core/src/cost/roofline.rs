@@ -52,12 +52,7 @@ pub struct StepTimer {
 
 impl StepTimer {
     /// Timer for an instance of `devices` × `dev`, with an optional per-device power cap (W).
-    pub fn new(
-        dev: &DeviceSpec,
-        devices: u32,
-        power_cap_w: Option<f64>,
-        p: RooflineParams,
-    ) -> Self {
+    pub fn new(dev: &DeviceSpec, devices: u32, power_cap_w: Option<f64>, p: RooflineParams) -> Self {
         let n = devices as f64;
         let limit = match (power_cap_w, p.enforce_tdp) {
             (Some(cap), true) => Some(cap.min(dev.tdp_w)),
@@ -87,26 +82,13 @@ impl StepTimer {
         let t_m = w.bytes / self.rate_bytes;
         let mut e_c = w.flops * self.j_per_flop;
         let e_m = w.bytes * self.j_per_byte;
-        let mut bound = if t_c >= t_m {
-            Bound::Compute
-        } else {
-            Bound::Memory
-        };
+        let mut bound = if t_c >= t_m { Bound::Compute } else { Bound::Memory };
         // Common case, full clock: no DVFS slow-down and under the power budget. Identical to the general
         // path below with s = 1 (t_c / 1 = t_c and E_c · 1² = E_c exactly), without its divisions.
         let t_full = t_c.max(t_m);
         let slow_clock = self.p.dvfs && t_m > t_c;
-        if !slow_clock
-            && self
-                .budget_w
-                .is_none_or(|budget| e_c + e_m <= budget * t_full)
-        {
-            return StepTiming {
-                time_s: t_full + self.p.step_overhead_s,
-                compute_j: e_c,
-                memory_j: e_m,
-                bound,
-            };
+        if !slow_clock && self.budget_w.is_none_or(|budget| e_c + e_m <= budget * t_full) {
+            return StepTiming { time_s: t_full + self.p.step_overhead_s, compute_j: e_c, memory_j: e_m, bound };
         }
         let mut s = 1.0_f64;
         if slow_clock {
@@ -134,12 +116,7 @@ impl StepTimer {
                 t = (e_c + e_m) / budget;
             }
         }
-        StepTiming {
-            time_s: t + self.p.step_overhead_s,
-            compute_j: e_c,
-            memory_j: e_m,
-            bound,
-        }
+        StepTiming { time_s: t + self.p.step_overhead_s, compute_j: e_c, memory_j: e_m, bound }
     }
 }
 
@@ -175,26 +152,13 @@ mod tests {
     use crate::cost::presets::{device_presets, model_presets};
 
     fn dev(key: &str) -> DeviceSpec {
-        device_presets()
-            .into_iter()
-            .find(|(k, _)| *k == key)
-            .unwrap()
-            .1
+        device_presets().into_iter().find(|(k, _)| *k == key).unwrap().1
     }
     fn cost(key: &str) -> ModelCost {
-        let m = model_presets()
-            .into_iter()
-            .find(|(k, _)| *k == key)
-            .unwrap()
-            .1;
+        let m = model_presets().into_iter().find(|(k, _)| *k == key).unwrap().1;
         ModelCost::new(&m, LmHead::All)
     }
-    const REF: RooflineParams = RooflineParams {
-        step_overhead_s: 0.0005,
-        enforce_tdp: true,
-        dvfs: false,
-        s_min: 0.4,
-    };
+    const REF: RooflineParams = RooflineParams { step_overhead_s: 0.0005, enforce_tdp: true, dvfs: false, s_min: 0.4 };
     fn ms(t: StepTiming) -> f64 {
         t.time_s * 1e3
     }
@@ -210,20 +174,12 @@ mod tests {
         let p8 = c8.prefill(2048, 1, c8.prompt_attention_flops(2048));
         let rows = [
             (h100.time(p8), 59.0332, Bound::Compute),
-            (
-                h100.time(c8.prefill(8192, 4, 4 * c8.prompt_attention_flops(2048))),
-                234.6328,
-                Bound::Compute,
-            ),
+            (h100.time(c8.prefill(8192, 4, 4 * c8.prompt_attention_flops(2048))), 234.6328, Bound::Compute),
             (h100.time(c8.decode(2048, 1)), 6.2007, Bound::Memory),
             (h100.time(c8.decode(131_072, 64)), 12.5142, Bound::Memory),
             (a100.time(p8), 186.0427, Bound::Compute),
             (a100.time(c8.decode(2048, 1)), 9.8660, Bound::Memory),
-            (
-                h100x4.time(c70.prefill(2048, 1, c70.prompt_attention_flops(2048))),
-                133.8667,
-                Bound::Compute,
-            ),
+            (h100x4.time(c70.prefill(2048, 1, c70.prompt_attention_flops(2048))), 133.8667, Bound::Compute),
             (h100x4.time(c70.decode(2048, 1)), 13.5294, Bound::Memory),
         ];
         for (i, (t, want_ms, want_bound)) in rows.into_iter().enumerate() {
@@ -257,15 +213,7 @@ mod tests {
     fn power_cap_and_tdp_switch() {
         let c8 = cost("llama3-8b");
         let w = c8.prefill(400, 1, c8.prompt_attention_flops(400));
-        let free = StepTimer::new(
-            &dev("h100"),
-            1,
-            None,
-            RooflineParams {
-                enforce_tdp: false,
-                ..REF
-            },
-        );
+        let free = StepTimer::new(&dev("h100"), 1, None, RooflineParams { enforce_tdp: false, ..REF });
         assert_eq!(free.budget_w(), None);
         assert_eq!(free.time(w).bound, Bound::Compute);
         let capped = StepTimer::new(&dev("h100"), 2, Some(400.0), REF);
@@ -284,8 +232,7 @@ mod tests {
         let c8 = cost("llama3-8b");
         let w = c8.decode(2048, 1);
         let base = StepTimer::new(&dev("h100"), 1, None, REF).time(w);
-        let dv =
-            StepTimer::new(&dev("h100"), 1, None, RooflineParams { dvfs: true, ..REF }).time(w);
+        let dv = StepTimer::new(&dev("h100"), 1, None, RooflineParams { dvfs: true, ..REF }).time(w);
         assert_eq!(dv.time_s, base.time_s);
         assert!(dv.compute_j < base.compute_j * 0.5);
         assert_eq!(dv.memory_j, base.memory_j);
@@ -305,13 +252,7 @@ mod tests {
         let c8 = cost("llama3-8b");
         let c70 = cost("llama3-70b");
         let cap = |d: &str, n, c: &ModelCost| {
-            kv_capacity_tokens(
-                &dev(d),
-                n,
-                0.9,
-                c.resident_weight_bytes(),
-                c.kv_bytes_per_token,
-            )
+            kv_capacity_tokens(&dev(d), n, 0.9, c.resident_weight_bytes(), c.kv_bytes_per_token)
         };
         assert_eq!(cap("h100", 1, &c8), Ok(426_788));
         assert_eq!(cap("a100", 1, &c8), Ok(426_788));

@@ -64,11 +64,7 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
-        EventQueue {
-            heap: BinaryHeap::new(),
-            next_seq: 0,
-            popped: 0,
-        }
+        EventQueue { heap: BinaryHeap::new(), next_seq: 0, popped: 0 }
     }
 
     /// Schedule `event` at `time`.
@@ -76,12 +72,7 @@ impl<E> EventQueue<E> {
         debug_assert!(!time.is_nan(), "event scheduled at NaN");
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Entry {
-            time,
-            priority,
-            seq,
-            event,
-        });
+        self.heap.push(Entry { time, priority, seq, event });
     }
 
     /// Remove and return the next event.
@@ -154,6 +145,38 @@ mod tests {
         q.push(1.0, Priority::Normal, 2); // scheduled later, same time: after 1
         assert_eq!(drain(&mut q), [1, 2]);
         assert_eq!(q.next_time(), f64::INFINITY);
+    }
+
+    /// `is_empty` tracks the queue's contents: true when new, false after a push, true again once the
+    /// last event is popped (and `next_time` agrees: +∞ exactly when empty).
+    #[test]
+    fn is_empty_tracks_pushes_and_pops() {
+        let mut q = EventQueue::new();
+        assert!(q.is_empty());
+        q.push(3.0, Priority::Normal, 7u32);
+        assert!(!q.is_empty());
+        assert_eq!(q.next_time(), 3.0);
+        q.push(1.0, Priority::Urgent, 8);
+        assert_eq!(q.pop(), Some((1.0, 8)));
+        assert!(!q.is_empty());
+        assert_eq!(q.pop(), Some((3.0, 7)));
+        assert!(q.is_empty());
+        assert_eq!(q.next_time(), f64::INFINITY);
+    }
+
+    /// `Entry`'s `PartialEq` agrees with its `Ord`, as `Eq + Ord` require: equal exactly when the whole
+    /// `(time, priority, seq)` key is equal; the payload plays no part.
+    #[test]
+    fn entry_equality_agrees_with_ordering() {
+        let e = |time, priority, seq, event: u32| Entry { time, priority, seq, event };
+        let a = e(1.0, Priority::Normal, 4, 10);
+        assert!(a == e(1.0, Priority::Normal, 4, 99));
+        assert!(a != e(1.0, Priority::Normal, 5, 10));
+        assert!(a != e(1.0, Priority::Urgent, 4, 10));
+        assert!(a != e(2.0, Priority::Normal, 4, 10));
+        for b in [e(1.0, Priority::Normal, 4, 0), e(0.5, Priority::Normal, 9, 0), e(1.0, Priority::Urgent, 9, 0)] {
+            assert_eq!(a == b, a.cmp(&b) == Ordering::Equal);
+        }
     }
 
     proptest! {

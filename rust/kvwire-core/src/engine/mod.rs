@@ -126,12 +126,7 @@ impl LoadView for ColoView<'_> {
         self.0.len()
     }
     fn queued_tokens(&self, i: usize) -> u64 {
-        self.0[i]
-            .d
-            .queue
-            .iter()
-            .map(|&r| self.1[r as usize] as u64)
-            .sum()
+        self.0[i].d.queue.iter().map(|&r| self.1[r as usize] as u64).sum()
     }
     fn queued_requests(&self, i: usize) -> u64 {
         self.0[i].d.queue.len() as u64
@@ -174,13 +169,7 @@ struct Sim {
 pub fn simulate(scenario: Scenario) -> Result<SimOutput> {
     let start = Instant::now();
     let trace = match &scenario.workload {
-        Workload::Generated {
-            requests,
-            seed,
-            arrivals,
-            prompt,
-            output,
-        } => {
+        Workload::Generated { requests, seed, arrivals, prompt, output } => {
             let t = generate(*requests, *seed, *arrivals, *prompt, *output);
             if let Some(i) = t.arrival_s().iter().position(|a| !a.is_finite()) {
                 return Err(Error::field(
@@ -192,9 +181,7 @@ pub fn simulate(scenario: Scenario) -> Result<SimOutput> {
         }
         Workload::Trace(_) => match scenario.workload.clone() {
             Workload::Trace(t) => t,
-            Workload::Generated { .. } => {
-                return Err(Error::Internal("workload changed kind".into()))
-            }
+            Workload::Generated { .. } => return Err(Error::Internal("workload changed kind".into())),
         },
     };
     let mut sim = Sim::new(&scenario, trace)?;
@@ -221,14 +208,7 @@ fn instance_stats(name: String, pool: &Pool) -> InstanceStats {
 impl Sim {
     fn new(sc: &Scenario, trace: Trace) -> Result<Self> {
         let model = ModelCost::new(&sc.model.spec, sc.lm_head);
-        let timer = |p: &Pool| {
-            StepTimer::new(
-                &p.device.spec,
-                p.devices_per_instance,
-                p.power_cap_w,
-                sc.roofline,
-            )
-        };
+        let timer = |p: &Pool| StepTimer::new(&p.device.spec, p.devices_per_instance, p.power_cap_w, sc.roofline);
         let capacity = |p: &Pool| -> Result<u64> {
             kv_capacity_tokens(
                 &p.device.spec,
@@ -257,10 +237,7 @@ impl Sim {
         };
         let (mut prefill, mut decode, mut colo) = (Vec::new(), Vec::new(), Vec::new());
         match &sc.topology {
-            Topology::Disaggregated {
-                prefill: pp,
-                decode: dp,
-            } => {
+            Topology::Disaggregated { prefill: pp, decode: dp } => {
                 for i in 0..pp.instances {
                     prefill.push(PrefillInst {
                         timer: timer(pp),
@@ -286,19 +263,12 @@ impl Sim {
                 }
             }
         }
-        let reject_capacity = decode
-            .first()
-            .or(colo.first().map(|c| &c.d))
-            .map(|d| d.kv_capacity);
-        let reject_capacity =
-            reject_capacity.ok_or_else(|| Error::Internal("no KV-holding pool".into()))?;
+        let reject_capacity = decode.first().or(colo.first().map(|c| &c.d)).map(|d| d.kv_capacity);
+        let reject_capacity = reject_capacity.ok_or_else(|| Error::Internal("no KV-holding pool".into()))?;
         let (arrival, prompt, output) = trace.into_parts();
         let n = arrival.len();
         if n > u32::MAX as usize {
-            return Err(Error::field(
-                "workload",
-                format!("at most {} requests per run", u32::MAX),
-            ));
+            return Err(Error::field("workload", format!("at most {} requests per run", u32::MAX)));
         }
         let mut t = RequestTable::new(arrival, prompt, output);
         // Rejection depends only on sizes, so the measured set (completed requests after the warm-up
@@ -322,11 +292,7 @@ impl Sim {
             q: EventQueue::new(),
             xfer: TransferCost::new(link_spec, sc.compression, sc.model.spec.kv_bytes_per_value),
             link: FcfsLink::new(sc.link.channels),
-            link_stats: LinkStats {
-                name: sc.link.spec.key.clone(),
-                channels: sc.link.channels,
-                ..Default::default()
-            },
+            link_stats: LinkStats { name: sc.link.spec.key.clone(), channels: sc.link.channels, ..Default::default() },
             model,
             max_prefill_tokens: sc.max_prefill_tokens,
             max_batch: sc.max_decode_batch as u64,
@@ -405,10 +371,7 @@ impl Sim {
     }
 
     fn population_change(&mut self, now: f64, up: bool) {
-        debug_assert!(
-            now >= self.population_t,
-            "population updates out of time order"
-        );
+        debug_assert!(now >= self.population_t, "population updates out of time order");
         self.population_area += self.population as f64 * (now - self.population_t);
         self.population_t = now;
         if up {
@@ -443,19 +406,15 @@ impl Sim {
                 inst.queued_tokens += prompt;
                 if !inst.busy && !inst.wake_pending {
                     inst.wake_pending = true;
-                    self.q
-                        .push(now, Priority::Normal, Ev::PrefillWake(p as u32));
+                    self.q.push(now, Priority::Normal, Ev::PrefillWake(p as u32));
                 }
             } else {
-                let i = self
-                    .decode_router
-                    .pick(&ColoView(&self.colo, &self.t.prompt_tokens));
+                let i = self.decode_router.pick(&ColoView(&self.colo, &self.t.prompt_tokens));
                 let inst = &mut self.colo[i].d;
                 inst.queue.push_back(r);
                 if !inst.busy && !inst.wake_pending {
                     inst.wake_pending = true;
-                    self.q
-                        .push(now, Priority::Normal, Ev::ColocatedWake(i as u32));
+                    self.q.push(now, Priority::Normal, Ev::ColocatedWake(i as u32));
                 }
             }
         }
@@ -489,11 +448,7 @@ impl Sim {
         let timing = inst.timer.time(work);
         inst.stats.add_step(work, timing, n as u64, true);
         inst.busy = true;
-        self.q.push(
-            now + timing.time_s,
-            Priority::Normal,
-            Ev::PrefillDone(p as u32),
-        );
+        self.q.push(now + timing.time_s, Priority::Normal, Ev::PrefillDone(p as u32));
     }
 
     fn on_prefill_done(&mut self, p: usize, now: f64) {
@@ -515,9 +470,7 @@ impl Sim {
         while let Some((ch, r)) = self.link.grant() {
             let i = r as usize;
             self.t.kv_start_s[i] = now;
-            let x = self
-                .xfer
-                .transfer(self.model.handoff_bytes(self.t.prompt_tokens[i]));
+            let x = self.xfer.transfer(self.model.handoff_bytes(self.t.prompt_tokens[i]));
             let s = &mut self.link_stats;
             s.busy_s += x.duration_s;
             s.transfers += 1;
@@ -527,19 +480,13 @@ impl Sim {
             s.transit_j += x.transit_j;
             s.wait_s += now - self.t.first_token_s[i];
             s.transit_bound += x.transit_bound as u64;
-            self.q.push(
-                now + x.duration_s,
-                Priority::Normal,
-                Ev::TransferDone(ch as u32),
-            );
+            self.q.push(now + x.duration_s, Priority::Normal, Ev::TransferDone(ch as u32));
         }
     }
 
     fn on_transfer_done(&mut self, ch: usize, now: f64) -> Result<()> {
-        let r = self
-            .link
-            .release(ch)
-            .ok_or_else(|| Error::Internal(format!("transfer finished on idle channel {ch}")))?;
+        let r =
+            self.link.release(ch).ok_or_else(|| Error::Internal(format!("transfer finished on idle channel {ch}")))?;
         self.t.kv_ready_s[r as usize] = now;
         let d = self.decode_router.pick(&Pools(&self.decode));
         self.t.decode_instance[r as usize] = d as i32;
@@ -571,8 +518,7 @@ impl Sim {
             if self.macro_steps && e < self.q.next_time() {
                 end = self.colo_step_end(i, e);
             } else {
-                self.q
-                    .push(e, Priority::Normal, Ev::ColocatedDone(i as u32));
+                self.q.push(e, Priority::Normal, Ev::ColocatedDone(i as u32));
                 return;
             }
         }
@@ -589,13 +535,7 @@ impl Sim {
 
     fn decode_step_end(&mut self, d: usize, now: f64) -> Option<f64> {
         let mut finished = std::mem::take(&mut self.finished);
-        complete_decode_step(
-            &mut self.decode[d],
-            &self.t,
-            &mut self.itl,
-            &mut finished,
-            now,
-        );
+        complete_decode_step(&mut self.decode[d], &self.t, &mut self.itl, &mut finished, now);
         for &r in &finished {
             self.complete(r, now);
         }
@@ -615,13 +555,7 @@ impl Sim {
             kv_capacity: inst.d.kv_capacity,
         };
         let t = &mut self.t;
-        let n = colocated_prefill_len(
-            &inst.d.queue,
-            &t.prompt_tokens,
-            &t.output_tokens,
-            self.max_prefill_tokens,
-            occ,
-        );
+        let n = colocated_prefill_len(&inst.d.queue, &t.prompt_tokens, &t.output_tokens, self.max_prefill_tokens, occ);
         if n == 0 {
             inst.step = ColoStep::Decode;
             return start_decode_step(&mut inst.d, &self.model, &t.prompt_tokens, now);
@@ -658,8 +592,7 @@ impl Sim {
                     let ri = r as usize;
                     self.t.first_token_s[ri] = now;
                     if self.t.output_tokens[ri] <= 1 {
-                        self.colo[i].d.kv_used -=
-                            reservation(self.t.prompt_tokens[ri], self.t.output_tokens[ri]);
+                        self.colo[i].d.kv_used -= reservation(self.t.prompt_tokens[ri], self.t.output_tokens[ri]);
                         self.complete(r, now);
                     } else {
                         self.t.decode_start_s[ri] = now;
@@ -672,13 +605,7 @@ impl Sim {
             }
             ColoStep::Decode => {
                 let mut finished = std::mem::take(&mut self.finished);
-                complete_decode_step(
-                    &mut self.colo[i].d,
-                    &self.t,
-                    &mut self.itl,
-                    &mut finished,
-                    now,
-                );
+                complete_decode_step(&mut self.colo[i].d, &self.t, &mut self.itl, &mut finished, now);
                 for &r in &finished {
                     self.complete(r, now);
                 }
@@ -728,12 +655,7 @@ impl Sim {
 }
 
 fn cols(t: &RequestTable) -> Cols<'_> {
-    Cols {
-        prompt: &t.prompt_tokens,
-        output: &t.output_tokens,
-        first_token_s: &t.first_token_s,
-        measured: &t.measured,
-    }
+    Cols { prompt: &t.prompt_tokens, output: &t.output_tokens, first_token_s: &t.first_token_s, measured: &t.measured }
 }
 
 /// Admit queued requests of a disaggregated decode instance at a step boundary.
@@ -758,12 +680,7 @@ fn admit_decode(inst: &mut DecodeInst, t: &mut RequestTable, max_batch: u64, now
 }
 
 /// Start a decode step over everything running; `None` (and idle) when nothing runs.
-fn start_decode_step(
-    inst: &mut DecodeInst,
-    model: &ModelCost,
-    prompt: &[u32],
-    now: f64,
-) -> Option<f64> {
+fn start_decode_step(inst: &mut DecodeInst, model: &ModelCost, prompt: &[u32], now: f64) -> Option<f64> {
     if inst.running.is_empty() {
         inst.busy = false;
         return None;

@@ -78,10 +78,7 @@ impl RunningSet {
     #[inline]
     pub fn ctx_tokens(&self, prompt: &[u32]) -> u64 {
         match &self.repr {
-            Repr::Plain(seqs) => seqs
-                .iter()
-                .map(|s| prompt[s.req as usize] as u64 + s.tokens_out as u64)
-                .sum(),
+            Repr::Plain(seqs) => seqs.iter().map(|s| prompt[s.req as usize] as u64 + s.tokens_out as u64).sum(),
             Repr::Fast { ctx_tokens, .. } => *ctx_tokens,
         }
     }
@@ -91,19 +88,8 @@ impl RunningSet {
         debug_assert!(c.output[r as usize] >= 2);
         self.len += 1;
         match &mut self.repr {
-            Repr::Plain(seqs) => seqs.push(Seq {
-                req: r,
-                tokens_out: 1,
-                newly: true,
-            }),
-            Repr::Fast {
-                finish_at,
-                ctx_tokens,
-                step_index,
-                newly,
-                measured_running,
-                measured_newly,
-            } => {
+            Repr::Plain(seqs) => seqs.push(Seq { req: r, tokens_out: 1, newly: true }),
+            Repr::Fast { finish_at, ctx_tokens, step_index, newly, measured_running, measured_newly } => {
                 // output − 1 decode steps: the first is `step_index`, the last `step_index + output − 2`.
                 finish_at.push(Reverse((*step_index + c.output[r as usize] as u64 - 2, r)));
                 *ctx_tokens += c.prompt[r as usize] as u64 + 1;
@@ -157,14 +143,7 @@ impl RunningSet {
                 });
                 self.len = seqs.len();
             }
-            Repr::Fast {
-                finish_at,
-                ctx_tokens,
-                step_index,
-                newly,
-                measured_running,
-                measured_newly,
-            } => {
+            Repr::Fast { finish_at, ctx_tokens, step_index, newly, measured_running, measured_newly } => {
                 itl.record(continuing_gap, *measured_running - *measured_newly);
                 for &r in newly.iter() {
                     if c.measured[r as usize] {
@@ -210,12 +189,7 @@ mod tests {
         let n = prompt.len();
         let first_token: Vec<f64> = (0..n).map(|i| i as f64 * 0.001).collect();
         let measured: Vec<bool> = (0..n).map(|i| i % 3 != 0).collect();
-        let c = Cols {
-            prompt: &prompt,
-            output: &output,
-            first_token_s: &first_token,
-            measured: &measured,
-        };
+        let c = Cols { prompt: &prompt, output: &output, first_token_s: &first_token, measured: &measured };
         let mut rs = RunningSet::new(fast);
         let mut itl = ItlHistogram::default();
         let mut next = 0u32;
@@ -237,12 +211,8 @@ mod tests {
             trace.push((ctx, fin));
         }
         let q = itl.quantiles();
-        let bits = [
-            q.count,
-            q.p50.unwrap_or(0.0).to_bits(),
-            q.max.unwrap_or(0.0).to_bits(),
-            q.mean.unwrap_or(0.0).to_bits(),
-        ];
+        let bits =
+            [q.count, q.p50.unwrap_or(0.0).to_bits(), q.max.unwrap_or(0.0).to_bits(), q.mean.unwrap_or(0.0).to_bits()];
         (trace, bits.to_vec())
     }
 

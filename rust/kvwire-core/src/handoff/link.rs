@@ -13,10 +13,7 @@ pub struct FcfsLink {
 
 impl FcfsLink {
     pub fn new(channels: u32) -> Self {
-        FcfsLink {
-            busy: vec![None; channels as usize],
-            waiting: VecDeque::new(),
-        }
+        FcfsLink { busy: vec![None; channels as usize], waiting: VecDeque::new() }
     }
 
     /// Queue request `r` for a channel.

@@ -87,24 +87,16 @@ mod tests {
     use crate::quant::formats::format;
 
     fn link(key: &str) -> LinkSpec {
-        link_presets()
-            .into_iter()
-            .find(|(k, _)| *k == key)
-            .unwrap()
-            .1
+        link_presets().into_iter().find(|(k, _)| *k == key).unwrap().1
     }
 
     /// The link table of spec/handoff.md: 268.4 MB (2,048 tokens of Llama-3-8B) on each link, to 0.1 ms.
     #[test]
     fn link_table_times() {
         let bytes = 2048.0 * 131_072.0;
-        for (key, ms) in [
-            ("nvlink4", 0.6),
-            ("cpo-optical", 1.3),
-            ("ib-ndr", 5.4),
-            ("eth-100g", 21.5),
-            ("eth-25g", 85.9),
-        ] {
+        for (key, ms) in
+            [("nvlink4", 0.6), ("cpo-optical", 1.3), ("ib-ndr", 5.4), ("eth-100g", 21.5), ("eth-25g", 85.9)]
+        {
             let t = TransferCost::new(&link(key), None, 2.0).transfer(bytes);
             assert_eq!((t.duration_s * 1e4).round() / 10.0, ms, "{key}");
             assert_eq!(t.wire_bytes, bytes);

@@ -81,8 +81,7 @@ impl ItlHistogram {
         }
         let w = weight as f64;
         let prod = value * w;
-        let page =
-            self.pages[page].get_or_insert_with(|| vec![[0u64; 4]; PAGE_LEN].into_boxed_slice());
+        let page = self.pages[page].get_or_insert_with(|| vec![[0u64; 4]; PAGE_LEN].into_boxed_slice());
         let b = &mut page[((bits >> PAGE_SHIFT) as usize) & (PAGE_LEN - 1)];
         if b[0] == 0 {
             *b = [weight, prod.to_bits(), bits, bits];
@@ -181,12 +180,7 @@ mod tests {
     /// The product error is exact: v·w = prod + err in exact (integer) arithmetic.
     #[test]
     fn two_prod_err_is_exact() {
-        for (v, w) in [
-            (0.1, 3.0),
-            (0.4503335571287868, 759.0),
-            (1.0 / 3.0, 67_108_863.0),
-            (0.7, 1e9),
-        ] {
+        for (v, w) in [(0.1, 3.0), (0.4503335571287868, 759.0), (1.0 / 3.0, 67_108_863.0), (0.7, 1e9)] {
             let prod = v * w;
             let err = two_prod_err(v, w, prod);
             assert_eq!(err, v.mul_add(w, -prod), "{v} {w}");
@@ -205,10 +199,7 @@ mod tests {
         h.record(base, 3);
         h.record(f64::from_bits(base.to_bits() - 1), 5);
         let q = h.quantiles();
-        assert!(
-            q.p99_9.unwrap() <= q.max.unwrap()
-                && q.p50.unwrap() >= f64::from_bits(base.to_bits() - 1)
-        );
+        assert!(q.p99_9.unwrap() <= q.max.unwrap() && q.p50.unwrap() >= f64::from_bits(base.to_bits() - 1));
     }
 
     /// p95 of 0..9 is 8.55 (numpy and Polars "linear").

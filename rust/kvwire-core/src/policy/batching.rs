@@ -41,12 +41,7 @@ pub struct Occupancy {
 
 /// Decode admission at a step boundary: FIFO while running < `max_batch` and the reservation fits the free
 /// KV; the queue head blocks the requests behind it. Returns the number admitted.
-pub fn decode_admit_len(
-    queue: &VecDeque<u32>,
-    prompt: &[u32],
-    output: &[u32],
-    o: Occupancy,
-) -> usize {
+pub fn decode_admit_len(queue: &VecDeque<u32>, prompt: &[u32], output: &[u32], o: Occupancy) -> usize {
     let mut kv = o.kv_used;
     for (n, &r) in queue.iter().enumerate() {
         let res = reservation(prompt[r as usize], output[r as usize]);
@@ -104,12 +99,7 @@ mod tests {
     fn decode_admission_head_blocks_and_batch_limit() {
         let prompt = [100, 100, 1];
         let output = [10, 10, 1];
-        let occ = |running, kv_used| Occupancy {
-            running,
-            max_batch: 4,
-            kv_used,
-            kv_capacity: 300,
-        };
+        let occ = |running, kv_used| Occupancy { running, max_batch: 4, kv_used, kv_capacity: 300 };
         assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 0)), 3); // 110 + 110 + 2 = 222 ≤ 300
         assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 100)), 1); // second 110 would reach 320
         assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 200)), 0); // head blocks the small third
@@ -120,36 +110,16 @@ mod tests {
 
     #[test]
     fn colocated_admission_rules() {
-        let occ = Occupancy {
-            running: 0,
-            max_batch: 256,
-            kv_used: 0,
-            kv_capacity: 1_000_000,
-        };
+        let occ = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 1_000_000 };
         // Head exempt from the token budget only.
-        assert_eq!(
-            colocated_prefill_len(&q(2), &[9000, 5], &[1, 1], 8192, occ),
-            1
-        );
-        assert_eq!(
-            colocated_prefill_len(&q(3), &[4000, 4000, 500], &[1, 1, 1], 8192, occ),
-            2
-        );
+        assert_eq!(colocated_prefill_len(&q(2), &[9000, 5], &[1, 1], 8192, occ), 1);
+        assert_eq!(colocated_prefill_len(&q(3), &[4000, 4000, 500], &[1, 1, 1], 8192, occ), 2);
         // The KV check applies to the head too.
-        let full = Occupancy {
-            kv_capacity: 100,
-            ..occ
-        };
+        let full = Occupancy { kv_capacity: 100, ..occ };
         assert_eq!(colocated_prefill_len(&q(1), &[90], &[20], 8192, full), 0);
         // running + batch < max_batch.
-        let busy = Occupancy {
-            running: 255,
-            ..occ
-        };
-        assert_eq!(
-            colocated_prefill_len(&q(3), &[1, 1, 1], &[1, 1, 1], 8192, busy),
-            1
-        );
+        let busy = Occupancy { running: 255, ..occ };
+        assert_eq!(colocated_prefill_len(&q(3), &[1, 1, 1], &[1, 1, 1], 8192, busy), 1);
     }
 
     #[test]

@@ -192,10 +192,10 @@ fn quantize_strided<I: Input, S: BlockScheme>(
     stored: &mut [S::Stored],
 ) {
     let bits = scheme.bits();
-    let row_bytes = packed_len(inner, bits);
     let mut stats = vec![scheme.empty(); inner];
     let mut params: Vec<S::Params> = Vec::with_capacity(inner);
-    let mut scratch = vec![0u8; inner];
+    // Codes of a whole block-row, packed at once (a row alone may hold less than a packing unit).
+    let mut scratch = vec![0u8; block * inner];
     for ((rows, out), st) in src
         .chunks_exact(block * inner)
         .zip(codes.chunks_exact_mut(packed_len(block * inner, bits)))
@@ -212,12 +212,12 @@ fn quantize_strided<I: Input, S: BlockScheme>(
         for (s, p) in st.iter_mut().zip(&params) {
             *s = scheme.store(p);
         }
-        for (r, o) in rows.chunks_exact(inner).zip(out.chunks_exact_mut(row_bytes)) {
-            for ((c, &x), p) in scratch.iter_mut().zip(r).zip(&params) {
+        for (r, cr) in rows.chunks_exact(inner).zip(scratch.chunks_exact_mut(inner)) {
+            for ((c, &x), p) in cr.iter_mut().zip(r).zip(&params) {
                 *c = scheme.encode(p, x.to_f32());
             }
-            pack(&scratch, bits, o);
         }
+        pack(&scratch, bits, out);
     }
 }
 
@@ -244,8 +244,45 @@ pub fn dequantize<S: BlockScheme>(
         crate::kernel!(isa, <S: BlockScheme> {
             scheme: &'k S = scheme, codes: &'k [u8] = codes, stored: &'k [S::Stored] = stored,
             block: usize = block, inner: usize = layout.inner, out: &'k mut [f32] = out,
-        } -> () => dequantize_rows(scheme, codes, stored, block, inner, out))
+        } -> () => if inner == 1 {
+            match block {
+                16 => dequantize_contiguous::<S, 16>(scheme, codes, stored, out),
+                32 => dequantize_contiguous::<S, 32>(scheme, codes, stored, out),
+                64 => dequantize_contiguous::<S, 64>(scheme, codes, stored, out),
+                128 => dequantize_contiguous::<S, 128>(scheme, codes, stored, out),
+                _ => dequantize_rows(scheme, codes, stored, block, inner, out),
+            }
+        } else {
+            dequantize_rows(scheme, codes, stored, block, inner, out)
+        })
     });
+}
+
+/// Decode blocks of `B` consecutive elements, a scratch chunk of blocks at a time.
+#[inline(always)]
+fn dequantize_contiguous<S: BlockScheme, const B: usize>(
+    scheme: &S,
+    codes: &[u8],
+    stored: &[S::Stored],
+    out: &mut [f32],
+) {
+    let bits = scheme.bits();
+    let per_chunk = (CHUNK / B).max(1);
+    let mut scratch = vec![0u8; per_chunk * B];
+    for ((vals, packed), st) in
+        out.chunks_mut(per_chunk * B).zip(codes.chunks(packed_len(per_chunk * B, bits))).zip(stored.chunks(per_chunk))
+    {
+        let scratch = &mut scratch[..vals.len()];
+        unpack(packed, bits, scratch);
+        for ((vs, cs), &s) in vals.chunks_exact_mut(B).zip(scratch.chunks_exact(B)).zip(st) {
+            let vs: &mut [f32; B] = vs.try_into().expect("chunks_exact_mut(B) yields B values");
+            let cs: &[u8; B] = cs.try_into().expect("chunks_exact(B) yields B codes");
+            let p = scheme.load(s);
+            for (v, &c) in vs.iter_mut().zip(cs) {
+                *v = scheme.decode(&p, c);
+            }
+        }
+    }
 }
 
 #[inline(always)]
@@ -339,6 +376,44 @@ mod tests {
         dequantize(&Toy, &codes, &scales, l, 2, &mut back, 1, Isa::Baseline);
         for (i, (a, b)) in x.iter().zip(&back).enumerate() {
             assert!((a - b).abs() <= 0.05 * want[(i / 6) * 3 + i % 3] + 1e-6, "{i}: {a} {b}");
+        }
+    }
+
+    /// Groups that are not one of the specialised sizes, along the last axis, with packed 4-bit codes
+    /// (a block-row of one value per row must still pack whole bytes).
+    #[test]
+    fn odd_group_sizes_pack_whole_block_rows() {
+        struct Nib;
+        impl BlockScheme for Nib {
+            type Stats = ();
+            type Params = ();
+            type Stored = u8;
+            fn bits(&self) -> u32 {
+                4
+            }
+            fn empty(&self) {}
+            fn observe(&self, _: (), _: f32) {}
+            fn params(&self, _: ()) {}
+            fn store(&self, _: &()) -> u8 {
+                0
+            }
+            fn load(&self, _: u8) {}
+            fn encode(&self, _: &(), x: f32) -> u8 {
+                x as u8 & 0xF
+            }
+            fn decode(&self, _: &(), c: u8) -> f32 {
+                c as f32
+            }
+        }
+        for block in [8usize, 48, 96] {
+            let x: Vec<f32> = (0..4 * 96).map(|i| (i % 16) as f32).collect();
+            let l = Layout::around(&[4, 96], 1);
+            let mut codes = vec![0u8; x.len() / 2];
+            let mut st = vec![0u8; x.len() / block];
+            quantize(&Nib, &x, l, block, &mut codes, &mut st, 1, Isa::Baseline);
+            let mut back = vec![0f32; x.len()];
+            dequantize(&Nib, &codes, &st, l, block, &mut back, 1, Isa::Baseline);
+            assert_eq!(back, x, "block {block}");
         }
     }
 

@@ -47,13 +47,7 @@ pub struct Link {
 /// Where the requests come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Workload {
-    Generated {
-        requests: usize,
-        seed: u64,
-        arrivals: Arrivals,
-        prompt: LengthDist,
-        output: LengthDist,
-    },
+    Generated { requests: usize, seed: u64, arrivals: Arrivals, prompt: LengthDist, output: LengthDist },
     Trace(Trace),
 }
 
@@ -113,20 +107,13 @@ impl Scenario {
             })
         };
         let (mode, pools) = match &self.topology {
-            Topology::Disaggregated { prefill, decode } => (
-                "disaggregated",
-                json!({"prefill": pool(prefill), "decode": pool(decode)}),
-            ),
+            Topology::Disaggregated { prefill, decode } => {
+                ("disaggregated", json!({"prefill": pool(prefill), "decode": pool(decode)}))
+            }
             Topology::Colocated { pool: p } => ("colocated", json!({"colocated": pool(p)})),
         };
         let workload = match &self.workload {
-            Workload::Generated {
-                requests,
-                seed,
-                arrivals,
-                prompt,
-                output,
-            } => json!({
+            Workload::Generated { requests, seed, arrivals, prompt, output } => json!({
                 "requests": requests, "seed": seed, "arrivals": arrivals,
                 "prompt_tokens": prompt, "output_tokens": output,
             }),
@@ -161,8 +148,7 @@ pub const DEFAULT_SCENARIO_JSON: &str = include_str!("default.json");
 /// Deserialize with the JSON path of any error (`workload.arrivals.rate_per_s`).
 pub fn parse_spec(json: &str) -> Result<ScenarioSpec> {
     let de = &mut serde_json::Deserializer::from_str(json);
-    serde_path_to_error::deserialize(de)
-        .map_err(|e| serde_error(e.path().to_string(), e.inner().to_string()))
+    serde_path_to_error::deserialize(de).map_err(|e| serde_error(e.path().to_string(), e.inner().to_string()))
 }
 
 /// Turn a serde error into a field error: drop serde_json's "at line L column C" (users pass dicts, not text)
@@ -187,10 +173,6 @@ pub(crate) fn serde_error(path: String, msg: String) -> Error {
             return Error::field(full, format!("unknown field{}", &rest[end + 1..]));
         }
     }
-    let path = if path.is_empty() {
-        "scenario".to_string()
-    } else {
-        path
-    };
+    let path = if path.is_empty() { "scenario".to_string() } else { path };
     Error::field(path, msg)
 }

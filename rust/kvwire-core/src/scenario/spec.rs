@@ -75,11 +75,7 @@ pub struct HandoffSpec {
 
 impl Default for HandoffSpec {
     fn default() -> Self {
-        HandoffSpec {
-            compression: "none".into(),
-            compress_at: CompressAt::Transit,
-            streaming: Streaming::Whole,
-        }
+        HandoffSpec { compression: "none".into(), compress_at: CompressAt::Transit, streaming: Streaming::Whole }
     }
 }
 
@@ -175,10 +171,7 @@ pub struct SloSpec {
 
 impl Default for SloSpec {
     fn default() -> Self {
-        SloSpec {
-            ttft_s: 1.0,
-            tpot_s: 0.025,
-        }
+        SloSpec { ttft_s: 1.0, tpot_s: 0.025 }
     }
 }
 
@@ -191,9 +184,7 @@ pub struct MetricsSpec {
 
 impl Default for MetricsSpec {
     fn default() -> Self {
-        MetricsSpec {
-            warmup_fraction: 0.1,
-        }
+        MetricsSpec { warmup_fraction: 0.1 }
     }
 }
 
@@ -241,10 +232,7 @@ pub struct SchedulerSpec {
 
 impl Default for SchedulerSpec {
     fn default() -> Self {
-        SchedulerSpec {
-            max_prefill_tokens: 8192,
-            max_decode_batch: 256,
-        }
+        SchedulerSpec { max_prefill_tokens: 8192, max_decode_batch: 256 }
     }
 }
 

@@ -5,16 +5,12 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::spec::{
-    ArrivalSpec, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec, ModeSpec, PoolSpec,
-    PrefillRouterSpec, ProcessSpec, ScenarioSpec,
+    ArrivalSpec, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec, ModeSpec, PoolSpec, PrefillRouterSpec, ProcessSpec,
+    ScenarioSpec,
 };
-use super::{
-    serde_error, Link, LoadRouting, Named, Pool, PrefillRouting, Scenario, Topology, Workload,
-};
+use super::{serde_error, Link, LoadRouting, Named, Pool, PrefillRouting, Scenario, Topology, Workload};
 use crate::cost::model::{LmHead, ModelCost};
-use crate::cost::presets::{
-    device_presets, link_presets, model_presets, DeviceSpec, LinkSpec, ModelSpec,
-};
+use crate::cost::presets::{device_presets, link_presets, model_presets, DeviceSpec, LinkSpec, ModelSpec};
 use crate::cost::roofline::{kv_capacity_tokens, RooflineParams};
 use crate::error::{Error, Result};
 use crate::quant::formats::{format, FORMATS};
@@ -57,10 +53,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
             Topology::Disaggregated { prefill, decode }
         }
         ModeSpec::Colocated => {
-            for (name, given) in [
-                ("prefill", s.prefill.is_some()),
-                ("decode", s.decode.is_some()),
-            ] {
+            for (name, given) in [("prefill", s.prefill.is_some()), ("decode", s.decode.is_some())] {
                 if given {
                     return Err(Error::field(
                         name,
@@ -68,17 +61,12 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
                     ));
                 }
             }
-            Topology::Colocated {
-                pool: pool(s.colocated, "colocated", 2, &model, &cost, mem_util)?,
-            }
+            Topology::Colocated { pool: pool(s.colocated, "colocated", 2, &model, &cost, mem_util)? }
         }
     };
 
     if mode == ModeSpec::Colocated && s.link.is_some() {
-        return Err(Error::field(
-            "link",
-            "not used when mode is \"colocated\" (there is no hand-off); remove it",
-        ));
+        return Err(Error::field("link", "not used when mode is \"colocated\" (there is no hand-off); remove it"));
     }
     let link = link(s.link)?;
     let compression = match format(&s.handoff.compression) {
@@ -88,11 +76,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
             let known: Vec<_> = FORMATS.iter().map(|f| f.name).collect();
             return Err(Error::field(
                 "handoff.compression",
-                format!(
-                    "unknown format {:?} (known: {})",
-                    s.handoff.compression,
-                    known.join(", ")
-                ),
+                format!("unknown format {:?} (known: {})", s.handoff.compression, known.join(", ")),
             ));
         }
     };
@@ -107,14 +91,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
 
     positive("slo.ttft_s", s.slo.ttft_s, false)?;
     positive("slo.tpot_s", s.slo.tpot_s, false)?;
-    in_range(
-        "metrics.warmup_fraction",
-        s.metrics.warmup_fraction,
-        0.0,
-        1.0,
-        true,
-        false,
-    )?;
+    in_range("metrics.warmup_fraction", s.metrics.warmup_fraction, 0.0, 1.0, true, false)?;
     if s.scheduler.max_prefill_tokens == 0 {
         return Err(Error::field("scheduler.max_prefill_tokens", "must be ≥ 1"));
     }
@@ -166,26 +143,15 @@ fn resolve_preset<T: DeserializeOwned + Serialize>(
     presets: &[(&'static str, T)],
 ) -> Result<Named<T>> {
     let lookup = |name: &str, at: &str| -> Result<&T> {
-        presets
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, s)| s)
-            .ok_or_else(|| Error::UnknownPreset {
-                path: at.to_string(),
-                kind,
-                name: name.to_string(),
-                known: presets
-                    .iter()
-                    .map(|(k, _)| *k)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        presets.iter().find(|(k, _)| *k == name).map(|(_, s)| s).ok_or_else(|| Error::UnknownPreset {
+            path: at.to_string(),
+            kind,
+            name: name.to_string(),
+            known: presets.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", "),
+        })
     };
     match v {
-        Value::String(name) => Ok(Named {
-            key: name.clone(),
-            spec: clone_via_json(lookup(name, path)?, path)?,
-        }),
+        Value::String(name) => Ok(Named { key: name.clone(), spec: clone_via_json(lookup(name, path)?, path)? }),
         Value::Object(obj) => {
             let (key, mut merged) = match obj.get("preset") {
                 Some(Value::String(name)) => {
@@ -193,11 +159,7 @@ fn resolve_preset<T: DeserializeOwned + Serialize>(
                         .map_err(|e| Error::Internal(e.to_string()))?;
                     match base {
                         Value::Object(m) => (name.clone(), m),
-                        _ => {
-                            return Err(Error::Internal(
-                                "preset did not serialise to an object".into(),
-                            ))
-                        }
+                        _ => return Err(Error::Internal("preset did not serialise to an object".into())),
                     }
                 }
                 Some(other) => {
@@ -213,25 +175,17 @@ fn resolve_preset<T: DeserializeOwned + Serialize>(
                     merged.insert(k.clone(), val.clone());
                 }
             }
-            merged
-                .entry("name")
-                .or_insert_with(|| Value::String(key.clone()));
-            let spec = serde_path_to_error::deserialize(Value::Object(merged)).map_err(|e| {
-                serde_error(join(path, &e.path().to_string()), e.inner().to_string())
-            })?;
+            merged.entry("name").or_insert_with(|| Value::String(key.clone()));
+            let spec = serde_path_to_error::deserialize(Value::Object(merged))
+                .map_err(|e| serde_error(join(path, &e.path().to_string()), e.inner().to_string()))?;
             Ok(Named { key, spec })
         }
-        other => Err(Error::field(
-            path,
-            format!("must be a {kind} preset name or an object, got {other}"),
-        )),
+        other => Err(Error::field(path, format!("must be a {kind} preset name or an object, got {other}"))),
     }
 }
 
 fn clone_via_json<T: DeserializeOwned + Serialize>(t: &T, path: &str) -> Result<T> {
-    serde_json::to_value(t)
-        .and_then(serde_json::from_value)
-        .map_err(|e| Error::Internal(format!("{path}: {e}")))
+    serde_json::to_value(t).and_then(serde_json::from_value).map_err(|e| Error::Internal(format!("{path}: {e}")))
 }
 
 fn join(base: &str, sub: &str) -> String {
@@ -253,10 +207,7 @@ fn check_model(m: &ModelSpec) -> Result<()> {
         ("vocab", m.vocab),
     ] {
         if v == 0 || v > 1 << 24 {
-            return Err(Error::field(
-                format!("model.{name}"),
-                format!("must be in [1, {}], got {v}", 1 << 24),
-            ));
+            return Err(Error::field(format!("model.{name}"), format!("must be in [1, {}], got {v}", 1 << 24)));
         }
     }
     if m.kv_heads > m.heads {
@@ -265,46 +216,25 @@ fn check_model(m: &ModelSpec) -> Result<()> {
             format!("{} KV heads exceed {} attention heads", m.kv_heads, m.heads),
         ));
     }
-    positive(
-        "model.weight_bytes_per_param",
-        m.weight_bytes_per_param,
-        false,
-    )?;
+    positive("model.weight_bytes_per_param", m.weight_bytes_per_param, false)?;
     positive("model.kv_bytes_per_value", m.kv_bytes_per_value, false)
 }
 
 fn check_device(d: &DeviceSpec, path: &str) -> Result<()> {
-    for (name, v) in [
-        ("peak_tflops", d.peak_tflops),
-        ("hbm_tb_per_s", d.hbm_tb_per_s),
-        ("hbm_gb", d.hbm_gb),
-        ("tdp_w", d.tdp_w),
-    ] {
+    for (name, v) in
+        [("peak_tflops", d.peak_tflops), ("hbm_tb_per_s", d.hbm_tb_per_s), ("hbm_gb", d.hbm_gb), ("tdp_w", d.tdp_w)]
+    {
         positive(&format!("{path}.{name}"), v, false)?;
     }
-    in_range(
-        &format!("{path}.flops_eff"),
-        d.flops_eff,
-        0.0,
-        1.0,
-        false,
-        true,
-    )?;
+    in_range(&format!("{path}.flops_eff"), d.flops_eff, 0.0, 1.0, false, true)?;
     in_range(&format!("{path}.bw_eff"), d.bw_eff, 0.0, 1.0, false, true)?;
-    for (name, v) in [
-        ("idle_w", d.idle_w),
-        ("pj_per_flop", d.pj_per_flop),
-        ("pj_per_byte", d.pj_per_byte),
-    ] {
+    for (name, v) in [("idle_w", d.idle_w), ("pj_per_flop", d.pj_per_flop), ("pj_per_byte", d.pj_per_byte)] {
         positive(&format!("{path}.{name}"), v, true)?;
     }
     if d.idle_w >= d.tdp_w {
         return Err(Error::field(
             format!("{path}.idle_w"),
-            format!(
-                "idle power {} W must be below the TDP {} W",
-                d.idle_w, d.tdp_w
-            ),
+            format!("idle power {} W must be below the TDP {} W", d.idle_w, d.tdp_w),
         ));
     }
     Ok(())
@@ -337,10 +267,7 @@ fn pool(
     if p.devices_per_instance == 0 || p.devices_per_instance > MAX_DEVICES_PER_INSTANCE {
         return Err(Error::field(
             format!("{path}.devices_per_instance"),
-            format!(
-                "must be in [1, {MAX_DEVICES_PER_INSTANCE}], got {}",
-                p.devices_per_instance
-            ),
+            format!("must be in [1, {MAX_DEVICES_PER_INSTANCE}], got {}", p.devices_per_instance),
         ));
     }
     if let Some(cap) = p.power_cap_w {
@@ -374,12 +301,7 @@ fn pool(
             mem_util,
         });
     }
-    Ok(Pool {
-        device,
-        instances,
-        devices_per_instance: p.devices_per_instance,
-        power_cap_w: p.power_cap_w,
-    })
+    Ok(Pool { device, instances, devices_per_instance: p.devices_per_instance, power_cap_w: p.power_cap_w })
 }
 
 fn link(v: Option<Value>) -> Result<Link> {
@@ -399,21 +321,13 @@ fn link(v: Option<Value>) -> Result<Link> {
                 },
             };
             // `{"channels": n}` alone keeps the default link.
-            let rest = if obj.is_empty() {
-                Value::String("ib-ndr".into())
-            } else {
-                Value::Object(obj)
-            };
+            let rest = if obj.is_empty() { Value::String("ib-ndr".into()) } else { Value::Object(obj) };
             (rest, channels)
         }
         other => (other, 1),
     };
     let spec = resolve_preset::<LinkSpec>(&preset_value, "link", "link", &link_presets())?;
-    positive(
-        "link.bandwidth_gb_per_s",
-        spec.spec.bandwidth_gb_per_s,
-        false,
-    )?;
+    positive("link.bandwidth_gb_per_s", spec.spec.bandwidth_gb_per_s, false)?;
     positive("link.latency_us", spec.spec.latency_us, true)?;
     positive("link.pj_per_bit", spec.spec.pj_per_bit, true)?;
     Ok(Link { spec, channels })
@@ -429,24 +343,15 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
     ];
     let explicit = match (requests, w.trace) {
         (Some(_), Some(_)) => {
-            return Err(Error::field(
-                "workload.trace",
-                "a request table was passed as well: give the requests once",
-            ))
+            return Err(Error::field("workload.trace", "a request table was passed as well: give the requests once"))
         }
         (Some(t), None) => Some((t, "requests")),
         (None, Some(ts)) => Some((
             Trace::from_columns(
                 "workload.trace",
                 &ts.arrival_s,
-                &ts.prompt_tokens
-                    .iter()
-                    .map(|&x| x as i64)
-                    .collect::<Vec<_>>(),
-                &ts.output_tokens
-                    .iter()
-                    .map(|&x| x as i64)
-                    .collect::<Vec<_>>(),
+                &ts.prompt_tokens.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+                &ts.output_tokens.iter().map(|&x| x as i64).collect::<Vec<_>>(),
             )?,
             "workload.trace",
         )),
@@ -471,40 +376,21 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
             format!("at most {MAX_REQUESTS} requests per run (about 10 GB of results); split larger studies"),
         ));
     }
-    let arrivals = arrivals(w.arrivals.unwrap_or(ArrivalSpec {
-        process: ProcessSpec::Poisson,
-        rate_per_s: 8.0,
-        cv: None,
-    }))?;
+    let arrivals =
+        arrivals(w.arrivals.unwrap_or(ArrivalSpec { process: ProcessSpec::Poisson, rate_per_s: 8.0, cv: None }))?;
     let prompt = length(
         w.prompt_tokens,
         "workload.prompt_tokens",
-        LengthDist::Lognormal {
-            mean: 2048.0,
-            cv: 0.5,
-            min: 1,
-            max: 32768,
-        },
+        LengthDist::Lognormal { mean: 2048.0, cv: 0.5, min: 1, max: 32768 },
         1,
     )?;
     let output = length(
         w.output_tokens,
         "workload.output_tokens",
-        LengthDist::Lognormal {
-            mean: 256.0,
-            cv: 0.5,
-            min: 1,
-            max: 32768,
-        },
+        LengthDist::Lognormal { mean: 256.0, cv: 0.5, min: 1, max: 32768 },
         0,
     )?;
-    Ok(Workload::Generated {
-        requests: requests as usize,
-        seed: w.seed.unwrap_or(1),
-        arrivals,
-        prompt,
-        output,
-    })
+    Ok(Workload::Generated { requests: requests as usize, seed: w.seed.unwrap_or(1), arrivals, prompt, output })
 }
 
 fn arrivals(a: ArrivalSpec) -> Result<Arrivals> {
@@ -517,53 +403,31 @@ fn arrivals(a: ArrivalSpec) -> Result<Arrivals> {
                     "not used by process \"poisson\" (its cv is 1); use process \"gamma\" for another cv",
                 ));
             }
-            Ok(Arrivals::Poisson {
-                rate_per_s: a.rate_per_s,
-            })
+            Ok(Arrivals::Poisson { rate_per_s: a.rate_per_s })
         }
         ProcessSpec::Gamma => {
-            let cv = a.cv.ok_or_else(|| {
-                Error::field("workload.arrivals.cv", "required by process \"gamma\"")
-            })?;
+            let cv = a.cv.ok_or_else(|| Error::field("workload.arrivals.cv", "required by process \"gamma\""))?;
             // A gamma shape 1/cv² between 1e-4 and 1e6 keeps the sampler finite and terminating.
             in_range("workload.arrivals.cv", cv, 1e-3, 100.0, true, true)?;
-            Ok(Arrivals::Gamma {
-                rate_per_s: a.rate_per_s,
-                cv,
-            })
+            Ok(Arrivals::Gamma { rate_per_s: a.rate_per_s, cv })
         }
     }
 }
 
-fn length(
-    l: Option<LengthSpec>,
-    path: &str,
-    default: LengthDist,
-    floor: u32,
-) -> Result<LengthDist> {
+fn length(l: Option<LengthSpec>, path: &str, default: LengthDist, floor: u32) -> Result<LengthDist> {
     let Some(l) = l else { return Ok(default) };
     let unused = |field: &str, given: bool, dist: &str| -> Result<()> {
         if given {
-            Err(Error::field(
-                format!("{path}.{field}"),
-                format!("not used by dist \"{dist}\""),
-            ))
+            Err(Error::field(format!("{path}.{field}"), format!("not used by dist \"{dist}\"")))
         } else {
             Ok(())
         }
     };
-    let required = |field: &str, dist: &str| {
-        Error::field(
-            format!("{path}.{field}"),
-            format!("required by dist \"{dist}\""),
-        )
-    };
+    let required =
+        |field: &str, dist: &str| Error::field(format!("{path}.{field}"), format!("required by dist \"{dist}\""));
     let min = l.min.unwrap_or(1);
     if min < floor {
-        return Err(Error::field(
-            format!("{path}.min"),
-            format!("must be ≥ {floor}"),
-        ));
+        return Err(Error::field(format!("{path}.min"), format!("must be ≥ {floor}")));
     }
     let d = match l.dist {
         DistSpec::Fixed => {
@@ -573,10 +437,7 @@ fn length(
             unused("max", l.max.is_some(), "fixed")?;
             let value = l.value.ok_or_else(|| required("value", "fixed"))?;
             if value < floor {
-                return Err(Error::field(
-                    format!("{path}.value"),
-                    format!("must be ≥ {floor}"),
-                ));
+                return Err(Error::field(format!("{path}.value"), format!("must be ≥ {floor}")));
             }
             LengthDist::Fixed { value }
         }
@@ -594,20 +455,12 @@ fn length(
             positive(&format!("{path}.mean"), mean, false)?;
             let cv = l.cv.ok_or_else(|| required("cv", "lognormal"))?;
             positive(&format!("{path}.cv"), cv, true)?;
-            LengthDist::Lognormal {
-                mean,
-                cv,
-                min,
-                max: l.max.unwrap_or(32768),
-            }
+            LengthDist::Lognormal { mean, cv, min, max: l.max.unwrap_or(32768) }
         }
     };
     if let LengthDist::Uniform { min, max } | LengthDist::Lognormal { min, max, .. } = d {
         if max < min {
-            return Err(Error::field(
-                format!("{path}.max"),
-                format!("{max} is below min {min}"),
-            ));
+            return Err(Error::field(format!("{path}.max"), format!("{max} is below min {min}")));
         }
     }
     Ok(d)
@@ -620,26 +473,18 @@ fn positive(path: &str, v: f64, zero_ok: bool) -> Result<()> {
         Ok(())
     } else {
         let want = if zero_ok { "≥ 0" } else { "> 0" };
-        Err(Error::field(
-            path,
-            format!("must be a finite number {want} and ≤ {MAX_QUANTITY:e}, got {v}"),
-        ))
+        Err(Error::field(path, format!("must be a finite number {want} and ≤ {MAX_QUANTITY:e}, got {v}")))
     }
 }
 
 /// `v` in the interval (lo|[lo, hi)|hi] with the given closedness.
 fn in_range(path: &str, v: f64, lo: f64, hi: f64, lo_closed: bool, hi_closed: bool) -> Result<()> {
-    let ok = v.is_finite()
-        && (if lo_closed { v >= lo } else { v > lo })
-        && (if hi_closed { v <= hi } else { v < hi });
+    let ok = v.is_finite() && (if lo_closed { v >= lo } else { v > lo }) && (if hi_closed { v <= hi } else { v < hi });
     if ok {
         Ok(())
     } else {
         let l = if lo_closed { '[' } else { '(' };
         let h = if hi_closed { ']' } else { ')' };
-        Err(Error::field(
-            path,
-            format!("must be in {l}{lo}, {hi}{h}, got {v}"),
-        ))
+        Err(Error::field(path, format!("must be in {l}{lo}, {hi}{h}, got {v}")))
     }
 }

@@ -61,10 +61,7 @@ impl CpythonRandom {
         let key_used = (bits.max(1) as usize - 1) / 32 + 1;
         // Truncation is the point: these are the low and high 32-bit words of the seed.
         let words = [seed as u32, (seed >> 32) as u32];
-        let mut rng = CpythonRandom {
-            state: [0; N],
-            index: N,
-        };
+        let mut rng = CpythonRandom { state: [0; N], index: N };
         rng.init_by_array(&words[..key_used]);
         rng
     }
@@ -74,9 +71,7 @@ impl CpythonRandom {
         let mt = &mut self.state;
         mt[0] = s;
         for mti in 1..N {
-            mt[mti] = 1_812_433_253u32
-                .wrapping_mul(mt[mti - 1] ^ (mt[mti - 1] >> 30))
-                .wrapping_add(mti as u32);
+            mt[mti] = 1_812_433_253u32.wrapping_mul(mt[mti - 1] ^ (mt[mti - 1] >> 30)).wrapping_add(mti as u32);
         }
         self.index = N;
     }
@@ -107,8 +102,7 @@ impl CpythonRandom {
         }
         k = N - 1;
         while k > 0 {
-            mt[i] = (mt[i] ^ (mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_mul(1_566_083_941))
-                .wrapping_sub(i as u32); // non linear
+            mt[i] = (mt[i] ^ (mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_mul(1_566_083_941)).wrapping_sub(i as u32); // non linear
             i += 1;
             if i >= N {
                 mt[0] = mt[N - 1];
@@ -253,10 +247,7 @@ impl CpythonRandom {
     ///
     /// Precondition: `sigma >= 0` (debug-asserted); the release path evaluates `mu + z * sigma` as is.
     pub fn normalvariate(&mut self, mu: f64, sigma: f64) -> f64 {
-        debug_assert!(
-            sigma >= 0.0,
-            "normalvariate: sigma must be >= 0, got {sigma}"
-        );
+        debug_assert!(sigma >= 0.0, "normalvariate: sigma must be >= 0, got {sigma}");
         let nv_magicconst = nv_magicconst();
         loop {
             let u1 = self.random();
@@ -274,10 +265,7 @@ impl CpythonRandom {
     /// Precondition: `sigma > 0` (debug-asserted). For a target mean `m` and coefficient of variation
     /// `cv`, use `sigma2 = ln(1 + cv*cv)`, `mu = ln(m) - sigma2 / 2`, `sigma = sqrt(sigma2)`.
     pub fn lognormvariate(&mut self, mu: f64, sigma: f64) -> f64 {
-        debug_assert!(
-            sigma > 0.0,
-            "lognormvariate: sigma must be > 0, got {sigma}"
-        );
+        debug_assert!(sigma > 0.0, "lognormvariate: sigma must be > 0, got {sigma}");
         self.normalvariate(mu, sigma).exp()
     }
 
@@ -290,10 +278,7 @@ impl CpythonRandom {
     /// strictly positive (including NaN): returns `f64::NAN` without drawing (CPython raises
     /// `ValueError`; with a NaN or negative `alpha` the GS loop would otherwise never terminate).
     pub fn gammavariate(&mut self, alpha: f64, beta: f64) -> f64 {
-        debug_assert!(
-            alpha > 0.0 && beta > 0.0,
-            "gammavariate: alpha and beta must be > 0.0, got ({alpha}, {beta})"
-        );
+        debug_assert!(alpha > 0.0 && beta > 0.0, "gammavariate: alpha and beta must be > 0.0, got ({alpha}, {beta})");
         if !(alpha > 0.0 && beta > 0.0) {
             return f64::NAN;
         }
@@ -328,17 +313,9 @@ impl CpythonRandom {
                 let u = self.random();
                 let b = (e + alpha) / e;
                 let p = b * u;
-                let x = if p <= 1.0 {
-                    p.powf(1.0 / alpha)
-                } else {
-                    -((b - p) / alpha).ln()
-                };
+                let x = if p <= 1.0 { p.powf(1.0 / alpha) } else { -((b - p) / alpha).ln() };
                 let u1 = self.random();
-                let accept = if p > 1.0 {
-                    u1 <= x.powf(alpha - 1.0)
-                } else {
-                    u1 <= (-x).exp()
-                };
+                let accept = if p > 1.0 { u1 <= x.powf(alpha - 1.0) } else { u1 <= (-x).exp() };
                 if accept {
                     return x * beta;
                 }
@@ -379,45 +356,45 @@ mod tests {
         (
             0,
             [
-                0xd82c07cd, 0x629f6fbe, 0xc2094cac, 0xe3e70682, 0x6baa9455, 0xa5d2f34, 0x42485e3a,
-                0xf728b4fa, 0x82e2e662, 0x7c65c1e5, 0x67a9c378, 0xeb1167b3, 0xc8a70639, 0xd4713d60,
-                0x4da5e709, 0xf7c1bd87, 0x7a024204, 0x5ba91faf, 0x9558867f, 0xe443df78,
+                0xd82c07cd, 0x629f6fbe, 0xc2094cac, 0xe3e70682, 0x6baa9455, 0xa5d2f34, 0x42485e3a, 0xf728b4fa,
+                0x82e2e662, 0x7c65c1e5, 0x67a9c378, 0xeb1167b3, 0xc8a70639, 0xd4713d60, 0x4da5e709, 0xf7c1bd87,
+                0x7a024204, 0x5ba91faf, 0x9558867f, 0xe443df78,
             ],
             0xb1182d23,
         ),
         (
             1,
             [
-                0x2265b1f5, 0x91b7584a, 0xd8f16adf, 0xcd613e30, 0xc386bbc4, 0x1027c4d1, 0x414c343c,
-                0x1e2feb89, 0x7ed4d57b, 0xc2ce6f44, 0x7311d8a3, 0x78e51061, 0xa6cecc1b, 0x612e7696,
-                0xc9e9c616, 0x35bf992d, 0x18072e8c, 0x7ce42c82, 0x741c7a8, 0xe4b06ce6,
+                0x2265b1f5, 0x91b7584a, 0xd8f16adf, 0xcd613e30, 0xc386bbc4, 0x1027c4d1, 0x414c343c, 0x1e2feb89,
+                0x7ed4d57b, 0xc2ce6f44, 0x7311d8a3, 0x78e51061, 0xa6cecc1b, 0x612e7696, 0xc9e9c616, 0x35bf992d,
+                0x18072e8c, 0x7ce42c82, 0x741c7a8, 0xe4b06ce6,
             ],
             0x6fea51ca,
         ),
         (
             42,
             [
-                0xa3b1799d, 0x1c80317f, 0x6671ad1, 0xbdd640fb, 0x46685257, 0x3eb13b90, 0x392456de,
-                0x23b8c1e9, 0xbc8960a9, 0x1a3d1fa7, 0xad3c2d6d, 0xbd9c66b3, 0xe465e150, 0x8b9d2434,
-                0x16419f82, 0x972a8469, 0x6c031199, 0x822e8f3, 0x7a0ca6e, 0x17fc695a,
+                0xa3b1799d, 0x1c80317f, 0x6671ad1, 0xbdd640fb, 0x46685257, 0x3eb13b90, 0x392456de, 0x23b8c1e9,
+                0xbc8960a9, 0x1a3d1fa7, 0xad3c2d6d, 0xbd9c66b3, 0xe465e150, 0x8b9d2434, 0x16419f82, 0x972a8469,
+                0x6c031199, 0x822e8f3, 0x7a0ca6e, 0x17fc695a,
             ],
             0xfb10987f,
         ),
         (
             4294967301,
             [
-                0x284300d3, 0x7c4976ab, 0x48510b35, 0xe3d22e6a, 0x9abd7fdd, 0xd5d7e065, 0x3b7cf01,
-                0x5ae59e3d, 0xa0b5e5f5, 0x2bdb931f, 0xc71108b6, 0xf3d933fc, 0xedcf7d4a, 0xd3607ff7,
-                0xa9b20b21, 0xf955e288, 0x7eeb0dc7, 0xbaf5d2d9, 0x5abc6800, 0xefb0e51d,
+                0x284300d3, 0x7c4976ab, 0x48510b35, 0xe3d22e6a, 0x9abd7fdd, 0xd5d7e065, 0x3b7cf01, 0x5ae59e3d,
+                0xa0b5e5f5, 0x2bdb931f, 0xc71108b6, 0xf3d933fc, 0xedcf7d4a, 0xd3607ff7, 0xa9b20b21, 0xf955e288,
+                0x7eeb0dc7, 0xbaf5d2d9, 0x5abc6800, 0xefb0e51d,
             ],
             0xe4758bcf,
         ),
         (
             9223372036854775807,
             [
-                0x510fa39f, 0xa81394c8, 0xa19a35cb, 0x21f7a760, 0xcdb5bb24, 0x7dae11de, 0x74163488,
-                0x1bf750bc, 0x7a0f17b0, 0xc6015176, 0xb7079892, 0xdc94dbcb, 0xbeb55f1b, 0x96b88222,
-                0x468b7be8, 0x2a8246c9, 0xb51d0422, 0x5c31d50f, 0x9e29dacf, 0xc43cc0e1,
+                0x510fa39f, 0xa81394c8, 0xa19a35cb, 0x21f7a760, 0xcdb5bb24, 0x7dae11de, 0x74163488, 0x1bf750bc,
+                0x7a0f17b0, 0xc6015176, 0xb7079892, 0xdc94dbcb, 0xbeb55f1b, 0x96b88222, 0x468b7be8, 0x2a8246c9,
+                0xb51d0422, 0x5c31d50f, 0x9e29dacf, 0xc43cc0e1,
             ],
             0x1857b5d3,
         ),
@@ -610,26 +587,8 @@ mod tests {
     const GETRANDBITS: [(u32, [u64; 8]); 7] = [
         (1, [0x1, 0x0, 0x0, 0x1, 0x0, 0x0, 0x0, 0x0]),
         (7, [0x5e, 0xd, 0x56, 0x5e, 0x72, 0x45, 0xb, 0x4b]),
-        (
-            32,
-            [
-                0x6c031199, 0x822e8f3, 0x7a0ca6e, 0x17fc695a, 0x37f8a88b, 0x3b8faa18, 0x815ef6d1,
-                0x9a1de644,
-            ],
-        ),
-        (
-            33,
-            [
-                0x106cb0fb3,
-                0x132e70629,
-                0x1a65ed389,
-                0x8b8148f6,
-                0x386ecbe0,
-                0x96da1dac,
-                0x1cf36d58b,
-                0x101a9e71f,
-            ],
-        ),
+        (32, [0x6c031199, 0x822e8f3, 0x7a0ca6e, 0x17fc695a, 0x37f8a88b, 0x3b8faa18, 0x815ef6d1, 0x9a1de644]),
+        (33, [0x106cb0fb3, 0x132e70629, 0x1a65ed389, 0x8b8148f6, 0x386ecbe0, 0x96da1dac, 0x1cf36d58b, 0x101a9e71f]),
         (
             64,
             [
@@ -644,19 +603,7 @@ mod tests {
             ],
         ),
         (1, [0x1, 0x0, 0x1, 0x0, 0x1, 0x0, 0x1, 0x0]),
-        (
-            33,
-            [
-                0x89463e85,
-                0x1f91e1d4c,
-                0x60e7a113,
-                0x8d5288f1,
-                0x1d453dd32,
-                0x19e574f7a,
-                0xdc98d2c1,
-                0x93cd59bf,
-            ],
-        ),
+        (33, [0x89463e85, 0x1f91e1d4c, 0x60e7a113, 0x8d5288f1, 0x1d453dd32, 0x19e574f7a, 0xdc98d2c1, 0x93cd59bf]),
     ];
     const GETRANDBITS_NEXT_U32: u32 = 0xb45ed1f0;
 
@@ -684,20 +631,8 @@ mod tests {
         (3, [2, 2, 0, 2, 0, 1, 0, 1]),
         (10, [6, 7, 1, 2, 5, 6, 5, 5]),
         (1000, [812, 205, 333, 437, 424, 324, 581, 219]),
-        (
-            4294967296,
-            [
-                1747944974, 878282451, 3220834165, 3272412835, 2171708611, 3028626171, 2635762819,
-                3351661909,
-            ],
-        ),
-        (
-            4294967297,
-            [
-                1993999264, 584564095, 1583894422, 2697661207, 1124993013, 2678528601, 3061254929,
-                3698977000,
-            ],
-        ),
+        (4294967296, [1747944974, 878282451, 3220834165, 3272412835, 2171708611, 3028626171, 2635762819, 3351661909]),
+        (4294967297, [1993999264, 584564095, 1583894422, 2697661207, 1124993013, 2678528601, 3061254929, 3698977000]),
         (
             9223372036854775808,
             [
@@ -765,18 +700,11 @@ mod tests {
         (0, 9, [1, 8, 6, 0, 9, 1, 3, 9]),
         (1, 3, [1, 3, 3, 2, 1, 1, 1, 3]),
         (-3, 1000, [876, 133, 293, 426, 144, 550, 117, 581]),
-        (
-            1,
-            32768,
-            [20217, 11845, 6754, 12313, 24406, 6386, 4115, 3907],
-        ),
+        (1, 32768, [20217, 11845, 6754, 12313, 24406, 6386, 4115, 3907]),
         (
             0,
             4294967296,
-            [
-                2658625969, 2283721058, 3338172184, 3966150535, 1552984408, 3349342752, 1927728186,
-                314395342,
-            ],
+            [2658625969, 2283721058, 3338172184, 3966150535, 1552984408, 3349342752, 1927728186, 314395342],
         ),
         (
             -1099511627776,
@@ -1064,9 +992,7 @@ mod tests {
     fn normalvariate_matches_cpython() {
         for (seed, mu, sigma, expected, next) in NORMALVARIATE {
             let mut rng = CpythonRandom::new(seed);
-            let got: Vec<u64> = (0..20)
-                .map(|_| rng.normalvariate(mu, sigma).to_bits())
-                .collect();
+            let got: Vec<u64> = (0..20).map(|_| rng.normalvariate(mu, sigma).to_bits()).collect();
             assert_eq!(got, expected, "seed {seed}");
             assert_eq!(rng.genrand_u32(), next, "seed {seed}");
         }
@@ -1162,9 +1088,7 @@ mod tests {
             assert_eq!(mu.to_bits(), mu_bits, "mu for mean {mean}");
             assert_eq!(sigma.to_bits(), sigma_bits, "sigma for cv {cv}");
             let mut rng = CpythonRandom::new(seed);
-            let got: Vec<u64> = (0..20)
-                .map(|_| rng.lognormvariate(mu, sigma).to_bits())
-                .collect();
+            let got: Vec<u64> = (0..20).map(|_| rng.lognormvariate(mu, sigma).to_bits()).collect();
             assert_eq!(got, expected, "seed {seed}");
             assert_eq!(rng.genrand_u32(), next, "seed {seed}");
         }
@@ -1494,9 +1418,7 @@ mod tests {
     fn gammavariate_matches_cpython_in_all_branches() {
         for (seed, alpha, beta, expected, next) in GAMMAVARIATE {
             let mut rng = CpythonRandom::new(seed);
-            let got: Vec<u64> = (0..30)
-                .map(|_| rng.gammavariate(alpha, beta).to_bits())
-                .collect();
+            let got: Vec<u64> = (0..30).map(|_| rng.gammavariate(alpha, beta).to_bits()).collect();
             assert_eq!(got, expected, "seed {seed}, alpha {alpha}, beta {beta}");
             assert_eq!(rng.genrand_u32(), next, "seed {seed}");
         }
@@ -1528,15 +1450,9 @@ mod tests {
         for _ in 0..800 {
             t += rng.expovariate(8.0);
             let (pmu, psigma) = lognormal_params(2048.0, 0.5);
-            let prompt = rng
-                .lognormvariate(pmu, psigma)
-                .round_ties_even()
-                .clamp(1.0, 32768.0) as u64;
+            let prompt = rng.lognormvariate(pmu, psigma).round_ties_even().clamp(1.0, 32768.0) as u64;
             let (omu, osigma) = lognormal_params(256.0, 0.5);
-            let output = rng
-                .lognormvariate(omu, osigma)
-                .round_ties_even()
-                .clamp(1.0, 32768.0) as u64;
+            let output = rng.lognormvariate(omu, osigma).round_ties_even().clamp(1.0, 32768.0) as u64;
             requests.push((t, prompt, output));
         }
         let (t0, p0, o0) = requests[0];

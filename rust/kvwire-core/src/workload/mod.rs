@@ -28,12 +28,7 @@ pub enum LengthDist {
     Uniform { min: u32, max: u32 },
     /// Lognormal in the mean/cv parametrisation: σ² = ln(1 + cv²), μ = ln(mean) − σ²/2, rounded half to
     /// even, clipped. `cv == 0` always gives round(mean) clipped, with no draw (as the reference).
-    Lognormal {
-        mean: f64,
-        cv: f64,
-        min: u32,
-        max: u32,
-    },
+    Lognormal { mean: f64, cv: f64, min: u32, max: u32 },
 }
 
 impl LengthDist {
@@ -70,13 +65,7 @@ impl Arrivals {
 
 /// Generate `n` requests. For each request in order: the gap (t += gap, so the first arrival is > 0), then
 /// the prompt length, then the output length — the reference simulator's draw order.
-pub fn generate(
-    n: usize,
-    seed: u64,
-    arrivals: Arrivals,
-    prompt: LengthDist,
-    output: LengthDist,
-) -> Trace {
+pub fn generate(n: usize, seed: u64, arrivals: Arrivals, prompt: LengthDist, output: LengthDist) -> Trace {
     let mut rng = CpythonRandom::new(seed);
     let mut arrival_s = Vec::with_capacity(n);
     let mut prompt_tokens = Vec::with_capacity(n);
@@ -95,73 +84,24 @@ pub fn generate(
 mod tests {
     use super::*;
 
-    const REF_PROMPT: LengthDist = LengthDist::Lognormal {
-        mean: 2048.0,
-        cv: 0.5,
-        min: 1,
-        max: 32768,
-    };
-    const REF_OUTPUT: LengthDist = LengthDist::Lognormal {
-        mean: 256.0,
-        cv: 0.5,
-        min: 1,
-        max: 32768,
-    };
+    const REF_PROMPT: LengthDist = LengthDist::Lognormal { mean: 2048.0, cv: 0.5, min: 1, max: 32768 };
+    const REF_OUTPUT: LengthDist = LengthDist::Lognormal { mean: 256.0, cv: 0.5, min: 1, max: 32768 };
 
     /// The published fingerprint of the seed-1 reference workload at 8 req/s × 800 (spec/simulator.md (e)).
     #[test]
     fn reference_workload_fingerprint() {
-        let t = generate(
-            800,
-            1,
-            Arrivals::Poisson { rate_per_s: 8.0 },
-            REF_PROMPT,
-            REF_OUTPUT,
-        );
+        let t = generate(800, 1, Arrivals::Poisson { rate_per_s: 8.0 }, REF_PROMPT, REF_OUTPUT);
         assert_eq!((t.arrival_s()[0] * 1e9).round() / 1e9, 0.018036383);
         assert_eq!((t.prompt_tokens()[0], t.output_tokens()[0]), (1236, 204));
-        assert_eq!(
-            t.prompt_tokens().iter().map(|&x| x as u64).sum::<u64>(),
-            1_642_027
-        );
-        assert_eq!(
-            t.output_tokens().iter().map(|&x| x as u64).sum::<u64>(),
-            206_235
-        );
+        assert_eq!(t.prompt_tokens().iter().map(|&x| x as u64).sum::<u64>(), 1_642_027);
+        assert_eq!(t.output_tokens().iter().map(|&x| x as u64).sum::<u64>(), 206_235);
     }
 
     #[test]
     fn same_seed_same_workload_other_seed_differs() {
-        let a = generate(
-            500,
-            7,
-            Arrivals::Gamma {
-                rate_per_s: 3.0,
-                cv: 2.0,
-            },
-            REF_PROMPT,
-            REF_OUTPUT,
-        );
-        let b = generate(
-            500,
-            7,
-            Arrivals::Gamma {
-                rate_per_s: 3.0,
-                cv: 2.0,
-            },
-            REF_PROMPT,
-            REF_OUTPUT,
-        );
-        let c = generate(
-            500,
-            8,
-            Arrivals::Gamma {
-                rate_per_s: 3.0,
-                cv: 2.0,
-            },
-            REF_PROMPT,
-            REF_OUTPUT,
-        );
+        let a = generate(500, 7, Arrivals::Gamma { rate_per_s: 3.0, cv: 2.0 }, REF_PROMPT, REF_OUTPUT);
+        let b = generate(500, 7, Arrivals::Gamma { rate_per_s: 3.0, cv: 2.0 }, REF_PROMPT, REF_OUTPUT);
+        let c = generate(500, 8, Arrivals::Gamma { rate_per_s: 3.0, cv: 2.0 }, REF_PROMPT, REF_OUTPUT);
         assert_eq!(a, b);
         assert_ne!(a, c);
     }
@@ -172,43 +112,16 @@ mod tests {
         let n = 200_000;
         for (arr, cv_want) in [
             (Arrivals::Poisson { rate_per_s: 4.0 }, 1.0),
-            (
-                Arrivals::Gamma {
-                    rate_per_s: 4.0,
-                    cv: 3.0,
-                },
-                3.0,
-            ),
-            (
-                Arrivals::Gamma {
-                    rate_per_s: 4.0,
-                    cv: 0.5,
-                },
-                0.5,
-            ),
+            (Arrivals::Gamma { rate_per_s: 4.0, cv: 3.0 }, 3.0),
+            (Arrivals::Gamma { rate_per_s: 4.0, cv: 0.5 }, 0.5),
         ] {
-            let t = generate(
-                n,
-                3,
-                arr,
-                LengthDist::Fixed { value: 5 },
-                LengthDist::Fixed { value: 1 },
-            );
+            let t = generate(n, 3, arr, LengthDist::Fixed { value: 5 }, LengthDist::Fixed { value: 1 });
             let a = t.arrival_s();
-            let gaps: Vec<f64> = (0..n)
-                .map(|i| a[i] - if i == 0 { 0.0 } else { a[i - 1] })
-                .collect();
+            let gaps: Vec<f64> = (0..n).map(|i| a[i] - if i == 0 { 0.0 } else { a[i - 1] }).collect();
             let mean = gaps.iter().sum::<f64>() / n as f64;
             let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / n as f64;
-            assert!(
-                (mean - 0.25).abs() < 0.25 * 0.03,
-                "{arr:?}: mean gap {mean}"
-            );
-            assert!(
-                (var.sqrt() / mean - cv_want).abs() < cv_want * 0.05,
-                "{arr:?}: cv {}",
-                var.sqrt() / mean
-            );
+            assert!((mean - 0.25).abs() < 0.25 * 0.03, "{arr:?}: mean gap {mean}");
+            assert!((var.sqrt() / mean - cv_want).abs() < cv_want * 0.05, "{arr:?}: cv {}", var.sqrt() / mean);
             assert!(t.prompt_tokens().iter().all(|&p| p == 5));
         }
         let t = generate(
@@ -216,12 +129,7 @@ mod tests {
             4,
             Arrivals::Poisson { rate_per_s: 1.0 },
             LengthDist::Uniform { min: 10, max: 20 },
-            LengthDist::Lognormal {
-                mean: 300.0,
-                cv: 0.8,
-                min: 1,
-                max: 1_000_000,
-            },
+            LengthDist::Lognormal { mean: 300.0, cv: 0.8, min: 1, max: 1_000_000 },
         );
         assert!(t.prompt_tokens().iter().all(|&p| (10..=20).contains(&p)));
         let hits20 = t.prompt_tokens().iter().filter(|&&p| p == 20).count() as f64 / n as f64;
@@ -236,18 +144,8 @@ mod tests {
             2000,
             1,
             Arrivals::Poisson { rate_per_s: 1.0 },
-            LengthDist::Lognormal {
-                mean: 100.0,
-                cv: 2.0,
-                min: 50,
-                max: 120,
-            },
-            LengthDist::Lognormal {
-                mean: 7.5,
-                cv: 0.0,
-                min: 1,
-                max: 100,
-            },
+            LengthDist::Lognormal { mean: 100.0, cv: 2.0, min: 50, max: 120 },
+            LengthDist::Lognormal { mean: 7.5, cv: 0.0, min: 1, max: 100 },
         );
         assert!(t.prompt_tokens().iter().all(|&p| (50..=120).contains(&p)));
         assert!(t.prompt_tokens().contains(&50) && t.prompt_tokens().contains(&120));

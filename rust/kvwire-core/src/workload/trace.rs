@@ -14,29 +14,16 @@ pub struct Trace {
 impl Trace {
     /// Validate three columns. `path` names the table in errors (e.g. `requests` or `workload.trace`);
     /// every error names the column and the first offending row.
-    pub fn from_columns(
-        path: &str,
-        arrival_s: &[f64],
-        prompt_tokens: &[i64],
-        output_tokens: &[i64],
-    ) -> Result<Self> {
+    pub fn from_columns(path: &str, arrival_s: &[f64], prompt_tokens: &[i64], output_tokens: &[i64]) -> Result<Self> {
         let n = arrival_s.len();
         if n == 0 {
-            return Err(Error::trace(
-                path,
-                "the request table is empty: give at least one request",
-            ));
+            return Err(Error::trace(path, "the request table is empty: give at least one request"));
         }
-        for (name, len) in [
-            ("prompt_tokens", prompt_tokens.len()),
-            ("output_tokens", output_tokens.len()),
-        ] {
+        for (name, len) in [("prompt_tokens", prompt_tokens.len()), ("output_tokens", output_tokens.len())] {
             if len != n {
                 return Err(Error::trace(
                     format!("{path}.{name}"),
-                    format!(
-                        "has {len} rows but arrival_s has {n}: the columns must have equal length"
-                    ),
+                    format!("has {len} rows but arrival_s has {n}: the columns must have equal length"),
                 ));
             }
         }
@@ -58,24 +45,12 @@ impl Trace {
         }
         let prompt = to_u32(path, "prompt_tokens", prompt_tokens, 1)?;
         let output = to_u32(path, "output_tokens", output_tokens, 0)?;
-        Ok(Trace {
-            arrival_s: arrival_s.to_vec(),
-            prompt_tokens: prompt,
-            output_tokens: output,
-        })
+        Ok(Trace { arrival_s: arrival_s.to_vec(), prompt_tokens: prompt, output_tokens: output })
     }
 
     /// Wrap columns that are valid by construction (the generators).
-    pub(crate) fn from_parts_unchecked(
-        arrival_s: Vec<f64>,
-        prompt_tokens: Vec<u32>,
-        output_tokens: Vec<u32>,
-    ) -> Self {
-        Trace {
-            arrival_s,
-            prompt_tokens,
-            output_tokens,
-        }
+    pub(crate) fn from_parts_unchecked(arrival_s: Vec<f64>, prompt_tokens: Vec<u32>, output_tokens: Vec<u32>) -> Self {
+        Trace { arrival_s, prompt_tokens, output_tokens }
     }
 
     pub fn len(&self) -> usize {
@@ -128,41 +103,16 @@ mod tests {
 
     #[test]
     fn names_column_and_row_of_bad_values() {
-        let e =
-            |a: &[f64], p: &[i64], o: &[i64]| Trace::from_columns("requests", a, p, o).unwrap_err();
+        let e = |a: &[f64], p: &[i64], o: &[i64]| Trace::from_columns("requests", a, p, o).unwrap_err();
         assert_eq!(e(&[], &[], &[]).path(), "requests");
-        assert_eq!(
-            e(&[0.0, f64::NAN], &[1, 1], &[1, 1]).path(),
-            "requests.arrival_s[1]"
-        );
-        assert_eq!(
-            e(&[0.0, -1.0], &[1, 1], &[1, 1]).path(),
-            "requests.arrival_s[1]"
-        );
-        assert_eq!(
-            e(&[0.0, f64::INFINITY], &[1, 1], &[1, 1]).path(),
-            "requests.arrival_s[1]"
-        );
-        assert_eq!(
-            e(&[2.0, 1.0], &[1, 1], &[1, 1]).path(),
-            "requests.arrival_s[1]"
-        );
-        assert_eq!(
-            e(&[0.0, 1.0], &[1, 0], &[1, 1]).path(),
-            "requests.prompt_tokens[1]"
-        );
-        assert_eq!(
-            e(&[0.0, 1.0], &[1, 1], &[-3, 1]).path(),
-            "requests.output_tokens[0]"
-        );
-        assert_eq!(
-            e(&[0.0, 1.0], &[1], &[1, 1]).path(),
-            "requests.prompt_tokens"
-        );
-        assert_eq!(
-            e(&[0.0], &[1 << 40], &[1]).path(),
-            "requests.prompt_tokens[0]"
-        );
+        assert_eq!(e(&[0.0, f64::NAN], &[1, 1], &[1, 1]).path(), "requests.arrival_s[1]");
+        assert_eq!(e(&[0.0, -1.0], &[1, 1], &[1, 1]).path(), "requests.arrival_s[1]");
+        assert_eq!(e(&[0.0, f64::INFINITY], &[1, 1], &[1, 1]).path(), "requests.arrival_s[1]");
+        assert_eq!(e(&[2.0, 1.0], &[1, 1], &[1, 1]).path(), "requests.arrival_s[1]");
+        assert_eq!(e(&[0.0, 1.0], &[1, 0], &[1, 1]).path(), "requests.prompt_tokens[1]");
+        assert_eq!(e(&[0.0, 1.0], &[1, 1], &[-3, 1]).path(), "requests.output_tokens[0]");
+        assert_eq!(e(&[0.0, 1.0], &[1], &[1, 1]).path(), "requests.prompt_tokens");
+        assert_eq!(e(&[0.0], &[1 << 40], &[1]).path(), "requests.prompt_tokens[0]");
         let msg = e(&[2.0, 1.0], &[1, 1], &[1, 1]).to_string();
         assert!(msg.contains("sorted"), "{msg}");
     }

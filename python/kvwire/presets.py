@@ -3,7 +3,7 @@
 >>> from kvwire.presets import catalog
 >>> cat = catalog()
 >>> sorted(cat)
-['devices', 'formats', 'links', 'models']
+['devices', 'format_aliases', 'formats', 'links', 'models']
 >>> cat["links"]["eth-25g"]["bandwidth_gb_per_s"]
 3.125
 """

@@ -5,11 +5,11 @@ Formats (``spec/traces.md``): the Azure LLM inference traces (CSV ``TIMESTAMP,Co
 wall-clock timestamps with up to 7 fractional digits, optionally a ``+00:00`` zone) and the Mooncake traces
 (JSON Lines with ``timestamp`` in milliseconds, ``input_length``, ``output_length``).
 
->>> import polars as pl, tempfile, os
->>> d = tempfile.mkdtemp(); p = os.path.join(d, "t.csv")
->>> _ = open(p, "w").write("TIMESTAMP,ContextTokens,GeneratedTokens\\r\\n"
-...     "2023-11-16 18:17:03.9799600,4808,10\\r\\n2023-11-16 18:17:04.0319600,3180,8")
->>> read_azure_csv(p)["arrival_s"].to_list()
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
+>>> _ = p.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\r\n"
+...     "2023-11-16 18:17:03.9799600,4808,10\r\n2023-11-16 18:17:04.0319600,3180,8")
+>>> [round(t, 9) for t in read_azure_csv(p)["arrival_s"]]
 [0.0, 0.052]
 """
 

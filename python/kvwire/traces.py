@@ -1,4 +1,4 @@
-"""Readers for public request traces, returning the request table :func:`kvwire.simulate` accepts
+r"""Readers for public request traces, returning the request table :func:`kvwire.simulate` accepts
 (``arrival_s``, ``prompt_tokens``, ``output_tokens``; arrivals relative to the first request).
 
 Formats (``spec/traces.md``): the Azure LLM inference traces (CSV ``TIMESTAMP,ContextTokens,GeneratedTokens``,

@@ -10,6 +10,7 @@ import pytest
 MODULES = [
     "kvwire",
     "kvwire.errors",
+    "kvwire.handoff",
     "kvwire.presets",
     "kvwire.quant",
     "kvwire.run",

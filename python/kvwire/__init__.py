@@ -22,6 +22,7 @@ from kvwire.errors import (
     TraceError,
     UnknownPresetError,
 )
+from kvwire.handoff import handoff
 from kvwire.presets import catalog
 from kvwire.run import SimResult, simulate
 from kvwire.scenario import ScenarioDict, default_scenario, load_scenario, validate
@@ -40,6 +41,7 @@ __all__ = [
     "__version__",
     "catalog",
     "default_scenario",
+    "handoff",
     "load_scenario",
     "quant",
     "read_azure_csv",

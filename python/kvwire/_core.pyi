@@ -13,6 +13,7 @@ __all__ = [
     "default_scenario_json",
     "dequantize",
     "error",
+    "handoff_json",
     "isa",
     "quantize",
     "simulate",
@@ -24,6 +25,7 @@ __version__: str
 def default_scenario_json() -> str: ...
 def catalog_json() -> str: ...
 def validate(scenario_json: str) -> None: ...
+def handoff_json(scenario_json: str, prompt_tokens: int, streaming: str) -> str: ...
 def simulate(
     scenario_json: str,
     arrival_s: npt.NDArray[np.float64] | None = None,

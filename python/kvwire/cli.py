@@ -97,6 +97,56 @@ def presets(as_json: bool) -> None:
     click.echo("\nsources: `kvwire presets --json` gives every preset's source.")
 
 
+@main.command("handoff")
+@click.option("--model", default="llama3-8b", show_default=True, help="Model preset.")
+@click.option("--prompt-tokens", default=2048, show_default=True, help="Prompt length.")
+@click.option("--link", default="ib-ndr", show_default=True, help="Link preset.")
+@click.option("--compression", default="none", show_default=True, help="Format of the hand-off.")
+@click.option("--streaming", type=click.Choice(["whole", "layer"]), default="whole", show_default=True)
+@click.option("--device", default="h100", show_default=True, help="Prefill device preset.")
+@click.option("--lm-head", type=click.Choice(["last", "all"]), default="last", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def handoff_cmd(
+    model: str,
+    prompt_tokens: int,
+    link: str,
+    compression: str,
+    streaming: str,
+    device: str,
+    lm_head: str,
+    as_json: bool,
+) -> None:
+    """Closed-form hand-off of one prompt: size, wire time, prefill, exposed time, link-full rate."""
+    from kvwire.handoff import handoff
+
+    try:
+        h = handoff(
+            model,
+            prompt_tokens,
+            link=link,
+            compression=compression,
+            streaming=streaming,  # type: ignore[arg-type]
+            device=device,
+            cost={"prefill_lm_head": lm_head},
+        )
+    except KvwireError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(h, indent=2))
+        return
+    click.echo(
+        f"{model}, {prompt_tokens:,} tokens, prefill on {device}, {link}, compression {compression}, "
+        f"{streaming} hand-off\n"
+        f"  KV per token      {h['bytes_per_token']:>14,.0f} B\n"
+        f"  hand-off          {h['handoff_bytes'] / 1e6:>14,.1f} MB\n"
+        f"  on the wire       {h['wire_bytes'] / 1e6:>14,.1f} MB\n"
+        f"  transfer          {h['transfer_s'] * 1e3:>14,.2f} ms\n"
+        f"  prefill           {h['prefill_s'] * 1e3:>14,.2f} ms\n"
+        f"  exposed after it  {h['exposed_s'] * 1e3:>14,.2f} ms\n"
+        f"  link full at      {h['link_full_rate_per_s']:>14,.1f} req/s"
+    )
+
+
 @main.command("quant-report")
 @click.argument("npy_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--axis", default=-1, show_default=True, help="Quantisation axis (blocks run along it).")

@@ -39,6 +39,29 @@ mod _core {
         kvwire_core::catalog::catalog_json().to_string()
     }
 
+    /// Closed-form hand-off figures for one prompt (`kvwire.handoff`), as JSON text. `streaming` is
+    /// `"whole"` or `"layer"`.
+    #[pyfunction]
+    fn handoff_json(scenario_json: &str, prompt_tokens: u64, streaming: &str) -> PyResult<String> {
+        use kvwire_core::handoff::closed_form::{handoff, StreamingMode};
+        let mode = match streaming {
+            "whole" => StreamingMode::Whole,
+            "layer" => StreamingMode::Layer,
+            other => {
+                return Err(to_py(kvwire_core::Error::field(
+                    "streaming",
+                    format!("expected \"whole\" or \"layer\", got {other:?}"),
+                )))
+            }
+        };
+        if prompt_tokens == 0 {
+            return Err(to_py(kvwire_core::Error::field("prompt_tokens", "must be ≥ 1")));
+        }
+        let sc = Scenario::from_json(scenario_json, None).map_err(to_py)?;
+        serde_json::to_string(&handoff(&sc, prompt_tokens, mode))
+            .map_err(|e| to_py(kvwire_core::Error::Internal(e.to_string())))
+    }
+
     /// Validate a scenario without running it. Raises the same exceptions as `simulate`.
     #[pyfunction]
     fn validate(py: Python<'_>, scenario_json: &str) -> PyResult<()> {

@@ -136,6 +136,14 @@ impl Scenario {
         })
     }
 
+    /// The pool that runs prefill (the colocated pool in colocated mode).
+    pub fn prefill_pool(&self) -> &Pool {
+        match &self.topology {
+            Topology::Disaggregated { prefill, .. } => prefill,
+            Topology::Colocated { pool } => pool,
+        }
+    }
+
     /// Validate an already-parsed spec.
     pub fn from_spec(spec: ScenarioSpec, requests: Option<Trace>) -> Result<Self> {
         validate::validate(spec, requests)

@@ -201,4 +201,37 @@ mod tests {
         assert_eq!(diff, (2 * 128_256u128 * 4096 * (2000 - 2)) as f64);
         assert_eq!(all.prefill(2000, 2, att).bytes, last.prefill(2000, 2, att).bytes);
     }
+
+    /// `to_f64` rounds an exact count to the nearest `f64` on both of its paths: below 2⁶⁴ (the fast
+    /// `u64` path) and at or above it (the `u128` path). Expected values are exact powers of two and
+    /// their multiples, and Rust's correctly rounded `u128 as f64`.
+    #[test]
+    fn to_f64_is_exact_rounding_on_both_sides_of_2_pow_64() {
+        let two64 = 18_446_744_073_709_551_616.0_f64;
+        assert_eq!(to_f64(0), 0.0);
+        assert_eq!(to_f64(1 << 53), 9_007_199_254_740_992.0);
+        assert_eq!(to_f64(u64::MAX as u128), two64); // rounds up to 2⁶⁴
+        assert_eq!(to_f64(1 << 64), two64);
+        assert_eq!(to_f64(3 << 64), 3.0 * two64);
+        assert_eq!(to_f64((1 << 64) + 1000), two64); // within half an ulp (2048) of 2⁶⁴
+        assert_eq!(to_f64(1 << 100), 2f64.powi(100));
+        for x in [7u128 << 70, u128::MAX, 10u128.pow(21) + 7, (1 << 64) - 1] {
+            assert_eq!(to_f64(x), x as f64, "{x}");
+        }
+    }
+
+    /// A prompt long enough that the attention FLOPs pass 2⁶⁴: 4,000,000 tokens of Llama-3-70B (such a
+    /// prompt fits the KV cache of a 64×H100 instance, 13.6 M tokens). The prefill FLOPs are still
+    /// 2·P_mm·T + 2·L·d·s·(s+1) (spec (b)), exact in integers and rounded once.
+    #[test]
+    fn prefill_flops_beyond_2_pow_64_stay_exact() {
+        let c = ModelCost::new(&preset("llama3-70b"), LmHead::All);
+        let s: u128 = 4_000_000;
+        let attention = 2 * 80 * 8192 * s * (s + 1);
+        assert!(attention > 1 << 64);
+        assert_eq!(c.prompt_attention_flops(4_000_000), attention);
+        let p_mm: u128 = 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672) + 128_256 * 8192;
+        let want = (2 * p_mm * s + attention) as f64;
+        assert_eq!(c.prefill(4_000_000, 1, attention).flops, want);
+    }
 }

@@ -260,4 +260,84 @@ mod tests {
         assert_eq!(cap("h100", 2, &c70), Ok(8_835));
         assert!(cap("h100", 1, &c70).is_err());
     }
+
+    /// t_c, t_m, E_c, E_m of a step on one H100, from the spec's device row (989 TFLOP/s × 0.55,
+    /// 3.35 TB/s × 0.80, 1 pJ/FLOP, 60 pJ/byte).
+    fn h100_parts(w: StepWork) -> (f64, f64, f64, f64) {
+        (w.flops / (989e12 * 0.55), w.bytes / (3.35e12 * 0.80), w.flops * 1e-12, w.bytes * 60e-12)
+    }
+
+    fn rel_close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-12 * b.abs()
+    }
+
+    /// A large decode batch at short contexts (8B, b = 200, ctx = 10,000 on 1×H100) is memory-bound but
+    /// close to the ridge (t_c/t_m ≈ 0.91) and draws ≈ 654 W at full clock, above the 600 W budget.
+    /// Spec (b): with the TDP roof and no DVFS, memory still sets the time, so the clock slows to
+    /// s = √x with x = (budget·t_m − E_m)/E_c: the time stays t_m, the step is "power"-bound and the
+    /// dynamic power is exactly the budget (E_c·s² = budget·t_m − E_m).
+    #[test]
+    fn power_roof_slows_the_clock_of_a_memory_bound_step() {
+        let c8 = cost("llama3-8b");
+        let w = c8.decode(10_000, 200);
+        let (t_c, t_m, e_c, e_m) = h100_parts(w);
+        assert!(t_c < t_m && (e_c + e_m) / t_m > 600.0, "premise");
+        let x = (600.0 * t_m - e_m) / e_c;
+        assert!(x > 0.0 && x.sqrt() * t_m >= t_c, "premise: memory still sets the time");
+        let t = StepTimer::new(&dev("h100"), 1, None, REF).time(w);
+        assert_eq!(t.bound, Bound::Power);
+        assert!(rel_close(t.time_s, t_m + 0.0005), "{t:?}");
+        assert!(rel_close(t.compute_j, e_c * x), "{t:?}");
+        assert!(rel_close(t.compute_j, 600.0 * t_m - e_m), "{t:?}");
+        assert_eq!(t.memory_j, e_m);
+    }
+
+    /// Spec (b) DVFS: a memory-bound step runs its compute at s = max(0.4, t_c/t_m), so with t_c/t_m ≈ 0.91
+    /// (the step above) s = t_c/t_m, the time stays t_m and E_c becomes E_c·s². The slowed clock is what the
+    /// power roof sees: at full clock the step would draw ≈ 654 W > 600 W, at s it draws ≈ 566 W, so it is
+    /// not power-bound.
+    #[test]
+    fn dvfs_uses_the_ratio_clock_and_the_power_roof_sees_it() {
+        let c8 = cost("llama3-8b");
+        let w = c8.decode(10_000, 200);
+        let (t_c, t_m, e_c, e_m) = h100_parts(w);
+        let s = t_c / t_m;
+        assert!(s > 0.4 && s < 1.0, "premise: {s}");
+        assert!((e_c + e_m) / t_m > 600.0 && (e_c * s * s + e_m) / t_m < 600.0, "premise");
+        let t = StepTimer::new(&dev("h100"), 1, None, RooflineParams { dvfs: true, ..REF }).time(w);
+        assert_eq!(t.bound, Bound::Memory);
+        assert!(rel_close(t.time_s, t_m + 0.0005), "{t:?}");
+        assert!(rel_close(t.compute_j, e_c * s * s), "{t:?}");
+        assert_eq!(t.memory_j, e_m);
+    }
+
+    /// A compute-bound step over the power budget (8B prefill of 400 tokens on 1×H100, ≈ 625 W at full
+    /// clock; spec (b)): memory cannot set the time (√x·t_m < t_c), so the clock s solves
+    /// E_c·s³ + E_m·s = budget·t_c. The root is found here by bisection, independently of the closed form;
+    /// then t = t_c/s, E_c ← E_c·s², and the dynamic power equals the 600 W budget.
+    #[test]
+    fn power_roof_on_a_compute_bound_step_solves_the_cubic() {
+        let c8 = cost("llama3-8b");
+        let w = c8.prefill(400, 1, c8.prompt_attention_flops(400));
+        let (t_c, t_m, e_c, e_m) = h100_parts(w);
+        let x = (600.0 * t_m - e_m) / e_c;
+        assert!(t_c > t_m && (e_c + e_m) / t_c > 600.0 && x.sqrt() * t_m < t_c, "premise");
+        let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
+        for _ in 0..200 {
+            let mid = 0.5 * (lo + hi);
+            if e_c * mid * mid * mid + e_m * mid > 600.0 * t_c {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        let s = 0.5 * (lo + hi);
+        assert!(s > 0.4, "premise: above the clock floor ({s})");
+        let t = StepTimer::new(&dev("h100"), 1, None, REF).time(w);
+        assert_eq!(t.bound, Bound::Power);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
+        assert!(close(t.time_s - 0.0005, t_c / s), "{t:?} vs s = {s}");
+        assert!(close(t.compute_j, e_c * s * s), "{t:?}");
+        assert!(close((t.compute_j + t.memory_j) / (t.time_s - 0.0005), 600.0), "{t:?}");
+    }
 }

@@ -46,8 +46,12 @@ pub struct Handoff {
 pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> Handoff {
     let model = ModelCost::new(&sc.model.spec, sc.lm_head);
     let prefill_pool = sc.prefill_pool();
-    let timer =
-        StepTimer::new(&prefill_pool.device.spec, prefill_pool.devices_per_instance, prefill_pool.power_cap_w, sc.roofline);
+    let timer = StepTimer::new(
+        &prefill_pool.device.spec,
+        prefill_pool.devices_per_instance,
+        prefill_pool.power_cap_w,
+        sc.roofline,
+    );
     let prefill_s = timer.time(model.prefill(prompt_tokens, 1, model.prompt_attention_flops(prompt_tokens))).time_s;
     let handoff_bytes = prompt_tokens as f64 * model.kv_bytes_per_token;
     let ratio = sc.compression.map_or(1.0, |f| f.ratio_vs_bf16());

@@ -63,4 +63,23 @@ mod tests {
         assert_eq!(l.release(1), Some(9));
         assert_eq!(l.release(1), None);
     }
+
+    /// `queued` counts the requests still waiting for a channel: none at first, every request while all
+    /// channels are busy, one fewer per grant, and none once the queue drains.
+    #[test]
+    fn queued_counts_the_waiting_requests() {
+        let mut l = FcfsLink::new(1);
+        assert_eq!(l.queued(), 0);
+        for r in [1, 2, 3] {
+            l.request(r);
+        }
+        assert_eq!(l.queued(), 3);
+        assert_eq!(l.grant(), Some((0, 1)));
+        assert_eq!(l.queued(), 2);
+        assert_eq!(l.release(0), Some(1));
+        assert_eq!(l.grant(), Some((0, 2)));
+        assert_eq!(l.release(0), Some(2));
+        assert_eq!(l.grant(), Some((0, 3)));
+        assert_eq!(l.queued(), 0);
+    }
 }

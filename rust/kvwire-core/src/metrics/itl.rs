@@ -253,4 +253,84 @@ mod tests {
             prop_assert_eq!(q.p99.unwrap(), np_percentile(&flat, 99.0));
         }
     }
+
+    /// Dekker's product error is exact for any integer weight, including weights ≥ 2²⁶ with many
+    /// significant bits (which the split path could not multiply exactly); the oracle is the correctly
+    /// rounded fused multiply-add.
+    #[test]
+    fn two_prod_err_is_exact_for_wide_weights() {
+        for (v, w) in [
+            (1.0 / 3.0, 999_999_999.0),
+            (0.1, 67_108_865.0),
+            (0.4503335571287868, 4_294_967_295.0),
+            (0.7, 123_456_789_012.0),
+            (1.0 / 7.0, 67_108_863.0),
+        ] {
+            let prod = v * w;
+            assert_eq!(two_prod_err(v, w, prod), v.mul_add(w, -prod), "{v} {w}");
+        }
+    }
+
+    /// A bucket holding distinct values is represented by their weighted mean (the module's documented
+    /// rule): 1 and 1 + 2⁻²⁰ share a bucket (width 2⁻¹³ relative), so with weights 3 and 1 every percentile
+    /// reads (3·1 + 1 + 2⁻²⁰)/4 = 1 + 2⁻²²; max stays exact and the mean is that same exact value. With
+    /// weights 1 and 1 the bucket reads 1 + 2⁻²¹, which for p50 is numpy's answer too.
+    #[test]
+    fn a_bucket_of_distinct_values_reads_as_their_mean() {
+        let (a, b) = (1.0, 1.0 + 2f64.powi(-20));
+        let mut h = ItlHistogram::default();
+        h.record(a, 3);
+        h.record(b, 1);
+        let q = h.quantiles();
+        let mean = 1.0 + 2f64.powi(-22);
+        for p in [q.p50, q.p90, q.p99_9] {
+            assert_eq!(p, Some(mean));
+        }
+        assert_eq!(q.max, Some(b));
+        assert_eq!(q.mean, Some(mean));
+        let mut h = ItlHistogram::default();
+        h.record(a, 1);
+        h.record(b, 1);
+        let q = h.quantiles();
+        assert_eq!(q.p50, Some(1.0 + 2f64.powi(-21)));
+        assert_eq!(q.p50, Some(np_percentile(&[a, b], 50.0)));
+    }
+
+    /// The mean is exact where plain summation is not: {1, 2⁻⁵³, 2⁻⁵³, 0} sums to 1 + 2⁻⁵² exactly, but
+    /// adding in order in `f64` loses both small terms (1 + 2⁻⁵³ rounds to 1). The exact mean,
+    /// (1 + 2⁻⁵²)/4 = 2⁻² + 2⁻⁵⁴, is representable, and the double-double sum must return it.
+    #[test]
+    fn mean_keeps_the_low_order_part_plain_summation_loses() {
+        let tiny = 2f64.powi(-53);
+        let mut h = ItlHistogram::default();
+        for v in [1.0, tiny, tiny, 0.0] {
+            h.record(v, 1);
+        }
+        assert_eq!(((1.0 + tiny) + tiny) / 4.0, 0.25, "premise: plain summation loses the tail");
+        assert_eq!(h.quantiles().mean, Some(0.25 + 2f64.powi(-54)));
+    }
+
+    /// The product error of a weighted record enters the mean: 0.1 × 3 is not exact in `f64`, and the
+    /// exact mean of the doubles {0.1, 0.1, 0.1, 0.2} is 0.125 + 6.9·10⁻¹⁸, within half an ulp of 0.125
+    /// (2⁻⁵⁶ ≈ 1.4·10⁻¹⁷), so the correctly rounded mean is 0.125.
+    #[test]
+    fn mean_includes_the_rounding_error_of_weighted_products() {
+        let mut h = ItlHistogram::default();
+        h.record(0.1, 3);
+        h.record(0.2, 1);
+        assert_ne!(0.1 * 3.0, 0.3, "premise: the product rounds");
+        assert_eq!(h.quantiles().mean, Some(0.125));
+    }
+
+    /// `count` is the total weight recorded; zero-weight records add nothing.
+    #[test]
+    fn count_is_the_total_weight() {
+        let mut h = ItlHistogram::default();
+        assert_eq!(h.count(), 0);
+        h.record(0.5, 7);
+        h.record(0.25, 0);
+        h.record(0.125, 2);
+        assert_eq!(h.count(), 9);
+        assert_eq!(h.quantiles().count, 9);
+    }
 }

@@ -128,4 +128,26 @@ mod tests {
         assert!(!ever_fits(100, 51, 150));
         assert!(!ever_fits(u32::MAX, u32::MAX, u32::MAX as u64)); // no overflow
     }
+
+    /// The colocated token budget is inclusive like the disaggregated one: prompts that fill it exactly
+    /// (4,096 + 4,096 = 8,192) batch together, and one more token does not.
+    #[test]
+    fn colocated_budget_equality_fits() {
+        let occ = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 1_000_000 };
+        assert_eq!(colocated_prefill_len(&q(3), &[4096, 4096, 1], &[1, 1, 1], 8192, occ), 2);
+        assert_eq!(colocated_prefill_len(&q(3), &[4096, 4097, 1], &[1, 1, 1], 8192, occ), 1);
+    }
+
+    /// The colocated KV check is cumulative over the batch: two requests whose reservations (60 tokens
+    /// each) fit the free KV one at a time but not together are not batched together; equality with the
+    /// free space is admitted.
+    #[test]
+    fn colocated_kv_check_accumulates_over_the_batch() {
+        let occ = |kv_used| Occupancy { running: 0, max_batch: 256, kv_used, kv_capacity: 100 };
+        let (prompt, output) = ([50, 50], [10, 10]);
+        assert_eq!(colocated_prefill_len(&q(2), &prompt, &output, 8192, occ(0)), 1);
+        assert_eq!(colocated_prefill_len(&q(2), &prompt, &output, 8192, occ(40)), 1);
+        assert_eq!(colocated_prefill_len(&q(2), &prompt, &output, 8192, occ(41)), 0);
+        assert_eq!(colocated_prefill_len(&q(2), &[20, 20], &[20, 20], 8192, occ(20)), 2);
+    }
 }

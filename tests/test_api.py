@@ -785,7 +785,9 @@ def test_every_catalog_preset_is_usable() -> None:
         kvwire.validate({"link": lk})
         kvwire.validate({"link": {"preset": lk, "channels": 2}})
     for f in cat["formats"]:
-        kvwire.validate({"handoff": {"compression": f}})
+        model = "deepseek-v3" if f == "fp8_ds_mla" else "llama3-8b"  # the record exists for MLA caches only
+        pools = {"device": "h200", "devices_per_instance": 8} if model == "deepseek-v3" else {}
+        kvwire.validate({"model": model, "prefill": pools, "decode": pools, "handoff": {"compression": f}})
 
 
 def test_default_scenario_is_a_fresh_full_dict() -> None:

@@ -1286,7 +1286,7 @@ def test_nbytes_matches_the_format_table() -> None:
     assert set(ALL_FORMATS) | {"int4_sym_g128"} <= set(table)
     x = np.random.default_rng(5).standard_normal((512, 1024)).astype(np.float32)
     for name in table:
-        if name == "none":
+        if name in ("none", "fp8_ds_mla"):  # fp8_ds_mla is a cache record (kvwire.layout), not quantize()'s
             continue
         row = table[name]
         q = quant.quantize(x, name)

@@ -138,9 +138,24 @@ ARRIVALS: dict[str, dict[str, Any]] = {
 }
 
 
+CONDITIONAL = {"disaggregate": {"policy": "conditional", "min_prompt_tokens": 256, "min_output_tokens": 4,
+                                 "max_link_wait_s": 0.5}}  # fmt: skip
+
+
 def example_for(path: str) -> dict[str, Any]:
     """A valid scenario that sets the field at ``path`` (with whatever companions it needs)."""
     top = path.split(".")[0]
+    if path == "prefill.kv_format":  # a prefill pool keeps KV only for requests it decodes itself
+        return {"prefill": {**POOL, "kv_format": "fp8_e4m3"}, "router": CONDITIONAL}
+    if path.endswith(".kv_format"):
+        pool = {**POOL, "kv_format": "fp8_e4m3"}
+        return {"mode": "colocated", "colocated": pool} if top == "colocated" else {top: pool}
+    if path.startswith("router.disaggregate"):
+        return {"router": CONDITIONAL}
+    if path in ("link.model", "link.host_link"):
+        return {"link": {"preset": "eth-100g", "model": "host_staged", "host_link": "pcie4"}}
+    if path == "handoff.decompress_at":
+        return {"handoff": {"compression": "fp8", "decompress_at": "receiver"}}
     if top == "colocated":
         return {"mode": "colocated", "colocated": POOL}
     if path.startswith(("prefill", "decode")):
@@ -171,6 +186,12 @@ def literal_example(path: str, value: Any) -> dict[str, Any]:
         return {"workload": {"arrivals": ARRIVALS.get(value, {"process": value, "rate_per_s": 1.0})}}
     if path.startswith("router.colocated"):
         return {"mode": "colocated", "router": {"colocated": value}}
+    if path == "handoff.compress_at" and value == "sender":
+        return {"handoff": {"compression": "fp8", "compress_at": "sender"}}
+    if path == "handoff.decompress_at" and value == "receiver":
+        return {"handoff": {"compression": "fp8", "decompress_at": "receiver"}}
+    if path == "router.disaggregate.policy" and value == "conditional":
+        return {"router": CONDITIONAL}
     return nest(path, value)
 
 
@@ -236,6 +257,11 @@ def test_every_annotated_key_is_accepted_by_the_core(path: str) -> None:
     kvwire.validate(sc)
 
 
+#: Keys whose examples the core refuses in combination (by design: a decode pool that keeps the compressed
+#: cache decompresses nothing; a host-staged link carries whole transfers only); each is covered alone.
+ALONE = {"decode.kv_format", "prefill.kv_format", "handoff.decompress_at", "link.model", "link.host_link"}
+
+
 def test_all_annotated_keys_together_run() -> None:
     """One disaggregated scenario using every non-colocated, non-trace key at once validates and runs."""
     sc: dict[str, Any] = {}
@@ -244,6 +270,8 @@ def test_all_annotated_keys_together_run() -> None:
             continue
         if path.startswith("workload.output_tokens") or path.startswith("workload.prompt_tokens"):
             continue  # one dist at a time; covered above
+        if path in ALONE:
+            continue
         sc = merge(sc, example_for(path))
     sc["workload"]["requests"] = 30
     assert conforms(sc, ks.ScenarioDict)
@@ -266,9 +294,10 @@ LOCATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "SchedulerDict": ("scheduler", {}),
     "RouterDict": ("router", {}),
     "EngineDict": ("engine", {}),
+    "DisaggregateDict": ("router.disaggregate", {}),
 }
 #: Keys the core takes outside serde's field list (the link object's preset and channels are read first).
-EXTRA_CORE_KEYS = {"LinkDict": {"preset", "channels"}}
+EXTRA_CORE_KEYS = {"LinkDict": {"preset", "channels", "model", "host_link"}}
 
 
 def all_typed_dicts() -> dict[str, Any]:
@@ -328,12 +357,14 @@ def test_literal_paths_found() -> None:
 def test_compression_accepts_every_catalog_format() -> None:
     """handoff.compression (typed str) accepts every catalog format name and nothing else."""
     formats = set(kvwire.catalog()["formats"])
+    mla = {"model": "deepseek-v3", "prefill": {"device": "h200", "devices_per_instance": 8},
+           "decode": {"device": "h200", "devices_per_instance": 8}}  # fmt: skip
     for f in formats:
-        kvwire.validate({"handoff": {"compression": f}})
+        kvwire.validate({**(mla if f == "fp8_ds_mla" else {}), "handoff": {"compression": f}})
     with pytest.raises(kvwire.ScenarioError) as info:
         kvwire.validate({"handoff": {"compression": "zz_bogus"}})
     listed = set(re.findall(r"[\w.-]+", str(info.value).split("known:", 1)[1]))
-    assert listed == formats
+    assert listed == formats | set(kvwire.catalog()["format_aliases"])
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ decode pool — with results as Polars DataFrames.
 >>> res.requests.height
 100
 >>> sorted(res.summary)[:4]
-['energy', 'hotspot', 'instances', 'latency']
+['energy', 'hops', 'hotspot', 'instances']
 """
 
 from kvwire import quant

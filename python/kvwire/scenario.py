@@ -32,11 +32,14 @@ class PoolDict(TypedDict, total=False):
     instances: int
     devices_per_instance: int
     power_cap_w: float
+    kv_format: str
 
 
 class LinkDict(TypedDict, total=False):
     preset: str
     channels: int
+    model: Literal["fcfs", "shared", "host_staged"]
+    host_link: str | dict[str, Any]
     name: str
     bandwidth_gb_per_s: float
     latency_us: float
@@ -46,8 +49,9 @@ class LinkDict(TypedDict, total=False):
 
 class HandoffDict(TypedDict, total=False):
     compression: str
-    compress_at: Literal["transit"]
-    streaming: Literal["whole"]
+    compress_at: Literal["transit", "sender"]
+    decompress_at: Literal["none", "receiver"]
+    streaming: Literal["whole", "layer"]
 
 
 class ArrivalsDict(TypedDict, total=False):
@@ -103,14 +107,23 @@ class SchedulerDict(TypedDict, total=False):
     max_decode_batch: int
 
 
+class DisaggregateDict(TypedDict, total=False):
+    policy: Literal["always", "conditional"]
+    min_prompt_tokens: int
+    min_output_tokens: int
+    max_link_wait_s: float
+
+
 class RouterDict(TypedDict, total=False):
     prefill: Literal["least_queued_tokens", "round_robin"]
     decode: Literal["least_loaded", "round_robin"]
     colocated: Literal["least_loaded", "round_robin"]
+    disaggregate: DisaggregateDict
 
 
 class EngineDict(TypedDict, total=False):
     macro_steps: bool
+    per_slice_streaming: bool
 
 
 class ScenarioDict(TypedDict, total=False):

@@ -150,14 +150,15 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
 
     instances = stats["instances"]
     utilisation = {i["name"]: _safe_div(i["busy_s"], horizon) for i in instances}
-    link = stats.get("link")
-    if link is not None:
-        utilisation["kv-link"] = _safe_div(link["busy_s"], link["channels"] * horizon)
+    links = stats["links"]
+    for lk in links:
+        utilisation[lk["resource"]] = _safe_div(lk["busy_s"], lk["channels"] * horizon)
+    link = next((lk for lk in links if lk["resource"] == "kv-link"), None)
 
     compute_j = sum(i["compute_j"] for i in instances)
     memory_j = sum(i["memory_j"] for i in instances)
-    link_j = link["link_j"] if link else 0.0
-    transit_j = link["transit_j"] if link else 0.0
+    link_j = sum(lk["link_j"] for lk in links)
+    transit_j = sum(lk["transit_j"] for lk in links)
     static_j = float(stats["static_j"])
     total_j = static_j + compute_j + memory_j + link_j + transit_j
 
@@ -246,9 +247,22 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
             "wire_gb": link["wire_bytes"] / 1e9,
             "mean_wait_s": _safe_div(link["wait_s"], link["transfers"]),
             "achieved_gb_per_s": _safe_div(link["wire_bytes"] / 1e9, link["busy_s"]),
-            "link_j_per_transfer": _safe_div(link_j, link["transfers"]),
+            "link_j_per_transfer": _safe_div(link["link_j"], link["transfers"]),
+            "local_decodes": int(df.select(col("local_decode").sum()).item() or 0) if not colocated else 0,
             "transit_bound_fraction": _safe_div(link["transit_bound"], link["transfers"]),
         },
+        "hops": [
+            {
+                "resource": lk["resource"],
+                "preset": lk["name"],
+                "channels": lk["channels"],
+                "transfers": lk["transfers"],
+                "wire_gb": lk["wire_bytes"] / 1e9,
+                "utilisation": _safe_div(lk["busy_s"], lk["channels"] * horizon),
+                "link_j": lk["link_j"],
+            }
+            for lk in links
+        ],
         "little": {"l": little_l, "lambda_w": lam_w},
         "run": {
             "events": int(stats["events"]),

@@ -113,7 +113,7 @@ fn link_totals_with_in_transit_compression() {
         let t = &out.table;
         let handed: Vec<usize> = (0..t.len()).filter(|&i| !t.rejected[i] && t.output_tokens[i] >= 2).collect();
         let handoff: f64 = handed.iter().map(|&i| t.prompt_tokens[i] as f64 * 131_072.0).sum();
-        let l = out.stats.link.as_ref().unwrap();
+        let l = out.stats.network().unwrap();
         assert_eq!(l.transfers, handed.len() as u64, "{compression}");
         assert!(close(l.handoff_bytes, handoff), "{compression}");
         assert!(close(l.wire_bytes, handoff / ratio), "{compression}: {} vs {}", l.wire_bytes, handoff / ratio);

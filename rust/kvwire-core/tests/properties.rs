@@ -670,7 +670,7 @@ fn check_totals(o: &SimOutput, f: &Facts) -> Check {
 /// work-conserving.
 fn check_link(o: &SimOutput, f: &Facts) -> Check {
     let (t, s) = (&o.table, &o.stats);
-    let Some(link) = &s.link else {
+    let Some(link) = s.network() else {
         ensure!(f.colocated, "disaggregated run without link stats");
         return Ok(());
     };
@@ -1056,7 +1056,7 @@ fn same_table(a: &RequestTable, b: &RequestTable) -> Check {
 /// Everything but the wall clock (and, with `events`, the kernel event count, which macro-steps change).
 fn same_stats(a: &RunStats, b: &RunStats, events: bool) -> Check {
     ensure!(a.instances == b.instances, "instance stats differ");
-    ensure!(a.link == b.link, "link stats differ");
+    ensure!(a.links == b.links, "link stats differ");
     ensure!(
         a.horizon_s.to_bits() == b.horizon_s.to_bits()
             && a.population_area.to_bits() == b.population_area.to_bits()

@@ -47,7 +47,7 @@ fn figures(o: &SimOutput) -> Figures {
         .count();
     let s = &o.stats;
     let dynamic: f64 = s.instances.iter().map(|i| i.compute_j + i.memory_j).sum();
-    let link = s.link.as_ref().unwrap();
+    let link = s.network().unwrap();
     let energy = s.static_j + dynamic + link.link_j + link.transit_j;
     let out_tokens: u64 = (0..n).filter(|&i| !t.rejected[i]).map(|i| t.output_tokens[i] as u64).sum();
     Figures {

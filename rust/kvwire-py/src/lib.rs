@@ -113,6 +113,7 @@ mod _core {
         cols.set_item("output_tokens", t.output_tokens.into_pyarray(py))?;
         cols.set_item("rejected", t.rejected.into_pyarray(py))?;
         cols.set_item("measured", t.measured.into_pyarray(py))?;
+        cols.set_item("local_decode", t.local_decode.into_pyarray(py))?;
         cols.set_item("prefill_instance", t.prefill_instance.into_pyarray(py))?;
         cols.set_item("decode_instance", t.decode_instance.into_pyarray(py))?;
         cols.set_item("prefill_start_s", t.prefill_start_s.into_pyarray(py))?;

@@ -3,7 +3,7 @@
 //! Parameter and FLOP counts are exact integers (`u128`) rounded once to `f64`, as the reference computes
 //! them with Python integers.
 
-use super::presets::ModelSpec;
+use super::presets::{AttentionKind, ModelSpec};
 
 /// Whether the prefill pass charges the LM head on every prompt token (`All`, the reference simulator) or
 /// once per prompt (`Last`, what serving engines do).
@@ -37,21 +37,39 @@ fn wide_to_f64(x: u128) -> f64 {
 }
 
 /// Derived, exact quantities of a model shape.
+///
+/// Dense GQA models follow the reference simulator exactly (`spec/simulator.md` (b)). Extensions:
+/// * **MLA** (DeepSeek): the KV cache holds `kv_lora_rank + qk_rope_dim` values per token and layer; the
+///   attention projections are counted from their shapes; a (query, key) pair costs
+///   2·heads·(kv_lora + rope) FLOPs for the scores and 2·heads·kv_lora for the values (the absorbed form
+///   engines run), where GQA keeps the reference's 2·d + 2·d.
+/// * **MoE**: FLOPs use the active parameters (top-k + shared experts and the router per MoE layer); a pass
+///   over T tokens reads the weights of E·(1 − (1 − k/E)^T) distinct routed experts per MoE layer (the
+///   expected number touched by T tokens picking k of E uniformly), plus everything dense.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelCost {
     layers: u128,
     d_model: u128,
     vocab: u128,
-    /// Parameters of all transformer layers (P_L).
+    /// Active parameters of all transformer layers (P_L).
     pub layer_params: u128,
-    /// Layer parameters plus the LM head (P_mm): the weights every pass streams.
+    /// Active layer parameters plus the LM head (P_mm): the matmul weights a token goes through.
     pub matmul_params: u128,
     /// All parameters, embedding and LM head counted separately (untied).
     pub total_params: u128,
     /// Bytes per weight.
     pub weight_bytes_per_param: f64,
-    /// KV bytes per token, all layers, K and V.
+    /// KV bytes per token, all layers.
     pub kv_bytes_per_token: f64,
+    /// Attention FLOPs per (query, key) pair per layer.
+    attn_pair_flops: u128,
+    /// Parameters every pass reads in full (attention, dense MLPs, shared experts, routers, LM head).
+    fixed_read_params: u128,
+    /// Parameters of one routed expert, the routed experts per MoE layer, top-k, and MoE layer count.
+    expert_params: u128,
+    experts: u32,
+    top_k: u32,
+    moe_layers: u128,
     lm_head: LmHead,
 }
 
@@ -60,21 +78,60 @@ impl ModelCost {
     pub fn new(m: &ModelSpec, lm_head: LmHead) -> Self {
         let l = m.layers as u128;
         let d = m.d_model as u128;
-        let kv_width = m.kv_heads as u128 * m.head_dim as u128;
-        let per_layer = 2 * d * d + 2 * d * kv_width + 3 * d * m.d_ff as u128;
+        let h = m.heads as u128;
+        let (attn_params, attn_pair_flops, kv_values_per_layer) = match m.attention {
+            AttentionKind::Gqa => {
+                let kv_width = m.kv_heads as u128 * m.head_dim as u128;
+                (2 * d * d + 2 * d * kv_width, 4 * d, 2 * kv_width)
+            }
+            AttentionKind::Mla => {
+                let (lora, rope) = (m.kv_lora_rank as u128, m.qk_rope_dim as u128);
+                let (nope, v) = (m.qk_nope_dim as u128, m.v_head_dim as u128);
+                let q_head = h * (nope + rope);
+                let q = if m.q_lora_rank == 0 {
+                    d * q_head
+                } else {
+                    d * m.q_lora_rank as u128 + m.q_lora_rank as u128 * q_head
+                };
+                let params = q + d * (lora + rope) + lora * h * (nope + v) + h * v * d;
+                (params, 2 * h * (lora + rope) + 2 * h * lora, lora + rope)
+            }
+        };
+        let dense_mlp = 3 * d * m.d_ff as u128;
         let vocab = m.vocab as u128;
-        let layer_params = l * per_layer;
+        let (dense_layers, moe_layers) = if m.n_experts == 0 {
+            (l, 0)
+        } else {
+            let dl = (m.dense_layers as u128).min(l);
+            (dl, l - dl)
+        };
+        let expert = 3 * d * m.moe_d_ff as u128;
+        let router = d * m.n_experts as u128;
+        let shared = m.n_shared_experts as u128 * expert;
+        let base = l * attn_params + dense_layers * dense_mlp + moe_layers * (shared + router);
+        let layer_params = base + moe_layers * m.top_k as u128 * expert;
         ModelCost {
             layers: l,
             d_model: d,
             vocab,
             layer_params,
             matmul_params: layer_params + vocab * d,
-            total_params: layer_params + 2 * vocab * d,
+            total_params: base + moe_layers * m.n_experts as u128 * expert + 2 * vocab * d,
             weight_bytes_per_param: m.weight_bytes_per_param,
-            kv_bytes_per_token: 2.0 * (l * kv_width) as f64 * m.kv_bytes_per_value,
+            kv_bytes_per_token: (l * kv_values_per_layer) as f64 * m.kv_bytes_per_value,
+            attn_pair_flops,
+            fixed_read_params: base + vocab * d,
+            expert_params: expert,
+            experts: m.n_experts,
+            top_k: m.top_k,
+            moe_layers,
             lm_head,
         }
+    }
+
+    /// The same model with its KV cache stored `ratio` times smaller (a compressed cache format).
+    pub fn with_kv_ratio(&self, ratio: f64) -> Self {
+        ModelCost { kv_bytes_per_token: self.kv_bytes_per_token / ratio, ..self.clone() }
     }
 
     /// Bytes of weights resident in HBM (both embedding tables counted).
@@ -82,17 +139,24 @@ impl ModelCost {
         self.total_params as f64 * self.weight_bytes_per_param
     }
 
-    /// Weight bytes read by a pass over `tokens` tokens: every matmul weight once plus the looked-up embedding rows.
+    /// Weight bytes read by a pass over `tokens` tokens: every weight a token can touch once (for MoE, the
+    /// expected distinct experts), plus the looked-up embedding rows.
     #[inline]
     fn weights_read(&self, tokens: u128) -> f64 {
-        to_f64(self.matmul_params) * self.weight_bytes_per_param
-            + to_f64(tokens * self.d_model) * self.weight_bytes_per_param
+        let mut params = to_f64(self.fixed_read_params);
+        if self.moe_layers > 0 && tokens > 0 {
+            let e = self.experts as f64;
+            let touched = e * (1.0 - (1.0 - self.top_k as f64 / e).powf(tokens as f64));
+            params += to_f64(self.moe_layers * self.expert_params) * touched;
+        }
+        params * self.weight_bytes_per_param + to_f64(tokens * self.d_model) * self.weight_bytes_per_param
     }
 
-    /// Causal-attention FLOPs of one prompt of `s` tokens: 2·L·d·s·(s+1).
+    /// Causal-attention FLOPs of one prompt of `s` tokens: L·a·s·(s+1)/2 for a FLOPs per (query, key) pair
+    /// (= 2·L·d·s·(s+1) for GQA, the reference).
     pub fn prompt_attention_flops(&self, s: u64) -> u128 {
         let s = s as u128;
-        2 * self.layers * self.d_model * s * (s + 1)
+        self.layers * self.attn_pair_flops * s * (s + 1) / 2
     }
 
     /// Work of a prefill step over whole prompts with `total_tokens` = Σ s_i, `prompts` = k and
@@ -116,7 +180,7 @@ impl ModelCost {
         let b = batch as u128;
         let positions = ctx as u128 + b;
         StepWork {
-            flops: to_f64(2 * self.matmul_params * b + 4 * self.layers * self.d_model * positions),
+            flops: to_f64(2 * self.matmul_params * b + self.layers * self.attn_pair_flops * positions),
             bytes: self.weights_read(b) + to_f64(positions) * self.kv_bytes_per_token,
         }
     }
@@ -146,6 +210,7 @@ mod tests {
             ("yi-34b", 34.3880, 33.9293, 245_760.0),
             ("opt-13b", 13.0975, 12.8401, 819_200.0),
             ("llama3.2-1b", 1.4984, 1.2357, 32_768.0),
+            ("mixtral-8x7b", 46.7025, 12.7486, 131_072.0),
         ];
         for (key, params_b, mm_b, kvpt) in rows {
             let c = ModelCost::new(&preset(key), LmHead::All);
@@ -153,6 +218,33 @@ mod tests {
             assert_eq!((c.matmul_params as f64 / 1e5).round() / 1e4, mm_b, "{key} matmul params");
             assert_eq!(c.kv_bytes_per_token, kvpt, "{key} kv bytes/token");
         }
+    }
+
+    /// DeepSeek-V3 (MLA + MoE): 671 B parameters, 37 B active (the model card's figures, to the billion,
+    /// without the multi-token-prediction module); KV per token and layer 576 values = 1,152 B in BF16.
+    #[test]
+    fn deepseek_v3_shape() {
+        let c = ModelCost::new(&preset("deepseek-v3"), LmHead::All);
+        assert_eq!((c.total_params as f64 / 1e9).round(), 671.0);
+        assert_eq!((c.matmul_params as f64 / 1e9).round(), 37.0);
+        assert_eq!(c.kv_bytes_per_token, 61.0 * 1152.0);
+        // The absorbed MLA attention: 2·128·(512 + 64) + 2·128·512 FLOPs per (query, key) pair and layer.
+        assert_eq!(c.prompt_attention_flops(1), 61 * (2 * 128 * 576 + 2 * 128 * 512));
+    }
+
+    /// MoE weight reads: one token reads top-k routed experts' worth in expectation (E·(1−(1−k/E)) = k), many
+    /// tokens approach all E experts.
+    #[test]
+    fn moe_reads_the_experts_a_batch_touches() {
+        let c = ModelCost::new(&preset("mixtral-8x7b"), LmHead::All);
+        let expert_bytes = 32.0 * 3.0 * 4096.0 * 14336.0 * 2.0;
+        let fixed = (c.fixed_read_params as f64) * 2.0;
+        let one = c.weights_read(1) - 4096.0 * 2.0;
+        assert!((one - (fixed + 2.0 * expert_bytes)).abs() < 1.0, "{one}");
+        let many = c.weights_read(10_000) - 10_000.0 * 4096.0 * 2.0;
+        assert!((many - (fixed + 8.0 * expert_bytes)).abs() < 1.0, "{many}");
+        // Decode FLOPs use the active parameters (2 of 8 experts).
+        assert_eq!(c.decode(0, 1).flops, (2 * c.matmul_params + 4 * 32 * 4096) as f64);
     }
 
     /// Hand-off sizes quoted in spec/handoff.md: 268.4 MB (8B) and 671.1 MB (70B) for 2,048 tokens.

@@ -27,6 +27,40 @@ pub struct ModelSpec {
     pub d_ff: u32,
     /// Vocabulary size.
     pub vocab: u32,
+    /// Attention variant: `"gqa"` (multi/grouped-query; K and V per KV head) or `"mla"` (multi-head latent
+    /// attention: one compressed latent plus a RoPE part per token and layer).
+    #[serde(default)]
+    pub attention: AttentionKind,
+    /// MLA: latent (compressed KV) rank.
+    #[serde(default)]
+    pub kv_lora_rank: u32,
+    /// MLA: RoPE part of the key per token.
+    #[serde(default)]
+    pub qk_rope_dim: u32,
+    /// MLA: non-RoPE part of each query/key head.
+    #[serde(default)]
+    pub qk_nope_dim: u32,
+    /// MLA: value head dimension.
+    #[serde(default)]
+    pub v_head_dim: u32,
+    /// MLA: query low-rank dimension (0: full-rank query projection).
+    #[serde(default)]
+    pub q_lora_rank: u32,
+    /// MoE: routed experts per MoE layer (0: dense model).
+    #[serde(default)]
+    pub n_experts: u32,
+    /// MoE: routed experts per token.
+    #[serde(default)]
+    pub top_k: u32,
+    /// MoE: always-active shared experts per MoE layer.
+    #[serde(default)]
+    pub n_shared_experts: u32,
+    /// MoE: intermediate size of one expert (SwiGLU, 3 matrices).
+    #[serde(default)]
+    pub moe_d_ff: u32,
+    /// MoE: leading layers that use a dense MLP of size `d_ff` instead of experts.
+    #[serde(default)]
+    pub dense_layers: u32,
     /// Bytes per weight (2.0 = BF16).
     #[serde(default = "two")]
     pub weight_bytes_per_param: f64,
@@ -36,6 +70,17 @@ pub struct ModelSpec {
     /// Where the preset's numbers come from.
     #[serde(default)]
     pub source: String,
+}
+
+/// Attention variant of a model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttentionKind {
+    /// Multi-head / grouped-query attention (the reference's cost rules).
+    #[default]
+    Gqa,
+    /// Multi-head latent attention (DeepSeek-V2/V3).
+    Mla,
 }
 
 fn two() -> f64 {
@@ -112,6 +157,17 @@ fn model(
         head_dim,
         d_ff,
         vocab,
+        attention: AttentionKind::Gqa,
+        kv_lora_rank: 0,
+        qk_rope_dim: 0,
+        qk_nope_dim: 0,
+        v_head_dim: 0,
+        q_lora_rank: 0,
+        n_experts: 0,
+        top_k: 0,
+        n_shared_experts: 0,
+        moe_d_ff: 0,
+        dense_layers: 0,
         weight_bytes_per_param: 2.0,
         kv_bytes_per_value: 2.0,
         source: format!("{source}; {SHAPE_SRC}"),
@@ -160,6 +216,56 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
                 50272,
                 "facebook/opt-13b (GELU MLP of 20480 approximated as a 3-matrix MLP with d_ff 13653, as the reference does)",
             ),
+        ),
+        (
+            "mixtral-8x7b",
+            ModelSpec {
+                n_experts: 8,
+                top_k: 2,
+                moe_d_ff: 14336,
+                ..model(
+                    "Mixtral-8x7B",
+                    32,
+                    4096,
+                    32,
+                    8,
+                    128,
+                    14336,
+                    32000,
+                    "mistralai/Mixtral-8x7B-v0.1 (8 experts, top-2; router weights counted)",
+                )
+            },
+        ),
+        (
+            "deepseek-v3",
+            ModelSpec {
+                attention: AttentionKind::Mla,
+                kv_lora_rank: 512,
+                qk_rope_dim: 64,
+                qk_nope_dim: 128,
+                v_head_dim: 128,
+                q_lora_rank: 1536,
+                n_experts: 256,
+                top_k: 8,
+                n_shared_experts: 1,
+                moe_d_ff: 2048,
+                dense_layers: 3,
+                // The released checkpoint is FP8 (block-scaled E4M3) weights; the KV cache stays BF16.
+                weight_bytes_per_param: 1.0,
+                ..model(
+                    "DeepSeek-V3",
+                    61,
+                    7168,
+                    128,
+                    128,
+                    128,
+                    18432,
+                    129280,
+                    "deepseek-ai/DeepSeek-V3 (MLA: 512-rank latent + 64 RoPE per token and layer; 256 routed experts \
+                     top-8 + 1 shared, first 3 layers dense; FP8 weights as released; the multi-token-prediction module \
+                     is not counted)",
+                )
+            },
         ),
         (
             "llama3.2-1b",
@@ -312,7 +418,19 @@ mod tests {
     #[test]
     fn preset_keys_are_the_documented_ones() {
         let m: Vec<_> = model_presets().into_iter().map(|(k, _)| k).collect();
-        assert_eq!(m, ["llama3-8b", "llama3-70b", "mistral-7b", "yi-34b", "opt-13b", "llama3.2-1b"]);
+        assert_eq!(
+            m,
+            [
+                "llama3-8b",
+                "llama3-70b",
+                "mistral-7b",
+                "yi-34b",
+                "opt-13b",
+                "mixtral-8x7b",
+                "deepseek-v3",
+                "llama3.2-1b"
+            ]
+        );
         let d: Vec<_> = device_presets().into_iter().map(|(k, _)| k).collect();
         assert_eq!(d, ["h100", "h200", "a100", "a100-40g", "b200"]);
         let l: Vec<_> = link_presets().into_iter().map(|(k, _)| k).collect();

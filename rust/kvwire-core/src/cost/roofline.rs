@@ -120,6 +120,22 @@ impl StepTimer {
     }
 }
 
+impl StepTimer {
+    /// An extra element-wise pass inside a step (compression or decompression of KV): max(F/rate_F,
+    /// B/rate_B), with no per-step overhead and no power roof (the reference's endpoint-compression rule);
+    /// its energy is E_c + E_m at full clock.
+    pub fn pass(&self, w: StepWork) -> StepTiming {
+        let t_c = w.flops / self.rate_flops;
+        let t_m = w.bytes / self.rate_bytes;
+        StepTiming {
+            time_s: t_c.max(t_m),
+            compute_j: w.flops * self.j_per_flop,
+            memory_j: w.bytes * self.j_per_byte,
+            bound: if t_c >= t_m { Bound::Compute } else { Bound::Memory },
+        }
+    }
+}
+
 /// The real root of s³ + p·s + q = 0 for p > 0 (exactly one real root).
 fn cubic_root_depressed(p: f64, q: f64) -> f64 {
     let disc = (q * q / 4.0 + p * p * p / 27.0).sqrt();

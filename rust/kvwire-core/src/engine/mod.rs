@@ -1,37 +1,43 @@
 //! Mechanism: the cluster state machines driven by the event kernel.
 //!
-//! Topology (disaggregated): arrivals → prefill router → prefill pool → KV link (FCFS channels) → decode
-//! router → decode pool (continuous batching, KV-capacity admission) → done. Colocated: arrivals → router →
-//! instances that run a prefill step whenever a queued prompt is admissible and a decode step otherwise.
+//! Topology (disaggregated): arrivals → prefill router → front (prefill) instances → hand-off path (FCFS
+//! channels, a processor-sharing link, or a host-staged chain of hops; whole or layer-wise streamed) →
+//! decode router → back (decode) instances (continuous batching, KV-capacity admission) → done. Colocated:
+//! arrivals → router → front instances that run a prefill step whenever a queued prompt is admissible and a
+//! decode step otherwise. With conditional disaggregation a front instance also decodes the requests the
+//! policy keeps local.
 //!
-//! One kernel event per batch step at most; with `engine.macro_steps` a decode (or colocated) instance
-//! processes consecutive step ends inline while they come strictly before the next pending event — exactly
-//! the order the kernel would have used, so results are identical (tested). The engine asks `cost` for step
-//! times, `policy` for routing/batching decisions and `handoff` for transfer costs.
+//! One kernel event per batch step at most (plus one per transfer, and one per streamed prefill batch);
+//! with `engine.macro_steps` a decoding instance processes consecutive step ends inline while they come
+//! strictly before the next pending event — exactly the order the kernel would have used, so results are
+//! identical (tested). The engine asks `cost` for step times, `policy` for routing/batching decisions and
+//! `handoff` for transfer costs.
 
+mod back;
+mod front;
 pub mod kernel;
+mod path;
 pub mod running;
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use kernel::{EventQueue, Priority};
 use running::{Cols, RunningSet};
 
-use crate::cost::model::ModelCost;
+use crate::cost::model::{ModelCost, StepWork};
 use crate::cost::roofline::{kv_capacity_tokens, StepTimer};
 use crate::error::{Error, Result};
-use crate::handoff::link::FcfsLink;
-use crate::handoff::transfer::TransferCost;
 use crate::metrics::itl::ItlHistogram;
-use crate::metrics::stats::{InstanceStats, LinkStats, RunStats};
+use crate::metrics::stats::{InstanceStats, RunStats};
 use crate::metrics::table::RequestTable;
-use crate::policy::batching::{
-    colocated_prefill_len, decode_admit_len, ever_fits, prefill_batch_len, reservation, Occupancy,
-};
-use crate::policy::router::{LoadView, Router, Rule};
-use crate::scenario::{Pool, Scenario, Topology, Workload};
+use crate::policy::batching::ever_fits;
+use crate::policy::router::{Router, Rule};
+use crate::scenario::{Disaggregate, Pool, Scenario, Topology, Workload};
 use crate::workload::{generate, Trace};
+
+use back::BackInst;
+use front::FrontInst;
+use path::Path;
 
 /// What a run returns: the per-request table and the run totals.
 #[derive(Clone, Debug)]
@@ -44,115 +50,83 @@ pub struct SimOutput {
 enum Ev {
     /// The next request of the workload arrives.
     Arrival,
-    PrefillWake(u32),
-    PrefillDone(u32),
-    TransferDone(u32),
-    DecodeWake(u32),
-    DecodeDone(u32),
-    ColocatedWake(u32),
-    ColocatedDone(u32),
+    FrontWake(u32),
+    FrontDone(u32),
+    /// The first layer of front instance `i`'s in-flight prefill batch is done: its streamed hand-offs
+    /// may start.
+    StreamStart(u32),
+    /// A transfer on an FCFS channel of a hop finished.
+    HopDone {
+        stage: u8,
+        lane: u32,
+        channel: u32,
+    },
+    /// The next completion on a processor-sharing link (stale if `generation` moved on).
+    SharedDone {
+        stage: u8,
+        lane: u32,
+        generation: u32,
+    },
+    /// A transfer on a processor-sharing link has landed (data done + latency).
+    Landed {
+        stage: u8,
+        request: u32,
+    },
+    /// The next layer slice on a channel finished (per-slice streaming).
+    Slice {
+        stage: u8,
+        lane: u32,
+        channel: u32,
+    },
+    BackWake(u32),
+    BackDone(u32),
 }
 
-struct PrefillInst {
-    timer: StepTimer,
-    queue: VecDeque<u32>,
-    queued_tokens: u64,
-    batch: Vec<u32>,
-    busy: bool,
-    wake_pending: bool,
-    stats: InstanceStats,
-}
-
-struct DecodeInst {
-    timer: StepTimer,
-    queue: VecDeque<u32>,
+/// Decoding state shared by back instances and decoding front instances.
+struct Decoder {
     running: RunningSet,
     kv_used: u64,
     kv_capacity: u64,
-    busy: bool,
-    wake_pending: bool,
     last_decode_end: f64,
-    stats: InstanceStats,
+    /// Work added to the next decode step (receiver-side decompression of just-admitted hand-offs).
+    pending_pass: StepWork,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ColoStep {
-    Prefill,
-    Decode,
-}
-
-struct ColoInst {
-    d: DecodeInst,
-    batch: Vec<u32>,
-    step: ColoStep,
-}
-
-struct Pools<'a, T>(&'a [T]);
-
-impl LoadView for Pools<'_, PrefillInst> {
-    fn instances(&self) -> usize {
-        self.0.len()
-    }
-    fn queued_tokens(&self, i: usize) -> u64 {
-        self.0[i].queued_tokens
-    }
-    fn queued_requests(&self, i: usize) -> u64 {
-        self.0[i].queue.len() as u64
-    }
-    fn running(&self, _: usize) -> u64 {
-        0
-    }
-}
-
-impl LoadView for Pools<'_, DecodeInst> {
-    fn instances(&self) -> usize {
-        self.0.len()
-    }
-    fn queued_tokens(&self, _: usize) -> u64 {
-        0
-    }
-    fn queued_requests(&self, i: usize) -> u64 {
-        self.0[i].queue.len() as u64
-    }
-    fn running(&self, i: usize) -> u64 {
-        self.0[i].running.len() as u64
-    }
-}
-
-struct ColoView<'a>(&'a [ColoInst], &'a [u32]);
-
-impl LoadView for ColoView<'_> {
-    fn instances(&self) -> usize {
-        self.0.len()
-    }
-    fn queued_tokens(&self, i: usize) -> u64 {
-        self.0[i].d.queue.iter().map(|&r| self.1[r as usize] as u64).sum()
-    }
-    fn queued_requests(&self, i: usize) -> u64 {
-        self.0[i].d.queue.len() as u64
-    }
-    fn running(&self, i: usize) -> u64 {
-        self.0[i].d.running.len() as u64
+impl Decoder {
+    fn new(capacity: u64, fast: bool) -> Self {
+        Decoder {
+            running: RunningSet::new(fast),
+            kv_used: 0,
+            kv_capacity: capacity,
+            last_decode_end: 0.0,
+            pending_pass: StepWork { flops: 0.0, bytes: 0.0 },
+        }
     }
 }
 
 struct Sim {
     t: RequestTable,
     q: EventQueue<Ev>,
-    model: ModelCost,
+    /// Hand-off bytes per prompt token (the KV in its model dtype, before any compression).
+    handoff_bytes_per_token: f64,
+    /// Cost constants of the front (prefill / colocated) pool and of the back (decode) pool, each with its
+    /// pool's KV format.
+    front_model: ModelCost,
+    back_model: ModelCost,
     max_prefill_tokens: u32,
     max_batch: u64,
     macro_steps: bool,
-    prefill: Vec<PrefillInst>,
-    decode: Vec<DecodeInst>,
-    colo: Vec<ColoInst>,
-    link: FcfsLink,
-    xfer: TransferCost,
-    link_stats: LinkStats,
-    prefill_router: Router,
-    decode_router: Router,
-    /// KV capacity that decides rejection (the first decode / colocated instance).
-    reject_capacity: u64,
+    colocated: bool,
+    disaggregate: Disaggregate,
+    /// Extra prefill-GPU work per hand-off byte (compression on the sender): (ops, HBM bytes).
+    sender_pass: Option<(f64, f64)>,
+    /// Extra decode-GPU work per hand-off byte (decompression on the receiver): (ops, HBM bytes).
+    receiver_pass: Option<(f64, f64)>,
+    fronts: Vec<FrontInst>,
+    backs: Vec<BackInst>,
+    path: Path,
+    front_router: Router,
+    back_router: Router,
     next_arrival: usize,
     remaining: usize,
     completed: u64,
@@ -186,7 +160,7 @@ pub fn simulate(scenario: Scenario) -> Result<SimOutput> {
     };
     let mut sim = Sim::new(&scenario, trace)?;
     sim.run()?;
-    let mut out = sim.finish(&scenario);
+    let mut out = sim.finish();
     out.stats.wall_s = start.elapsed().as_secs_f64();
     Ok(out)
 }
@@ -205,66 +179,55 @@ fn instance_stats(name: String, pool: &Pool) -> InstanceStats {
     }
 }
 
+fn timer(sc: &Scenario, p: &Pool) -> StepTimer {
+    StepTimer::new(&p.device.spec, p.devices_per_instance, p.power_cap_w, sc.roofline)
+}
+
+fn capacity(sc: &Scenario, p: &Pool, model: &ModelCost) -> Result<u64> {
+    kv_capacity_tokens(
+        &p.device.spec,
+        p.devices_per_instance,
+        sc.mem_util,
+        model.resident_weight_bytes(),
+        model.kv_bytes_per_token,
+    )
+    .map_err(|_| Error::Internal("KV capacity checked at validation".into()))
+}
+
 impl Sim {
     fn new(sc: &Scenario, trace: Trace) -> Result<Self> {
-        let model = ModelCost::new(&sc.model.spec, sc.lm_head);
-        let timer = |p: &Pool| StepTimer::new(&p.device.spec, p.devices_per_instance, p.power_cap_w, sc.roofline);
-        let capacity = |p: &Pool| -> Result<u64> {
-            kv_capacity_tokens(
-                &p.device.spec,
-                p.devices_per_instance,
-                sc.mem_util,
-                model.resident_weight_bytes(),
-                model.kv_bytes_per_token,
-            )
-            .map_err(|_| Error::Internal("KV capacity checked at validation".into()))
+        let base = ModelCost::new(&sc.model.spec, sc.lm_head);
+        let ratio = |p: &Pool| p.kv_format.map_or(1.0, |f| f.ratio_vs_bf16());
+        let (front_pool, back_pool, colocated) = match &sc.topology {
+            Topology::Disaggregated { prefill, decode } => (prefill, Some(decode), false),
+            Topology::Colocated { pool } => (pool, None, true),
         };
-        let decode_inst = |name: String, p: &Pool| -> Result<DecodeInst> {
-            let cap = capacity(p)?;
-            let mut stats = instance_stats(name, p);
-            stats.kv_capacity_tokens = Some(cap);
-            Ok(DecodeInst {
-                timer: timer(p),
-                queue: VecDeque::new(),
-                running: RunningSet::new(sc.macro_steps),
-                kv_used: 0,
-                kv_capacity: cap,
-                busy: false,
-                wake_pending: false,
-                last_decode_end: 0.0,
-                stats,
+        let front_model = base.with_kv_ratio(ratio(front_pool));
+        let back_model = back_pool.map_or_else(|| front_model.clone(), |p| base.with_kv_ratio(ratio(p)));
+        let front_decodes = colocated || matches!(sc.disaggregate, Disaggregate::Conditional { .. });
+        let front_capacity = if front_decodes { capacity(sc, front_pool, &front_model)? } else { 0 };
+        let name = if colocated { "colocated" } else { "prefill" };
+        let fronts = (0..front_pool.instances)
+            .map(|i| {
+                let mut stats = instance_stats(format!("{name}-{i}"), front_pool);
+                stats.kv_capacity_tokens = front_decodes.then_some(front_capacity);
+                FrontInst::new(timer(sc, front_pool), Decoder::new(front_capacity, sc.macro_steps), stats)
             })
-        };
-        let (mut prefill, mut decode, mut colo) = (Vec::new(), Vec::new(), Vec::new());
-        match &sc.topology {
-            Topology::Disaggregated { prefill: pp, decode: dp } => {
-                for i in 0..pp.instances {
-                    prefill.push(PrefillInst {
-                        timer: timer(pp),
-                        queue: VecDeque::new(),
-                        queued_tokens: 0,
-                        batch: Vec::new(),
-                        busy: false,
-                        wake_pending: false,
-                        stats: instance_stats(format!("prefill-{i}"), pp),
-                    });
-                }
-                for i in 0..dp.instances {
-                    decode.push(decode_inst(format!("decode-{i}"), dp)?);
-                }
-            }
-            Topology::Colocated { pool } => {
-                for i in 0..pool.instances {
-                    colo.push(ColoInst {
-                        d: decode_inst(format!("colocated-{i}"), pool)?,
-                        batch: Vec::new(),
-                        step: ColoStep::Decode,
-                    });
-                }
+            .collect();
+        let mut backs = Vec::new();
+        if let Some(bp) = back_pool {
+            let cap = capacity(sc, bp, &back_model)?;
+            for i in 0..bp.instances {
+                let mut stats = instance_stats(format!("decode-{i}"), bp);
+                stats.kv_capacity_tokens = Some(cap);
+                backs.push(BackInst::new(timer(sc, bp), Decoder::new(cap, sc.macro_steps), stats));
             }
         }
-        let reject_capacity = decode.first().or(colo.first().map(|c| &c.d)).map(|d| d.kv_capacity);
-        let reject_capacity = reject_capacity.ok_or_else(|| Error::Internal("no KV-holding pool".into()))?;
+        // Rejection: a request whose reservation can never fit the KV cache of the pool that decodes it.
+        let reject_capacity = match back_pool {
+            Some(_) => backs[0].dec.kv_capacity,
+            None => front_capacity,
+        };
         let (arrival, prompt, output) = trace.into_parts();
         let n = arrival.len();
         if n > u32::MAX as usize {
@@ -286,26 +249,42 @@ impl Sim {
                 seen += 1;
             }
         }
-        let link_spec = &sc.link.spec.spec;
+        let values_per_byte = 1.0 / sc.model.spec.kv_bytes_per_value;
+        let pass = |f: &crate::quant::Format| {
+            // Per hand-off byte: the element-wise ops on its values, and HBM traffic = read one form, write the
+            // other (S + S/ρ).
+            (f.encode_ops_per_value * values_per_byte, 1.0 + 1.0 / f.ratio_vs_bf16())
+        };
+        let sender_pass = match (sc.compression, sc.compress_at) {
+            (Some(f), crate::scenario::CompressAt::Sender) => Some(pass(f)),
+            _ => None,
+        };
+        let receiver_pass = match (sc.compression, sc.decompress_at) {
+            (Some(f), crate::scenario::DecompressAt::Receiver) => Some(pass(f)),
+            _ => None,
+        };
         Ok(Sim {
             t,
             q: EventQueue::new(),
-            xfer: TransferCost::new(link_spec, sc.compression, sc.model.spec.kv_bytes_per_value),
-            link: FcfsLink::new(sc.link.channels),
-            link_stats: LinkStats { name: sc.link.spec.key.clone(), channels: sc.link.channels, ..Default::default() },
-            model,
+            path: Path::new(sc, front_pool.instances, back_pool.map_or(0, |p| p.instances))?,
+            handoff_bytes_per_token: base.kv_bytes_per_token,
+            front_model,
+            back_model,
             max_prefill_tokens: sc.max_prefill_tokens,
             max_batch: sc.max_decode_batch as u64,
             macro_steps: sc.macro_steps,
-            prefill,
-            decode,
-            colo,
-            prefill_router: Router::new(Rule::from(sc.prefill_routing)),
-            decode_router: Router::new(Rule::from(match sc.topology {
-                Topology::Disaggregated { .. } => sc.decode_routing,
-                Topology::Colocated { .. } => sc.colocated_routing,
-            })),
-            reject_capacity,
+            colocated,
+            disaggregate: sc.disaggregate,
+            sender_pass,
+            receiver_pass,
+            fronts,
+            backs,
+            front_router: Router::new(if colocated {
+                Rule::from(sc.colocated_routing)
+            } else {
+                Rule::from(sc.prefill_routing)
+            }),
+            back_router: Router::new(Rule::from(sc.decode_routing)),
             next_arrival: 0,
             remaining: n,
             completed: 0,
@@ -332,38 +311,26 @@ impl Sim {
             };
             match ev {
                 Ev::Arrival => self.on_arrival(now),
-                Ev::PrefillWake(p) => {
-                    let p = p as usize;
-                    self.prefill[p].wake_pending = false;
-                    if !self.prefill[p].busy {
-                        self.start_prefill(p, now);
-                    }
+                Ev::FrontWake(i) => self.on_front_wake(i as usize, now),
+                Ev::FrontDone(i) => {
+                    let end = self.front_step_end(i as usize, now);
+                    self.schedule_front(i as usize, end);
                 }
-                Ev::PrefillDone(p) => self.on_prefill_done(p as usize, now),
-                Ev::TransferDone(ch) => self.on_transfer_done(ch as usize, now)?,
-                Ev::DecodeWake(d) => {
-                    let d = d as usize;
-                    self.decode[d].wake_pending = false;
-                    if !self.decode[d].busy {
-                        let end = self.decode_boundary(d, now);
-                        self.schedule_decode(d, end);
-                    }
+                Ev::StreamStart(i) => self.on_stream_start(i as usize, now),
+                Ev::HopDone { stage, lane, channel } => {
+                    self.on_hop_done(stage as usize, lane as usize, channel as usize, now)?
                 }
-                Ev::DecodeDone(d) => {
-                    let end = self.decode_step_end(d as usize, now);
-                    self.schedule_decode(d as usize, end);
+                Ev::SharedDone { stage, lane, generation } => {
+                    self.on_shared_done(stage as usize, lane as usize, generation, now)
                 }
-                Ev::ColocatedWake(i) => {
-                    let i = i as usize;
-                    self.colo[i].d.wake_pending = false;
-                    if !self.colo[i].d.busy {
-                        let end = self.colo_boundary(i, now);
-                        self.schedule_colo(i, end);
-                    }
+                Ev::Landed { stage, request } => self.after_hop(stage as usize, request, now),
+                Ev::Slice { stage, lane, channel } => {
+                    self.on_slice(stage as usize, lane as usize, channel as usize, now)?
                 }
-                Ev::ColocatedDone(i) => {
-                    let end = self.colo_step_end(i as usize, now);
-                    self.schedule_colo(i as usize, end);
+                Ev::BackWake(d) => self.on_back_wake(d as usize, now),
+                Ev::BackDone(d) => {
+                    let end = self.back_step_end(d as usize, now);
+                    self.schedule_back(d as usize, end);
                 }
             }
         }
@@ -397,249 +364,32 @@ impl Sim {
             self.rejected += 1;
         } else {
             self.population_change(now, true);
-            let r = r as u32;
-            let prompt = self.t.prompt_tokens[r as usize] as u64;
-            if self.colo.is_empty() {
-                let p = self.prefill_router.pick(&Pools(&self.prefill));
-                let inst = &mut self.prefill[p];
-                inst.queue.push_back(r);
-                inst.queued_tokens += prompt;
-                if !inst.busy && !inst.wake_pending {
-                    inst.wake_pending = true;
-                    self.q.push(now, Priority::Normal, Ev::PrefillWake(p as u32));
-                }
-            } else {
-                let i = self.decode_router.pick(&ColoView(&self.colo, &self.t.prompt_tokens));
-                let inst = &mut self.colo[i].d;
-                inst.queue.push_back(r);
-                if !inst.busy && !inst.wake_pending {
-                    inst.wake_pending = true;
-                    self.q.push(now, Priority::Normal, Ev::ColocatedWake(i as u32));
-                }
-            }
+            self.route_to_front(r as u32, now);
         }
         if let Some(&next) = self.t.arrival_s.get(self.next_arrival) {
             self.q.push(next, Priority::Normal, Ev::Arrival);
         }
     }
 
-    fn start_prefill(&mut self, p: usize, now: f64) {
-        let inst = &mut self.prefill[p];
-        let n = prefill_batch_len(&inst.queue, &self.t.prompt_tokens, self.max_prefill_tokens);
-        if n == 0 {
-            inst.busy = false;
-            return;
-        }
-        inst.batch.clear();
-        let (mut tokens, mut attention) = (0u64, 0u128);
-        for _ in 0..n {
-            let Some(r) = inst.queue.pop_front() else {
-                break;
-            };
-            let s = self.t.prompt_tokens[r as usize] as u64;
-            tokens += s;
-            attention += self.model.prompt_attention_flops(s);
-            self.t.prefill_start_s[r as usize] = now;
-            self.t.prefill_instance[r as usize] = p as i32;
-            inst.batch.push(r);
-        }
-        inst.queued_tokens -= tokens;
-        let work = self.model.prefill(tokens, n as u64, attention);
-        let timing = inst.timer.time(work);
-        inst.stats.add_step(work, timing, n as u64, true);
-        inst.busy = true;
-        self.q.push(now + timing.time_s, Priority::Normal, Ev::PrefillDone(p as u32));
-    }
-
-    fn on_prefill_done(&mut self, p: usize, now: f64) {
-        let batch = std::mem::take(&mut self.prefill[p].batch);
-        for &r in &batch {
-            self.t.first_token_s[r as usize] = now;
-            if self.t.output_tokens[r as usize] <= 1 {
-                self.complete(r, now);
-            } else {
-                self.link.request(r);
-            }
-        }
-        self.prefill[p].batch = batch;
-        self.grant_transfers(now);
-        self.start_prefill(p, now);
-    }
-
-    fn grant_transfers(&mut self, now: f64) {
-        while let Some((ch, r)) = self.link.grant() {
-            let i = r as usize;
-            self.t.kv_start_s[i] = now;
-            let x = self.xfer.transfer(self.model.handoff_bytes(self.t.prompt_tokens[i]));
-            let s = &mut self.link_stats;
-            s.busy_s += x.duration_s;
-            s.transfers += 1;
-            s.handoff_bytes += self.model.handoff_bytes(self.t.prompt_tokens[i]);
-            s.wire_bytes += x.wire_bytes;
-            s.link_j += x.link_j;
-            s.transit_j += x.transit_j;
-            s.wait_s += now - self.t.first_token_s[i];
-            s.transit_bound += x.transit_bound as u64;
-            self.q.push(now + x.duration_s, Priority::Normal, Ev::TransferDone(ch as u32));
-        }
-    }
-
-    fn on_transfer_done(&mut self, ch: usize, now: f64) -> Result<()> {
-        let r =
-            self.link.release(ch).ok_or_else(|| Error::Internal(format!("transfer finished on idle channel {ch}")))?;
-        self.t.kv_ready_s[r as usize] = now;
-        let d = self.decode_router.pick(&Pools(&self.decode));
-        self.t.decode_instance[r as usize] = d as i32;
-        let inst = &mut self.decode[d];
-        inst.queue.push_back(r);
-        if !inst.busy && !inst.wake_pending {
-            inst.wake_pending = true;
-            self.q.push(now, Priority::Normal, Ev::DecodeWake(d as u32));
-        }
-        self.grant_transfers(now);
-        Ok(())
-    }
-
-    /// Continue a decode instance whose next step ends at `end`: inline while that comes strictly before
-    /// every pending event (macro-steps), otherwise as a kernel event.
-    fn schedule_decode(&mut self, d: usize, mut end: Option<f64>) {
-        while let Some(e) = end {
-            if self.macro_steps && e < self.q.next_time() {
-                end = self.decode_step_end(d, e);
-            } else {
-                self.q.push(e, Priority::Normal, Ev::DecodeDone(d as u32));
-                return;
-            }
-        }
-    }
-
-    fn schedule_colo(&mut self, i: usize, mut end: Option<f64>) {
-        while let Some(e) = end {
-            if self.macro_steps && e < self.q.next_time() {
-                end = self.colo_step_end(i, e);
-            } else {
-                self.q.push(e, Priority::Normal, Ev::ColocatedDone(i as u32));
-                return;
-            }
-        }
-    }
-
-    /// Step boundary of decode instance `d`: admit from the queue, then start a step if anything runs.
-    /// Returns the end time of the started step.
-    fn decode_boundary(&mut self, d: usize, now: f64) -> Option<f64> {
-        let t = &mut self.t;
-        let inst = &mut self.decode[d];
-        admit_decode(inst, t, self.max_batch, now);
-        start_decode_step(inst, &self.model, &t.prompt_tokens, now)
-    }
-
-    fn decode_step_end(&mut self, d: usize, now: f64) -> Option<f64> {
-        let mut finished = std::mem::take(&mut self.finished);
-        complete_decode_step(&mut self.decode[d], &self.t, &mut self.itl, &mut finished, now);
-        for &r in &finished {
-            self.complete(r, now);
-        }
-        finished.clear();
-        self.finished = finished;
-        self.decode_boundary(d, now)
-    }
-
-    /// Step boundary of colocated instance `i`: a prefill step if a queued prompt is admissible, else a
-    /// decode step if anything runs, else idle.
-    fn colo_boundary(&mut self, i: usize, now: f64) -> Option<f64> {
-        let inst = &mut self.colo[i];
-        let occ = Occupancy {
-            running: inst.d.running.len() as u64,
-            max_batch: self.max_batch,
-            kv_used: inst.d.kv_used,
-            kv_capacity: inst.d.kv_capacity,
-        };
-        let t = &mut self.t;
-        let n = colocated_prefill_len(&inst.d.queue, &t.prompt_tokens, &t.output_tokens, self.max_prefill_tokens, occ);
-        if n == 0 {
-            inst.step = ColoStep::Decode;
-            return start_decode_step(&mut inst.d, &self.model, &t.prompt_tokens, now);
-        }
-        inst.batch.clear();
-        let (mut tokens, mut attention) = (0u64, 0u128);
-        for _ in 0..n {
-            let Some(r) = inst.d.queue.pop_front() else {
-                break;
-            };
-            let i_r = r as usize;
-            let s = t.prompt_tokens[i_r] as u64;
-            tokens += s;
-            attention += self.model.prompt_attention_flops(s);
-            inst.d.kv_used += reservation(t.prompt_tokens[i_r], t.output_tokens[i_r]);
-            t.prefill_start_s[i_r] = now;
-            t.prefill_instance[i_r] = i as i32;
-            inst.batch.push(r);
-        }
-        inst.d.stats.kv_peak_tokens = inst.d.stats.kv_peak_tokens.max(inst.d.kv_used);
-        let work = self.model.prefill(tokens, n as u64, attention);
-        let timing = inst.d.timer.time(work);
-        inst.d.stats.add_step(work, timing, n as u64, true);
-        inst.d.busy = true;
-        inst.step = ColoStep::Prefill;
-        Some(now + timing.time_s)
-    }
-
-    fn colo_step_end(&mut self, i: usize, now: f64) -> Option<f64> {
-        match self.colo[i].step {
-            ColoStep::Prefill => {
-                let batch = std::mem::take(&mut self.colo[i].batch);
-                for &r in &batch {
-                    let ri = r as usize;
-                    self.t.first_token_s[ri] = now;
-                    if self.t.output_tokens[ri] <= 1 {
-                        self.colo[i].d.kv_used -= reservation(self.t.prompt_tokens[ri], self.t.output_tokens[ri]);
-                        self.complete(r, now);
-                    } else {
-                        self.t.decode_start_s[ri] = now;
-                        self.t.decode_instance[ri] = i as i32;
-                        let c = cols(&self.t);
-                        self.colo[i].d.running.admit(r, c);
-                    }
-                }
-                self.colo[i].batch = batch;
-            }
-            ColoStep::Decode => {
-                let mut finished = std::mem::take(&mut self.finished);
-                complete_decode_step(&mut self.colo[i].d, &self.t, &mut self.itl, &mut finished, now);
-                for &r in &finished {
-                    self.complete(r, now);
-                }
-                finished.clear();
-                self.finished = finished;
-            }
-        }
-        self.colo_boundary(i, now)
-    }
-
-    fn finish(self, sc: &Scenario) -> SimOutput {
+    fn finish(self) -> SimOutput {
         let mut instances = Vec::new();
-        for p in self.prefill {
-            instances.push(p.stats);
-        }
-        for d in self.decode {
-            let mut s = d.stats;
-            s.kv_end_tokens = d.kv_used;
+        for f in self.fronts {
+            let mut s = f.stats;
+            s.kv_end_tokens = f.dec.kv_used;
             instances.push(s);
         }
-        for c in self.colo {
-            let mut s = c.d.stats;
-            s.kv_end_tokens = c.d.kv_used;
+        for b in self.backs {
+            let mut s = b.stats;
+            s.kv_end_tokens = b.dec.kv_used;
             instances.push(s);
         }
         let static_j = instances.iter().map(|s| s.idle_w * self.horizon).sum();
-        let link = matches!(sc.topology, Topology::Disaggregated { .. }).then_some(self.link_stats);
         let measured = self.t.measured.iter().filter(|&&m| m).count() as u64;
-        let _ = self.reject_capacity;
         SimOutput {
             table: self.t,
             stats: RunStats {
                 instances,
-                link,
+                links: self.path.into_stats(),
                 horizon_s: self.horizon,
                 events: self.q.processed(),
                 population_area: self.population_area,
@@ -654,57 +404,13 @@ impl Sim {
     }
 }
 
+impl Sim {
+    /// KV bytes a hand-off of request `r` carries before compression.
+    fn handoff_bytes(&self, r: u32) -> f64 {
+        self.t.prompt_tokens[r as usize] as f64 * self.handoff_bytes_per_token
+    }
+}
+
 fn cols(t: &RequestTable) -> Cols<'_> {
     Cols { prompt: &t.prompt_tokens, output: &t.output_tokens, first_token_s: &t.first_token_s, measured: &t.measured }
-}
-
-/// Admit queued requests of a disaggregated decode instance at a step boundary.
-fn admit_decode(inst: &mut DecodeInst, t: &mut RequestTable, max_batch: u64, now: f64) {
-    let occ = Occupancy {
-        running: inst.running.len() as u64,
-        max_batch,
-        kv_used: inst.kv_used,
-        kv_capacity: inst.kv_capacity,
-    };
-    let n = decode_admit_len(&inst.queue, &t.prompt_tokens, &t.output_tokens, occ);
-    for _ in 0..n {
-        let Some(r) = inst.queue.pop_front() else {
-            break;
-        };
-        let i = r as usize;
-        inst.kv_used += reservation(t.prompt_tokens[i], t.output_tokens[i]);
-        t.decode_start_s[i] = now;
-        inst.running.admit(r, cols(t));
-    }
-    inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(inst.kv_used);
-}
-
-/// Start a decode step over everything running; `None` (and idle) when nothing runs.
-fn start_decode_step(inst: &mut DecodeInst, model: &ModelCost, prompt: &[u32], now: f64) -> Option<f64> {
-    if inst.running.is_empty() {
-        inst.busy = false;
-        return None;
-    }
-    let b = inst.running.len() as u64;
-    let work = model.decode(inst.running.ctx_tokens(prompt), b);
-    let timing = inst.timer.time(work);
-    inst.stats.add_step(work, timing, b, false);
-    inst.busy = true;
-    Some(now + timing.time_s)
-}
-
-/// Finish a decode step at `now`: tokens, inter-token gaps, finished sequences (their KV released).
-fn complete_decode_step(
-    inst: &mut DecodeInst,
-    t: &RequestTable,
-    itl: &mut ItlHistogram,
-    finished: &mut Vec<u32>,
-    now: f64,
-) {
-    let gap = now - inst.last_decode_end;
-    inst.running.complete_step(now, gap, cols(t), itl, finished);
-    inst.last_decode_end = now;
-    for &r in finished.iter() {
-        inst.kv_used -= reservation(t.prompt_tokens[r as usize], t.output_tokens[r as usize]);
-    }
 }

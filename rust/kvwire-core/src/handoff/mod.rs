@@ -2,4 +2,5 @@
 
 pub mod closed_form;
 pub mod link;
+pub mod shared;
 pub mod transfer;

@@ -14,8 +14,12 @@ pub const TRANSIT_LATENCY_S: f64 = 1e-6;
 /// One transfer's cost.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Transfer {
-    /// Time the channel is held, s.
+    /// Time the channel is held, s: latency + data time.
     pub duration_s: f64,
+    /// Time the data occupies the wire (or the in-transit stage), s.
+    pub data_s: f64,
+    /// Latency (plus the in-transit stage's delay), s.
+    pub latency_s: f64,
     pub wire_bytes: f64,
     pub link_j: f64,
     pub transit_j: f64,
@@ -23,59 +27,78 @@ pub struct Transfer {
     pub transit_bound: bool,
 }
 
-/// Transfer-cost calculator for one link and compression setting.
+/// Transfer-cost calculator for one link (or hop) and compression setting.
 #[derive(Clone, Debug)]
 pub struct TransferCost {
     latency_s: f64,
     bytes_per_s: f64,
     j_per_bit: f64,
-    compression: Option<Compression>,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Compression {
+    /// Hand-off bytes per wire byte (1 when uncompressed on this hop).
     ratio: f64,
-    ops_per_input_byte: f64,
+    /// The in-transit compression stage, when this hop runs it.
+    stage: Option<f64>,
 }
 
 impl TransferCost {
-    /// `kv_bytes_per_value` converts hand-off bytes to values (2 for BF16) for the stage's ops count.
-    pub fn new(link: &LinkSpec, compression: Option<&Format>, kv_bytes_per_value: f64) -> Self {
+    /// A hop carrying the hand-off uncompressed.
+    pub fn plain(link: &LinkSpec) -> Self {
         TransferCost {
             latency_s: link.latency_us * 1e-6,
             bytes_per_s: link.bandwidth_gb_per_s * 1e9,
             j_per_bit: link.pj_per_bit * 1e-12,
-            compression: compression.map(|f| Compression {
-                ratio: f.ratio_vs_bf16(),
-                ops_per_input_byte: f.encode_ops_per_value / kv_bytes_per_value,
-            }),
+            ratio: 1.0,
+            stage: None,
         }
     }
 
-    /// Cost of handing off `bytes` of KV. Without compression: ℓ + S/B. With compression in transit:
+    /// A hop carrying data already compressed to `f` elsewhere (the sender GPU): fewer bytes, no stage.
+    pub fn precompressed(link: &LinkSpec, f: &Format) -> Self {
+        TransferCost { ratio: f.ratio_vs_bf16(), ..Self::plain(link) }
+    }
+
+    /// A hop that compresses to `f` in transit (the reference's `KVTransit` stage). `kv_bytes_per_value`
+    /// converts hand-off bytes to values (2 for BF16) for the stage's ops count.
+    pub fn in_transit(link: &LinkSpec, f: &Format, kv_bytes_per_value: f64) -> Self {
+        TransferCost {
+            ratio: f.ratio_vs_bf16(),
+            stage: Some(f.encode_ops_per_value / kv_bytes_per_value),
+            ..Self::plain(link)
+        }
+    }
+
+    /// The reference's link: compression in transit when a format is given.
+    pub fn new(link: &LinkSpec, compression: Option<&Format>, kv_bytes_per_value: f64) -> Self {
+        match compression {
+            None => Self::plain(link),
+            Some(f) => Self::in_transit(link, f, kv_bytes_per_value),
+        }
+    }
+
+    /// Cost of handing off `bytes` of KV. Uncompressed: ℓ + S/B. Precompressed: ℓ + S/ρ/B. In transit:
     /// ℓ + 1 µs + max(S/ρ/B, ops/(1.6·B)).
     pub fn transfer(&self, bytes: f64) -> Transfer {
-        match self.compression {
-            None => Transfer {
-                duration_s: self.latency_s + bytes / self.bytes_per_s,
-                wire_bytes: bytes,
-                link_j: bytes * 8.0 * self.j_per_bit,
-                transit_j: 0.0,
-                transit_bound: false,
-            },
-            Some(c) => {
-                let wire = bytes / c.ratio;
-                let ops = c.ops_per_input_byte * bytes;
-                let t_wire = wire / self.bytes_per_s;
-                let t_ops = ops / (TRANSIT_OPS_PER_WIRE_BYTE * self.bytes_per_s);
-                Transfer {
-                    duration_s: self.latency_s + TRANSIT_LATENCY_S + t_wire.max(t_ops),
-                    wire_bytes: wire,
-                    link_j: wire * 8.0 * self.j_per_bit,
-                    transit_j: bytes * 8.0 * TRANSIT_J_PER_INPUT_BIT,
-                    transit_bound: t_ops > t_wire,
-                }
+        let wire = bytes / self.ratio;
+        let t_wire = wire / self.bytes_per_s;
+        let (data_s, latency_s, transit_j, transit_bound) = match self.stage {
+            None => (t_wire, self.latency_s, 0.0, false),
+            Some(ops_per_input_byte) => {
+                let t_ops = ops_per_input_byte * bytes / (TRANSIT_OPS_PER_WIRE_BYTE * self.bytes_per_s);
+                (
+                    t_wire.max(t_ops),
+                    self.latency_s + TRANSIT_LATENCY_S,
+                    bytes * 8.0 * TRANSIT_J_PER_INPUT_BIT,
+                    t_ops > t_wire,
+                )
             }
+        };
+        Transfer {
+            duration_s: latency_s + data_s,
+            data_s,
+            latency_s,
+            wire_bytes: wire,
+            link_j: wire * 8.0 * self.j_per_bit,
+            transit_j,
+            transit_bound,
         }
     }
 }

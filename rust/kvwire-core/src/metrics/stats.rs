@@ -76,7 +76,10 @@ impl InstanceStats {
 /// Totals of the KV link.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct LinkStats {
+    /// Link preset key.
     pub name: String,
+    /// Resource name: `kv-link` (the network), `pcie-prefill-i` / `pcie-decode-j` (host-staged hops).
+    pub resource: String,
     pub channels: u32,
     /// Σ transfer times (channel-seconds).
     pub busy_s: f64,
@@ -99,7 +102,8 @@ pub struct LinkStats {
 #[derive(Clone, Debug, Default)]
 pub struct RunStats {
     pub instances: Vec<InstanceStats>,
-    pub link: Option<LinkStats>,
+    /// Every hop lane of the hand-off path, the network (`kv-link`) first; empty when colocated.
+    pub links: Vec<LinkStats>,
     /// Last completion time, s from t = 0 (0 when nothing completed).
     pub horizon_s: f64,
     /// Kernel events processed.
@@ -117,6 +121,11 @@ pub struct RunStats {
 }
 
 impl RunStats {
+    /// The network hop (`kv-link`) of the hand-off path, if there is one.
+    pub fn network(&self) -> Option<&LinkStats> {
+        self.links.iter().find(|l| l.resource == "kv-link")
+    }
+
     pub fn itl_quantiles(&self) -> Quantiles {
         self.itl.quantiles()
     }
@@ -127,7 +136,7 @@ impl RunStats {
         let q = self.itl_quantiles();
         serde_json::json!({
             "instances": self.instances,
-            "link": self.link,
+            "links": self.links,
             "horizon_s": self.horizon_s,
             "events": self.events,
             "population_area": self.population_area,

@@ -13,6 +13,9 @@ pub struct RequestTable {
     pub rejected: Vec<bool>,
     /// Counted in latency/SLO figures (completed and past the warm-up fraction).
     pub measured: Vec<bool>,
+    /// Decoded on its prefill instance, without a hand-off (colocated, or kept local by conditional
+    /// disaggregation).
+    pub local_decode: Vec<bool>,
     pub prefill_instance: Vec<i32>,
     pub decode_instance: Vec<i32>,
     pub prefill_start_s: Vec<f64>,
@@ -34,6 +37,7 @@ impl RequestTable {
             output_tokens,
             rejected: vec![false; n],
             measured: vec![false; n],
+            local_decode: vec![false; n],
             prefill_instance: vec![-1; n],
             decode_instance: vec![-1; n],
             prefill_start_s: vec![f64::NAN; n],
@@ -56,6 +60,6 @@ impl RequestTable {
     /// Bytes held by the columns (for the memory benchmark).
     pub fn heap_bytes(&self) -> usize {
         let n = self.len();
-        n * (8 + 8 + 4 + 4 + 1 + 1 + 4 + 4 + 6 * 8)
+        n * (8 + 8 + 4 + 4 + 1 + 1 + 1 + 4 + 4 + 6 * 8)
     }
 }

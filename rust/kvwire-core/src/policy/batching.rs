@@ -15,21 +15,6 @@ pub fn ever_fits(prompt: u32, output: u32, capacity: u64) -> bool {
     reservation(prompt, output) <= capacity
 }
 
-/// Prefill batch of a disaggregated prefill instance: strict FIFO, the head always, then further prompts
-/// while the batch's prompt tokens stay ≤ `max_tokens`; batching stops at the first prompt that would
-/// exceed the budget. Returns the number of queued requests taken.
-pub fn prefill_batch_len(queue: &VecDeque<u32>, prompt: &[u32], max_tokens: u32) -> usize {
-    let mut tokens = 0u64;
-    for (n, &r) in queue.iter().enumerate() {
-        let s = prompt[r as usize] as u64;
-        if n > 0 && tokens + s > max_tokens as u64 {
-            return n;
-        }
-        tokens += s;
-    }
-    queue.len()
-}
-
 /// State an admission decision depends on.
 #[derive(Clone, Copy, Debug)]
 pub struct Occupancy {
@@ -53,27 +38,43 @@ pub fn decode_admit_len(queue: &VecDeque<u32>, prompt: &[u32], output: &[u32], o
     queue.len()
 }
 
-/// Prefill admission of a colocated instance: FIFO while running + batch < `max_batch`, the batch's prompt
-/// tokens stay ≤ `max_tokens` (the head is exempt from this budget only) and the reservation fits the free
-/// KV. Batching stops at the first candidate that fails. Returns the number taken.
-pub fn colocated_prefill_len(
+/// Prefill batch of a front instance, strict FIFO: the head always (token budget aside), then further
+/// prompts while the batch's prompt tokens stay ≤ `max_tokens`. Each candidate is classified by `local`
+/// (decoded on this instance) when it is considered; a local candidate must also keep running + local batch
+/// members < `max_batch` and its prompt + output reservation must fit the free KV (the reference's
+/// colocated rule, head included). Batching stops at the first candidate that fails. The classification of
+/// the taken requests is appended to `decided`; returns how many were taken.
+///
+/// All remote (disaggregated prefill) this is the reference's prefill batch; all local it is the
+/// reference's colocated admission.
+pub fn front_batch_len(
     queue: &VecDeque<u32>,
     prompt: &[u32],
     output: &[u32],
     max_tokens: u32,
     o: Occupancy,
+    mut local: impl FnMut(u32) -> bool,
+    decided: &mut Vec<bool>,
 ) -> usize {
     let mut kv = o.kv_used;
     let mut tokens = 0u64;
+    let mut locals = 0u64;
     for (n, &r) in queue.iter().enumerate() {
-        let (p, out) = (prompt[r as usize], output[r as usize]);
-        let res = reservation(p, out);
-        let over_budget = n > 0 && tokens + p as u64 > max_tokens as u64;
-        if o.running + n as u64 >= o.max_batch || over_budget || kv + res > o.kv_capacity {
+        let p = prompt[r as usize] as u64;
+        if n > 0 && tokens + p > max_tokens as u64 {
             return n;
         }
-        kv += res;
-        tokens += p as u64;
+        let is_local = local(r);
+        if is_local {
+            let res = reservation(prompt[r as usize], output[r as usize]);
+            if o.running + locals >= o.max_batch || kv + res > o.kv_capacity {
+                return n;
+            }
+            kv += res;
+            locals += 1;
+        }
+        tokens += p;
+        decided.push(is_local);
     }
     queue.len()
 }
@@ -86,13 +87,47 @@ mod tests {
         (0..n).collect()
     }
 
+    const NO_KV: Occupancy = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 0 };
+
+    fn remote(queue: &VecDeque<u32>, prompt: &[u32], max_tokens: u32) -> usize {
+        let out = vec![1; prompt.len()];
+        let mut d = Vec::new();
+        let n = front_batch_len(queue, prompt, &out, max_tokens, NO_KV, |_| false, &mut d);
+        assert_eq!(d, vec![false; n]);
+        n
+    }
+
+    fn local(queue: &VecDeque<u32>, prompt: &[u32], output: &[u32], max_tokens: u32, o: Occupancy) -> usize {
+        let mut d = Vec::new();
+        let n = front_batch_len(queue, prompt, output, max_tokens, o, |_| true, &mut d);
+        assert_eq!(d, vec![true; n]);
+        n
+    }
+
+    /// Disaggregated prefill (all remote): strict FIFO under the token budget; no KV or batch limit.
     #[test]
     fn prefill_batch_is_strict_fifo_under_the_budget() {
         let prompt = [3000, 3000, 3000, 10];
-        assert_eq!(prefill_batch_len(&q(4), &prompt, 8192), 2); // 9000 > 8192 stops; the 10 is not pulled forward
-        assert_eq!(prefill_batch_len(&q(4), &[9000, 1, 1, 1], 8192), 1); // an oversize head runs alone
-        assert_eq!(prefill_batch_len(&q(3), &[4096, 4096, 1], 8192), 2); // equality fits
-        assert_eq!(prefill_batch_len(&VecDeque::new(), &[], 8192), 0);
+        assert_eq!(remote(&q(4), &prompt, 8192), 2); // 9000 > 8192 stops; the 10 is not pulled forward
+        assert_eq!(remote(&q(4), &[9000, 1, 1, 1], 8192), 1); // an oversize head runs alone
+        assert_eq!(remote(&q(3), &[4096, 4096, 1], 8192), 2); // equality fits
+        assert_eq!(remote(&VecDeque::new(), &[], 8192), 0);
+        assert_eq!(remote(&q(300), &[1; 300], 8192), 300); // no batch limit for remote requests
+    }
+
+    /// Mixed batches: only local candidates count against the batch limit and the KV.
+    #[test]
+    fn mixed_batches_charge_only_local_requests() {
+        let occ = Occupancy { running: 1, max_batch: 2, kv_used: 0, kv_capacity: 100 };
+        let mut d = Vec::new();
+        // r0 local (fits: 60), r1 remote, r2 local would make running + locals = 2 + … → stops at r2.
+        let n = front_batch_len(&q(4), &[50, 500, 10, 10], &[10, 10, 10, 10], 8192, occ, |r| r % 2 == 0, &mut d);
+        assert_eq!((n, d), (2, vec![true, false]));
+        let mut d = Vec::new();
+        let roomy = Occupancy { max_batch: 10, ..occ };
+        // r2 local needs 20 more KV: 60 + 20 ≤ 100 fits; r4 local (prompt 30 + 10) would reach 120.
+        let n = front_batch_len(&q(5), &[50, 500, 10, 10, 30], &[10; 5], 8192, roomy, |r| r % 2 == 0, &mut d);
+        assert_eq!((n, d), (4, vec![true, false, true, false]));
     }
 
     #[test]
@@ -108,18 +143,18 @@ mod tests {
         assert_eq!(decode_admit_len(&q(1), &[290], &[10], occ(0, 0)), 1); // equality admitted
     }
 
+    /// Colocated admission (all local): the head is exempt from the token budget only.
     #[test]
     fn colocated_admission_rules() {
         let occ = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 1_000_000 };
-        // Head exempt from the token budget only.
-        assert_eq!(colocated_prefill_len(&q(2), &[9000, 5], &[1, 1], 8192, occ), 1);
-        assert_eq!(colocated_prefill_len(&q(3), &[4000, 4000, 500], &[1, 1, 1], 8192, occ), 2);
+        assert_eq!(local(&q(2), &[9000, 5], &[1, 1], 8192, occ), 1);
+        assert_eq!(local(&q(3), &[4000, 4000, 500], &[1, 1, 1], 8192, occ), 2);
         // The KV check applies to the head too.
         let full = Occupancy { kv_capacity: 100, ..occ };
-        assert_eq!(colocated_prefill_len(&q(1), &[90], &[20], 8192, full), 0);
+        assert_eq!(local(&q(1), &[90], &[20], 8192, full), 0);
         // running + batch < max_batch.
         let busy = Occupancy { running: 255, ..occ };
-        assert_eq!(colocated_prefill_len(&q(3), &[1, 1, 1], &[1, 1, 1], 8192, busy), 1);
+        assert_eq!(local(&q(3), &[1, 1, 1], &[1, 1, 1], 8192, busy), 1);
     }
 
     #[test]
@@ -134,8 +169,8 @@ mod tests {
     #[test]
     fn colocated_budget_equality_fits() {
         let occ = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 1_000_000 };
-        assert_eq!(colocated_prefill_len(&q(3), &[4096, 4096, 1], &[1, 1, 1], 8192, occ), 2);
-        assert_eq!(colocated_prefill_len(&q(3), &[4096, 4097, 1], &[1, 1, 1], 8192, occ), 1);
+        assert_eq!(local(&q(3), &[4096, 4096, 1], &[1, 1, 1], 8192, occ), 2);
+        assert_eq!(local(&q(3), &[4096, 4097, 1], &[1, 1, 1], 8192, occ), 1);
     }
 
     /// The colocated KV check is cumulative over the batch: two requests whose reservations (60 tokens
@@ -145,9 +180,9 @@ mod tests {
     fn colocated_kv_check_accumulates_over_the_batch() {
         let occ = |kv_used| Occupancy { running: 0, max_batch: 256, kv_used, kv_capacity: 100 };
         let (prompt, output) = ([50, 50], [10, 10]);
-        assert_eq!(colocated_prefill_len(&q(2), &prompt, &output, 8192, occ(0)), 1);
-        assert_eq!(colocated_prefill_len(&q(2), &prompt, &output, 8192, occ(40)), 1);
-        assert_eq!(colocated_prefill_len(&q(2), &prompt, &output, 8192, occ(41)), 0);
-        assert_eq!(colocated_prefill_len(&q(2), &[20, 20], &[20, 20], 8192, occ(20)), 2);
+        assert_eq!(local(&q(2), &prompt, &output, 8192, occ(0)), 1);
+        assert_eq!(local(&q(2), &prompt, &output, 8192, occ(40)), 1);
+        assert_eq!(local(&q(2), &prompt, &output, 8192, occ(41)), 0);
+        assert_eq!(local(&q(2), &[20, 20], &[20, 20], 8192, occ(20)), 2);
     }
 }

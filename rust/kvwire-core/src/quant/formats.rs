@@ -18,6 +18,9 @@ pub enum Scheme {
     Nvfp4,
     /// Integer groups with an fp16 scale (and fp16 zero point when asymmetric).
     Int { bits: u32, symmetric: bool, group: usize },
+    /// vLLM's `fp8_ds_mla` record for MLA caches: per token and layer, 512 latent values as E4M3 in four
+    /// tiles of 128 with an fp32 scale each, plus the 64 RoPE values kept in BF16 — 656 bytes for 576 values.
+    DsMla,
 }
 
 /// One KV storage format.
@@ -41,6 +44,7 @@ impl Format {
             Scheme::Fp8 { elem, .. } | Scheme::Mx { elem } => elem.bits(),
             Scheme::Nvfp4 => 4,
             Scheme::Int { bits, .. } => bits,
+            Scheme::DsMla => 8,
         }
     }
 
@@ -48,6 +52,7 @@ impl Format {
     pub fn element(&self) -> Option<MiniFloat> {
         match self.scheme {
             Scheme::Fp8 { elem, .. } | Scheme::Mx { elem } => Some(elem),
+            Scheme::DsMla => Some(E4M3FN),
             Scheme::Nvfp4 => Some(E2M1),
             _ => None,
         }
@@ -61,6 +66,7 @@ impl Format {
             Scheme::Mx { .. } => Some(32),
             Scheme::Nvfp4 => Some(16),
             Scheme::Int { group, .. } => Some(group),
+            Scheme::DsMla => Some(128),
         }
     }
 
@@ -74,6 +80,7 @@ impl Format {
             Scheme::Nvfp4 => "e4m3 (+ fp32 per tensor)",
             Scheme::Int { symmetric: true, .. } => "fp16",
             Scheme::Int { symmetric: false, .. } => "fp16 scale + fp16 zero point",
+            Scheme::DsMla => "fp32 per 128-value latent tile; RoPE kept in bf16",
         }
     }
 
@@ -85,6 +92,7 @@ impl Format {
             Scheme::Mx { .. } | Scheme::Nvfp4 => 8,
             Scheme::Int { symmetric: true, .. } => 16,
             Scheme::Int { symmetric: false, .. } => 32,
+            Scheme::DsMla => 32,
         }
     }
 
@@ -98,7 +106,13 @@ impl Format {
 
     /// Bits per value, block metadata included.
     pub fn bits_per_value(&self) -> f64 {
-        self.element_bits() as f64 + self.block().map_or(0.0, |b| self.scale_bits_per_block() as f64 / b as f64)
+        match self.scheme {
+            // 656 bytes per 576 values (512 fp8 latent + 4 fp32 scales + 64 bf16 RoPE).
+            Scheme::DsMla => (656 * 8) as f64 / 576.0,
+            _ => {
+                self.element_bits() as f64 + self.block().map_or(0.0, |b| self.scale_bits_per_block() as f64 / b as f64)
+            }
+        }
     }
 
     /// Compression ratio against BF16: input bytes / output bytes.
@@ -152,6 +166,12 @@ pub const FORMATS: &[Format] = &[
     int("int4_sym_g32", 4, true, 32, "INT4 symmetric, fp16 scale per 32"),
     int("int4_asym_g32", 4, false, 32, "INT4 asymmetric (KIVI), fp16 scale and zero point per 32"),
     int("int4_sym_g128", 4, true, 128, "INT4 symmetric, fp16 scale per 128"),
+    Format {
+        name: "fp8_ds_mla",
+        scheme: Scheme::DsMla,
+        encode_ops_per_value: 2.0,
+        description: "vLLM fp8_ds_mla record (MLA only): 512 E4M3 latent in 4 tiles with fp32 scales + 64 BF16 RoPE",
+    },
 ];
 
 /// Accepted alternative names.
@@ -184,6 +204,8 @@ mod tests {
         assert_eq!(bits("int8_asym_g32"), 9.0);
         assert_eq!(bits("int4_sym_g32"), 4.5);
         assert_eq!(bits("int4_sym_g128"), 4.125);
+        // spec/handoff.md: 1,152 B of BF16 per token-layer become a 656-byte record.
+        assert_eq!(r("fp8_ds_mla"), 1152.0 / 656.0);
         assert!(format("fp3").is_none());
     }
 

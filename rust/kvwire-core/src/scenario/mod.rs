@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::quant::formats::Format;
 use crate::workload::{Arrivals, LengthDist, Trace};
 
-pub use spec::ScenarioSpec;
+pub use spec::{CompressAt, DecompressAt, ScenarioSpec, Streaming};
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,6 +28,8 @@ pub struct Pool {
     pub devices_per_instance: u32,
     /// Per-device power cap, W.
     pub power_cap_w: Option<f64>,
+    /// Format the pool keeps its KV cache in (`None`: BF16).
+    pub kv_format: Option<&'static Format>,
 }
 
 /// Which pools exist.
@@ -42,6 +44,30 @@ pub enum Topology {
 pub struct Link {
     pub spec: Named<LinkSpec>,
     pub channels: u32,
+    pub model: LinkModel,
+}
+
+/// How transfers share the link.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LinkModel {
+    /// `channels` FCFS servers at the full per-channel rate (the reference).
+    Fcfs,
+    /// Processor sharing: concurrent transfers split the link's `channels × bandwidth` equally (each at most
+    /// one channel's bandwidth).
+    Shared,
+    /// No GPUDirect: GPU → host over the sender's PCIe link, the network (`channels` FCFS), host → GPU over
+    /// the receiver's PCIe link; each hop is a resource (store and forward).
+    HostStaged { host: Named<LinkSpec> },
+}
+
+/// Which requests are handed off.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Disaggregate {
+    /// Every request with output ≥ 2 (the reference).
+    Always,
+    /// Keep a request on its prefill instance when its prompt < `min_prompt_tokens`, its output <
+    /// `min_output_tokens`, or the estimated link wait > `max_link_wait_s`.
+    Conditional { min_prompt_tokens: u32, min_output_tokens: u32, max_link_wait_s: f64 },
 }
 
 /// Where the requests come from.
@@ -71,8 +97,13 @@ pub struct Scenario {
     pub model: Named<ModelSpec>,
     pub topology: Topology,
     pub link: Link,
-    /// Hand-off compression in transit (`None` = no compression stage).
+    /// Hand-off compression (`None` = no compression at all).
     pub compression: Option<&'static Format>,
+    pub compress_at: CompressAt,
+    pub decompress_at: DecompressAt,
+    pub streaming: Streaming,
+    pub disaggregate: Disaggregate,
+    pub per_slice_streaming: bool,
     pub workload: Workload,
     pub ttft_slo_s: f64,
     pub tpot_slo_s: f64,

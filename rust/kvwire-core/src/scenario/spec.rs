@@ -55,6 +55,9 @@ pub struct PoolSpec {
     pub devices_per_instance: u32,
     /// Per-device power cap, W (applies to this pool only).
     pub power_cap_w: Option<f64>,
+    /// Format the pool keeps its KV cache in (decode and colocated pools; default `"none"` = BF16). A
+    /// compressed cache raises KV capacity and lowers the KV bytes each decode step reads.
+    pub kv_format: Option<String>,
 }
 
 fn default_device() -> Value {
@@ -64,33 +67,49 @@ fn one() -> u32 {
     1
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HandoffSpec {
-    /// A format name from the format table (`"none"`, `"fp8"`, `"mxfp4"`, ...).
-    pub compression: String,
+    /// A format from the format table (`"none"`, `"fp8"`, `"mxfp4"`, ...). Default: the decode pool's
+    /// `kv_format`, else `"none"`.
+    pub compression: Option<String>,
     pub compress_at: CompressAt,
+    pub decompress_at: DecompressAt,
     pub streaming: Streaming,
 }
 
-impl Default for HandoffSpec {
-    fn default() -> Self {
-        HandoffSpec { compression: "none".into(), compress_at: CompressAt::Transit, streaming: Streaming::Whole }
-    }
-}
-
-/// Where compression runs. Only the in-transit stage of the reference exists so far.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Where the hand-off is compressed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CompressAt {
+    /// An in-transit stage on the link (the reference): no GPU cost, an ops budget per wire byte.
+    #[default]
     Transit,
+    /// An element-wise pass on the prefill GPU, added to the prefill step (HBM-bound).
+    Sender,
 }
 
-/// How the KV leaves the prefill instance. Only whole-cache hand-off (the reference) exists so far.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Where a compressed hand-off is decompressed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecompressAt {
+    /// Not modelled (the reference simulator's assumption), or not needed when the decode pool keeps the
+    /// compressed format (`decode.kv_format`).
+    #[default]
+    None,
+    /// An element-wise pass on the decode GPU, added to the first decode step after admission.
+    Receiver,
+}
+
+/// How the KV leaves the prefill instance.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Streaming {
+    /// After the whole prefill step (the reference).
+    #[default]
     Whole,
+    /// Layer by layer: layer l's slice may leave when layer l's prefill ends.
+    Layer,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -242,6 +261,43 @@ pub struct RouterSpec {
     pub prefill: PrefillRouterSpec,
     pub decode: LoadRouterSpec,
     pub colocated: LoadRouterSpec,
+    /// Whether every request is handed off (disaggregated mode only).
+    pub disaggregate: DisaggregateSpec,
+}
+
+/// Conditional disaggregation: keep a request on its prefill instance (decode it there) when its prompt or
+/// output is short or the link is congested; hand it off otherwise.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DisaggregateSpec {
+    pub policy: DisaggregatePolicy,
+    /// Keep local when the prompt has fewer tokens than this.
+    pub min_prompt_tokens: u32,
+    /// Keep local when the output has fewer tokens than this.
+    pub min_output_tokens: u32,
+    /// Keep local when the estimated wait for the link exceeds this, s.
+    pub max_link_wait_s: Option<f64>,
+}
+
+impl Default for DisaggregateSpec {
+    fn default() -> Self {
+        DisaggregateSpec {
+            policy: DisaggregatePolicy::Always,
+            min_prompt_tokens: 0,
+            min_output_tokens: 0,
+            max_link_wait_s: None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DisaggregatePolicy {
+    /// Every request with output ≥ 2 is handed off (the reference).
+    #[default]
+    Always,
+    /// Per request, by the thresholds above.
+    Conditional,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -267,10 +323,13 @@ pub enum LoadRouterSpec {
 pub struct EngineSpec {
     /// Decode fast path: lazy per-sequence bookkeeping and macro-steps (results identical to step-by-step).
     pub macro_steps: bool,
+    /// Layer-wise streaming as one event per layer slice (the plain path; results identical to the default
+    /// closed-form representation, which costs one event per transfer).
+    pub per_slice_streaming: bool,
 }
 
 impl Default for EngineSpec {
     fn default() -> Self {
-        EngineSpec { macro_steps: true }
+        EngineSpec { macro_steps: true, per_slice_streaming: false }
     }
 }

@@ -5,15 +5,19 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::spec::{
-    ArrivalSpec, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec, ModeSpec, PoolSpec, PrefillRouterSpec, ProcessSpec,
-    ScenarioSpec,
+    ArrivalSpec, CompressAt, DecompressAt, DisaggregatePolicy, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec,
+    ModeSpec, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec, Streaming,
 };
-use super::{serde_error, Link, LoadRouting, Named, Pool, PrefillRouting, Scenario, Topology, Workload};
+use super::{
+    serde_error, Disaggregate, Link, LinkModel, LoadRouting, Named, Pool, PrefillRouting, Scenario, Topology, Workload,
+};
 use crate::cost::model::{LmHead, ModelCost};
-use crate::cost::presets::{device_presets, link_presets, model_presets, DeviceSpec, LinkSpec, ModelSpec};
+use crate::cost::presets::{
+    device_presets, link_presets, model_presets, AttentionKind, DeviceSpec, LinkSpec, ModelSpec,
+};
 use crate::cost::roofline::{kv_capacity_tokens, RooflineParams};
 use crate::error::{Error, Result};
-use crate::quant::formats::{format, FORMATS};
+use crate::quant::formats::{format, Format, Scheme, ALIASES, FORMATS};
 use crate::workload::{Arrivals, LengthDist, Trace};
 
 /// Upper bounds that keep every allocation sane. They are far beyond any real system.
@@ -69,16 +73,14 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         return Err(Error::field("link", "not used when mode is \"colocated\" (there is no hand-off); remove it"));
     }
     let link = link(s.link)?;
-    let compression = match format(&s.handoff.compression) {
-        Some(f) if f.name == "none" => None,
-        Some(f) => Some(f),
-        None => {
-            let known: Vec<_> = FORMATS.iter().map(|f| f.name).collect();
-            return Err(Error::field(
-                "handoff.compression",
-                format!("unknown format {:?} (known: {})", s.handoff.compression, known.join(", ")),
-            ));
-        }
+    let h = &s.handoff;
+    let back_format = match &topology {
+        Topology::Disaggregated { decode, .. } => decode.kv_format,
+        Topology::Colocated { .. } => None,
+    };
+    let compression = match h.compression.as_deref() {
+        Some(name) => known_format(name, "handoff.compression")?,
+        None => back_format,
     };
     if compression.is_some() && mode == ModeSpec::Colocated {
         return Err(Error::field(
@@ -86,6 +88,79 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
             "a colocated scenario has no hand-off to compress; use \"none\" or mode \"disaggregated\"",
         ));
     }
+    if let Some(kv) = back_format {
+        if compression.map(|f| f.name) != Some(kv.name) {
+            return Err(Error::field(
+                "handoff.compression",
+                format!(
+                    "the decode pool keeps its cache in {}; hand it off in that format (or omit handoff.compression)",
+                    kv.name
+                ),
+            ));
+        }
+        if h.decompress_at == DecompressAt::Receiver {
+            return Err(Error::field(
+                "handoff.decompress_at",
+                "the decode pool keeps the compressed cache (decode.kv_format), so nothing is decompressed",
+            ));
+        }
+    }
+    if compression.is_none() && (h.compress_at != CompressAt::Transit || h.decompress_at != DecompressAt::None) {
+        let field = if h.compress_at != CompressAt::Transit { "compress_at" } else { "decompress_at" };
+        return Err(Error::field(format!("handoff.{field}"), "needs a compression format (handoff.compression)"));
+    }
+    if let Some(f) = compression {
+        if f.scheme == Scheme::DsMla && model.spec.attention != AttentionKind::Mla {
+            return Err(Error::field("handoff.compression", "fp8_ds_mla is an MLA cache record; the model is not MLA"));
+        }
+    }
+    if h.streaming == Streaming::Layer && link.model != LinkModel::Fcfs {
+        return Err(Error::field(
+            "handoff.streaming",
+            "layer-wise streaming is modelled on FCFS links (link.model \"fcfs\"); a shared or host-staged link \
+             carries whole transfers",
+        ));
+    }
+    if mode == ModeSpec::Colocated && h.streaming == Streaming::Layer {
+        return Err(Error::field("handoff.streaming", "a colocated scenario has no hand-off to stream"));
+    }
+    if let Topology::Disaggregated { prefill, .. } = &topology {
+        if prefill.kv_format.is_some() && s.router.disaggregate.policy != DisaggregatePolicy::Conditional {
+            return Err(Error::field(
+                "prefill.kv_format",
+                "a prefill pool keeps KV only for requests it decodes itself (router.disaggregate.policy \
+                 \"conditional\"); the hand-off format is handoff.compression",
+            ));
+        }
+    }
+    let d = &s.router.disaggregate;
+    let disaggregate = match d.policy {
+        DisaggregatePolicy::Always => {
+            if d.min_prompt_tokens != 0 || d.min_output_tokens != 0 || d.max_link_wait_s.is_some() {
+                return Err(Error::field(
+                    "router.disaggregate.policy",
+                    "thresholds are only used with policy \"conditional\"",
+                ));
+            }
+            Disaggregate::Always
+        }
+        DisaggregatePolicy::Conditional => {
+            if mode == ModeSpec::Colocated {
+                return Err(Error::field(
+                    "router.disaggregate.policy",
+                    "conditional disaggregation needs mode \"disaggregated\"",
+                ));
+            }
+            if let Some(w) = d.max_link_wait_s {
+                positive("router.disaggregate.max_link_wait_s", w, true)?;
+            }
+            Disaggregate::Conditional {
+                min_prompt_tokens: d.min_prompt_tokens,
+                min_output_tokens: d.min_output_tokens,
+                max_link_wait_s: d.max_link_wait_s.unwrap_or(f64::INFINITY),
+            }
+        }
+    };
 
     let workload = workload(s.workload, requests)?;
 
@@ -103,6 +178,11 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         topology,
         link,
         compression,
+        compress_at: s.handoff.compress_at,
+        decompress_at: s.handoff.decompress_at,
+        streaming: s.handoff.streaming,
+        disaggregate,
+        per_slice_streaming: s.engine.per_slice_streaming,
         workload,
         ttft_slo_s: s.slo.ttft_s,
         tpot_slo_s: s.slo.tpot_s,
@@ -216,6 +296,51 @@ fn check_model(m: &ModelSpec) -> Result<()> {
             format!("{} KV heads exceed {} attention heads", m.kv_heads, m.heads),
         ));
     }
+    let small = |name: &str, v: u32| -> Result<()> {
+        if v > 1 << 24 {
+            Err(Error::field(format!("model.{name}"), format!("must be ≤ {}, got {v}", 1 << 24)))
+        } else {
+            Ok(())
+        }
+    };
+    for (name, v) in [
+        ("kv_lora_rank", m.kv_lora_rank),
+        ("qk_rope_dim", m.qk_rope_dim),
+        ("qk_nope_dim", m.qk_nope_dim),
+        ("v_head_dim", m.v_head_dim),
+        ("q_lora_rank", m.q_lora_rank),
+        ("n_experts", m.n_experts),
+        ("top_k", m.top_k),
+        ("n_shared_experts", m.n_shared_experts),
+        ("moe_d_ff", m.moe_d_ff),
+        ("dense_layers", m.dense_layers),
+    ] {
+        small(name, v)?;
+    }
+    if m.attention == AttentionKind::Mla {
+        for (name, v) in [("kv_lora_rank", m.kv_lora_rank), ("v_head_dim", m.v_head_dim)] {
+            if v == 0 {
+                return Err(Error::field(format!("model.{name}"), "required (≥ 1) by attention \"mla\""));
+            }
+        }
+    }
+    if m.n_experts > 0 {
+        if m.top_k == 0 || m.top_k > m.n_experts {
+            return Err(Error::field(
+                "model.top_k",
+                format!("must be in [1, n_experts = {}] for a MoE model, got {}", m.n_experts, m.top_k),
+            ));
+        }
+        if m.moe_d_ff == 0 {
+            return Err(Error::field("model.moe_d_ff", "required (≥ 1) by a MoE model (n_experts > 0)"));
+        }
+        if m.dense_layers > m.layers {
+            return Err(Error::field(
+                "model.dense_layers",
+                format!("{} dense layers exceed the {} layers", m.dense_layers, m.layers),
+            ));
+        }
+    }
     positive("model.weight_bytes_per_param", m.weight_bytes_per_param, false)?;
     positive("model.kv_bytes_per_value", m.kv_bytes_per_value, false)
 }
@@ -253,7 +378,22 @@ fn pool(
         instances: None,
         devices_per_instance: 1,
         power_cap_w: None,
+        kv_format: None,
     });
+    let kv_format = match p.kv_format.as_deref() {
+        None => None,
+        Some(name) => {
+            let f = known_format(name, &format!("{path}.kv_format"))?;
+            if f.is_some_and(|f| f.scheme == Scheme::DsMla) && model.spec.attention != AttentionKind::Mla {
+                return Err(Error::field(
+                    format!("{path}.kv_format"),
+                    "fp8_ds_mla is an MLA cache record; the model is not MLA",
+                ));
+            }
+            f
+        }
+    };
+    let cost = &cost.with_kv_ratio(kv_format.map_or(1.0, |f| f.ratio_vs_bf16()));
     let dpath = format!("{path}.device");
     let device = resolve_preset::<DeviceSpec>(&p.device, &dpath, "device", &device_presets())?;
     check_device(&device.spec, &dpath)?;
@@ -301,13 +441,30 @@ fn pool(
             mem_util,
         });
     }
-    Ok(Pool { device, instances, devices_per_instance: p.devices_per_instance, power_cap_w: p.power_cap_w })
+    Ok(Pool { device, instances, devices_per_instance: p.devices_per_instance, power_cap_w: p.power_cap_w, kv_format })
+}
+
+/// A format of the table by name or alias (`None` for `"none"`), or an error listing the known names.
+fn known_format(name: &str, path: &str) -> Result<Option<&'static Format>> {
+    match format(name) {
+        Some(f) if f.scheme == Scheme::None => Ok(None),
+        Some(f) => Ok(Some(f)),
+        None => {
+            let mut known: Vec<_> = FORMATS.iter().map(|f| f.name).collect();
+            known.extend(ALIASES.iter().map(|(a, _)| *a));
+            Err(Error::field(path, format!("unknown format {name:?} (known: {})", known.join(", "))))
+        }
+    }
 }
 
 fn link(v: Option<Value>) -> Result<Link> {
     let v = v.unwrap_or_else(|| Value::String("ib-ndr".into()));
+    let mut model_name: Option<Value> = None;
+    let mut host: Option<Value> = None;
     let (preset_value, channels) = match v {
         Value::Object(mut obj) => {
+            model_name = obj.remove("model");
+            host = obj.remove("host_link");
             let channels = match obj.remove("channels") {
                 None => 1,
                 Some(c) => match c.as_u64() {
@@ -327,10 +484,36 @@ fn link(v: Option<Value>) -> Result<Link> {
         other => (other, 1),
     };
     let spec = resolve_preset::<LinkSpec>(&preset_value, "link", "link", &link_presets())?;
-    positive("link.bandwidth_gb_per_s", spec.spec.bandwidth_gb_per_s, false)?;
-    positive("link.latency_us", spec.spec.latency_us, true)?;
-    positive("link.pj_per_bit", spec.spec.pj_per_bit, true)?;
-    Ok(Link { spec, channels })
+    check_link(&spec.spec, "link")?;
+    let model = match model_name.as_ref().map(|m| m.as_str()) {
+        None | Some(Some("fcfs")) => LinkModel::Fcfs,
+        Some(Some("shared")) => LinkModel::Shared,
+        Some(Some("host_staged")) => {
+            let h = host.take().unwrap_or_else(|| Value::String("pcie5".into()));
+            let host = resolve_preset::<LinkSpec>(&h, "link.host_link", "link", &link_presets())?;
+            check_link(&host.spec, "link.host_link")?;
+            LinkModel::HostStaged { host }
+        }
+        _ => {
+            return Err(Error::field(
+                "link.model",
+                format!(
+                    "unknown variant {}, expected one of `fcfs`, `shared`, `host_staged`",
+                    model_name.map_or("null".to_string(), |v| v.to_string().replace('"', "`"))
+                ),
+            ))
+        }
+    };
+    if host.is_some() {
+        return Err(Error::field("link.host_link", "only used with link model \"host_staged\""));
+    }
+    Ok(Link { spec, channels, model })
+}
+
+fn check_link(l: &LinkSpec, path: &str) -> Result<()> {
+    positive(&format!("{path}.bandwidth_gb_per_s"), l.bandwidth_gb_per_s, false)?;
+    positive(&format!("{path}.latency_us"), l.latency_us, true)?;
+    positive(&format!("{path}.pj_per_bit"), l.pj_per_bit, true)
 }
 
 fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Workload> {

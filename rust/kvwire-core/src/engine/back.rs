@@ -1,0 +1,172 @@
+//! Back instances: the decode pool. Continuous batching with KV-capacity admission at step boundaries; a
+//! compressed hand-off may be decompressed on admission (charged to the next step).
+
+use std::collections::VecDeque;
+
+use super::kernel::Priority;
+use super::{cols, Decoder, Ev, Sim};
+use crate::cost::model::{ModelCost, StepWork};
+use crate::cost::roofline::StepTimer;
+use crate::metrics::itl::ItlHistogram;
+use crate::metrics::stats::InstanceStats;
+use crate::metrics::table::RequestTable;
+use crate::policy::batching::{decode_admit_len, reservation, Occupancy};
+use crate::policy::router::LoadView;
+
+pub(super) struct BackInst {
+    pub timer: StepTimer,
+    pub queue: VecDeque<u32>,
+    pub busy: bool,
+    pub wake_pending: bool,
+    pub dec: Decoder,
+    pub stats: InstanceStats,
+}
+
+impl BackInst {
+    pub fn new(timer: StepTimer, dec: Decoder, stats: InstanceStats) -> Self {
+        BackInst { timer, queue: VecDeque::new(), busy: false, wake_pending: false, dec, stats }
+    }
+}
+
+struct Backs<'a>(&'a [BackInst]);
+
+impl LoadView for Backs<'_> {
+    fn instances(&self) -> usize {
+        self.0.len()
+    }
+    fn queued_tokens(&self, _: usize) -> u64 {
+        0
+    }
+    fn queued_requests(&self, i: usize) -> u64 {
+        self.0[i].queue.len() as u64
+    }
+    fn running(&self, i: usize) -> u64 {
+        self.0[i].dec.running.len() as u64
+    }
+}
+
+impl Sim {
+    /// The decode instance for a hand-off, chosen now.
+    pub(super) fn route_to_back(&mut self, r: u32) -> usize {
+        let d = self.back_router.pick(&Backs(&self.backs));
+        self.t.decode_instance[r as usize] = d as i32;
+        d
+    }
+
+    /// A hand-off has landed on decode instance `d`: queue it and wake the instance if idle.
+    pub(super) fn deliver(&mut self, r: u32, d: usize, now: f64) {
+        let inst = &mut self.backs[d];
+        inst.queue.push_back(r);
+        if !inst.busy && !inst.wake_pending {
+            inst.wake_pending = true;
+            self.q.push(now, Priority::Normal, Ev::BackWake(d as u32));
+        }
+    }
+
+    pub(super) fn on_back_wake(&mut self, d: usize, now: f64) {
+        self.backs[d].wake_pending = false;
+        if !self.backs[d].busy {
+            let end = self.back_boundary(d, now);
+            self.schedule_back(d, end);
+        }
+    }
+
+    /// Continue a decode instance whose next step ends at `end`: inline while that comes strictly before
+    /// every pending event (macro-steps), otherwise as a kernel event.
+    pub(super) fn schedule_back(&mut self, d: usize, mut end: Option<f64>) {
+        while let Some(e) = end {
+            if self.macro_steps && e < self.q.next_time() {
+                end = self.back_step_end(d, e);
+            } else {
+                self.q.push(e, Priority::Normal, Ev::BackDone(d as u32));
+                return;
+            }
+        }
+    }
+
+    /// Step boundary of decode instance `d`: admit from the queue, then start a step if anything runs.
+    fn back_boundary(&mut self, d: usize, now: f64) -> Option<f64> {
+        let t = &mut self.t;
+        let inst = &mut self.backs[d];
+        let occ = Occupancy {
+            running: inst.dec.running.len() as u64,
+            max_batch: self.max_batch,
+            kv_used: inst.dec.kv_used,
+            kv_capacity: inst.dec.kv_capacity,
+        };
+        let n = decode_admit_len(&inst.queue, &t.prompt_tokens, &t.output_tokens, occ);
+        for _ in 0..n {
+            let Some(r) = inst.queue.pop_front() else { break };
+            let i = r as usize;
+            inst.dec.kv_used += reservation(t.prompt_tokens[i], t.output_tokens[i]);
+            t.decode_start_s[i] = now;
+            inst.dec.running.admit(r, cols(t));
+            if let Some((ops, hbm)) = self.receiver_pass {
+                // Decompression on the receiver, before the first decode step that includes it.
+                let bytes = t.prompt_tokens[i] as f64 * self.handoff_bytes_per_token;
+                inst.dec.pending_pass.flops += ops * bytes;
+                inst.dec.pending_pass.bytes += hbm * bytes;
+            }
+        }
+        inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(inst.dec.kv_used);
+        let end = start_decode(&mut inst.dec, &inst.timer, &mut inst.stats, &self.back_model, &t.prompt_tokens, now);
+        inst.busy = end.is_some();
+        end
+    }
+
+    pub(super) fn back_step_end(&mut self, d: usize, now: f64) -> Option<f64> {
+        let mut finished = std::mem::take(&mut self.finished);
+        complete_decode(&mut self.backs[d].dec, &self.t, &mut self.itl, &mut finished, now);
+        for &r in &finished {
+            self.complete(r, now);
+        }
+        finished.clear();
+        self.finished = finished;
+        self.back_boundary(d, now)
+    }
+}
+
+/// Start a decode step over everything running (plus any pending decompression pass); `None` when nothing
+/// runs.
+pub(super) fn start_decode(
+    dec: &mut Decoder,
+    timer: &StepTimer,
+    stats: &mut InstanceStats,
+    model: &ModelCost,
+    prompt: &[u32],
+    now: f64,
+) -> Option<f64> {
+    if dec.running.is_empty() {
+        return None;
+    }
+    let b = dec.running.len() as u64;
+    let mut work = model.decode(dec.running.ctx_tokens(prompt), b);
+    let mut timing = timer.time(work);
+    if dec.pending_pass.bytes > 0.0 {
+        let p = timer.pass(dec.pending_pass);
+        timing.time_s += p.time_s;
+        timing.compute_j += p.compute_j;
+        timing.memory_j += p.memory_j;
+        work.flops += dec.pending_pass.flops;
+        work.bytes += dec.pending_pass.bytes;
+        dec.pending_pass = StepWork { flops: 0.0, bytes: 0.0 };
+    }
+    stats.add_step(work, timing, b, false);
+    Some(now + timing.time_s)
+}
+
+/// Finish a decode step at `now`: tokens, inter-token gaps, finished sequences (their KV released).
+pub(super) fn complete_decode(
+    dec: &mut Decoder,
+    t: &RequestTable,
+    itl: &mut ItlHistogram,
+    finished: &mut Vec<u32>,
+    now: f64,
+) {
+    let gap = now - dec.last_decode_end;
+    dec.running.complete_step(now, gap, cols(t), itl, finished);
+    dec.last_decode_end = now;
+    for &r in finished.iter() {
+        dec.kv_used -= reservation(t.prompt_tokens[r as usize], t.output_tokens[r as usize]);
+    }
+}

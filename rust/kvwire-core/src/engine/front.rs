@@ -1,0 +1,273 @@
+//! Front instances: the prefill pool (disaggregated) or the colocated instances. They batch whole prompts
+//! FIFO; a front instance that decodes (colocated, or requests kept local by conditional disaggregation)
+//! gives a waiting admissible prompt priority over its next decode step, as the reference's colocated
+//! instances do.
+
+use std::collections::VecDeque;
+
+use super::kernel::Priority;
+use super::{cols, Decoder, Ev, Sim};
+use crate::cost::model::StepWork;
+use crate::cost::roofline::StepTimer;
+use crate::metrics::stats::InstanceStats;
+use crate::policy::batching::{front_batch_len, reservation, Occupancy};
+use crate::policy::disaggregation::keep_local;
+use crate::policy::router::LoadView;
+use crate::scenario::Disaggregate;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum StepKind {
+    Prefill,
+    Decode,
+}
+
+pub(super) struct FrontInst {
+    pub timer: StepTimer,
+    pub queue: VecDeque<u32>,
+    pub queued_tokens: u64,
+    /// The prefill batch in flight (and whether each request decodes locally).
+    pub batch: Vec<u32>,
+    pub step: StepKind,
+    pub busy: bool,
+    pub wake_pending: bool,
+    pub dec: Decoder,
+    pub stats: InstanceStats,
+}
+
+impl FrontInst {
+    pub fn new(timer: StepTimer, dec: Decoder, stats: InstanceStats) -> Self {
+        FrontInst {
+            timer,
+            queue: VecDeque::new(),
+            queued_tokens: 0,
+            batch: Vec::new(),
+            step: StepKind::Decode,
+            busy: false,
+            wake_pending: false,
+            dec,
+            stats,
+        }
+    }
+}
+
+struct Fronts<'a>(&'a [FrontInst]);
+
+impl LoadView for Fronts<'_> {
+    fn instances(&self) -> usize {
+        self.0.len()
+    }
+    fn queued_tokens(&self, i: usize) -> u64 {
+        self.0[i].queued_tokens
+    }
+    fn queued_requests(&self, i: usize) -> u64 {
+        self.0[i].queue.len() as u64
+    }
+    fn running(&self, i: usize) -> u64 {
+        self.0[i].dec.running.len() as u64
+    }
+}
+
+impl Sim {
+    /// Whether front instances decode (colocated, or conditional disaggregation).
+    fn fronts_decode(&self) -> bool {
+        self.colocated || matches!(self.disaggregate, Disaggregate::Conditional { .. })
+    }
+
+    pub(super) fn route_to_front(&mut self, r: u32, now: f64) {
+        let i = self.front_router.pick(&Fronts(&self.fronts));
+        let inst = &mut self.fronts[i];
+        inst.queue.push_back(r);
+        inst.queued_tokens += self.t.prompt_tokens[r as usize] as u64;
+        if !inst.busy && !inst.wake_pending {
+            inst.wake_pending = true;
+            self.q.push(now, Priority::Normal, Ev::FrontWake(i as u32));
+        }
+    }
+
+    pub(super) fn on_front_wake(&mut self, i: usize, now: f64) {
+        self.fronts[i].wake_pending = false;
+        if !self.fronts[i].busy {
+            let end = self.front_boundary(i, now);
+            self.schedule_front(i, end);
+        }
+    }
+
+    /// Continue a front instance whose step ends at `end`: inline while that comes strictly before every
+    /// pending event (macro-steps; decoding instances only, whose step ends touch nothing else), otherwise
+    /// as a kernel event.
+    pub(super) fn schedule_front(&mut self, i: usize, mut end: Option<f64>) {
+        while let Some(e) = end {
+            if self.macro_steps && self.fronts_decode() && e < self.q.next_time() {
+                end = self.front_step_end(i, e);
+            } else {
+                self.q.push(e, Priority::Normal, Ev::FrontDone(i as u32));
+                return;
+            }
+        }
+    }
+
+    /// Whether request `r` (being admitted to a prefill batch now) decodes on its front instance.
+    fn decides_local(&self, r: u32, now: f64) -> bool {
+        let (p, o) = (self.t.prompt_tokens[r as usize], self.t.output_tokens[r as usize]);
+        match self.disaggregate {
+            _ if self.colocated => true,
+            Disaggregate::Always => false,
+            Disaggregate::Conditional { .. } => {
+                keep_local(&self.disaggregate, p, o, self.link_wait_estimate(now), self.fronts[0].dec.kv_capacity)
+            }
+        }
+    }
+
+    /// Step boundary of front instance `i`: a prefill step if a queued prompt is admissible, else a decode
+    /// step if anything runs locally, else idle. Returns the end of the started step.
+    pub(super) fn front_boundary(&mut self, i: usize, now: f64) -> Option<f64> {
+        let occ = {
+            let d = &self.fronts[i].dec;
+            Occupancy {
+                running: d.running.len() as u64,
+                max_batch: self.max_batch,
+                kv_used: d.kv_used,
+                kv_capacity: d.kv_capacity,
+            }
+        };
+        let mut local = Vec::new();
+        let n = {
+            let inst = &self.fronts[i];
+            front_batch_len(
+                &inst.queue,
+                &self.t.prompt_tokens,
+                &self.t.output_tokens,
+                self.max_prefill_tokens,
+                occ,
+                |r| self.decides_local(r, now),
+                &mut local,
+            )
+        };
+        if n == 0 {
+            return self.start_front_decode(i, now);
+        }
+        let model = &self.front_model;
+        let t = &mut self.t;
+        let inst = &mut self.fronts[i];
+        inst.batch.clear();
+        let (mut tokens, mut attention) = (0u64, 0u128);
+        let mut pass = StepWork { flops: 0.0, bytes: 0.0 };
+        let mut streams = false;
+        for &is_local in &local {
+            let Some(r) = inst.queue.pop_front() else { break };
+            let ri = r as usize;
+            let s = t.prompt_tokens[ri] as u64;
+            tokens += s;
+            attention += model.prompt_attention_flops(s);
+            t.prefill_start_s[ri] = now;
+            t.prefill_instance[ri] = i as i32;
+            t.local_decode[ri] = is_local;
+            if is_local {
+                inst.dec.kv_used += reservation(t.prompt_tokens[ri], t.output_tokens[ri]);
+            } else if t.output_tokens[ri] >= 2 {
+                streams = true;
+                if let Some((ops, hbm)) = self.sender_pass {
+                    let bytes = t.prompt_tokens[ri] as f64 * self.handoff_bytes_per_token;
+                    pass.flops += ops * bytes;
+                    pass.bytes += hbm * bytes;
+                }
+            }
+            inst.batch.push(r);
+        }
+        inst.queued_tokens -= tokens;
+        inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(inst.dec.kv_used);
+        let mut work = model.prefill(tokens, n as u64, attention);
+        let mut timing = inst.timer.time(work);
+        if pass.bytes > 0.0 {
+            // Compression on the sender: an element-wise pass after the prefill's matmuls (no overhead, no
+            // power roof; its energy is charged to this instance).
+            let p = inst.timer.pass(pass);
+            timing.time_s += p.time_s;
+            timing.compute_j += p.compute_j;
+            timing.memory_j += p.memory_j;
+            work.flops += pass.flops;
+            work.bytes += pass.bytes;
+        }
+        inst.stats.add_step(work, timing, n as u64, true);
+        inst.busy = true;
+        inst.step = StepKind::Prefill;
+        let end = now + timing.time_s;
+        for &r in &inst.batch {
+            t.first_token_s[r as usize] = end;
+        }
+        if streams && self.path.streaming() {
+            // The first layer's slices may leave after 1/L of the step.
+            let layers = self.path.layers() as f64;
+            self.q.push(now + timing.time_s / layers, Priority::Normal, Ev::StreamStart(i as u32));
+        }
+        Some(end)
+    }
+
+    fn start_front_decode(&mut self, i: usize, now: f64) -> Option<f64> {
+        let inst = &mut self.fronts[i];
+        inst.step = StepKind::Decode;
+        let end = super::back::start_decode(
+            &mut inst.dec,
+            &inst.timer,
+            &mut inst.stats,
+            &self.front_model,
+            &self.t.prompt_tokens,
+            now,
+        );
+        inst.busy = end.is_some();
+        end
+    }
+
+    pub(super) fn front_step_end(&mut self, i: usize, now: f64) -> Option<f64> {
+        match self.fronts[i].step {
+            StepKind::Prefill => {
+                let batch = std::mem::take(&mut self.fronts[i].batch);
+                let streaming = self.path.streaming();
+                for &r in &batch {
+                    let ri = r as usize;
+                    let out = self.t.output_tokens[ri];
+                    if self.t.local_decode[ri] {
+                        if out <= 1 {
+                            self.fronts[i].dec.kv_used -= reservation(self.t.prompt_tokens[ri], out);
+                            self.t.local_decode[ri] = false;
+                            self.complete(r, now);
+                        } else {
+                            self.t.decode_start_s[ri] = now;
+                            if self.colocated {
+                                self.t.decode_instance[ri] = i as i32;
+                            }
+                            let c = cols(&self.t);
+                            self.fronts[i].dec.running.admit(r, c);
+                        }
+                    } else if out <= 1 {
+                        self.complete(r, now);
+                    } else if !streaming {
+                        self.enqueue_transfer(r, now);
+                    }
+                }
+                self.fronts[i].batch = batch;
+            }
+            StepKind::Decode => {
+                let mut finished = std::mem::take(&mut self.finished);
+                super::back::complete_decode(&mut self.fronts[i].dec, &self.t, &mut self.itl, &mut finished, now);
+                for &r in &finished {
+                    self.complete(r, now);
+                }
+                finished.clear();
+                self.finished = finished;
+            }
+        }
+        self.front_boundary(i, now)
+    }
+
+    /// The first layer of front instance `i`'s batch is done: its hand-offs join the link queue.
+    pub(super) fn on_stream_start(&mut self, i: usize, now: f64) {
+        let batch = std::mem::take(&mut self.fronts[i].batch);
+        for &r in &batch {
+            if !self.t.local_decode[r as usize] && self.t.output_tokens[r as usize] >= 2 {
+                self.enqueue_transfer(r, now);
+            }
+        }
+        self.fronts[i].batch = batch;
+    }
+}

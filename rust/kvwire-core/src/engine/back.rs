@@ -128,6 +128,7 @@ impl Sim {
 
 /// Start a decode step over everything running (plus any pending decompression pass); `None` when nothing
 /// runs.
+#[inline]
 pub(super) fn start_decode(
     dec: &mut Decoder,
     timer: &StepTimer,
@@ -156,6 +157,7 @@ pub(super) fn start_decode(
 }
 
 /// Finish a decode step at `now`: tokens, inter-token gaps, finished sequences (their KV released).
+#[inline]
 pub(super) fn complete_decode(
     dec: &mut Decoder,
     t: &RequestTable,

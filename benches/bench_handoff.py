@@ -3,16 +3,16 @@
 conditional disaggregation. Measured with ``--benchmark-enable`` at 1M requests; a normal ``pytest`` run
 executes each once at 10k requests as a smoke test.
 
-    pytest benches/bench_handoff.py --benchmark-enable --benchmark-only --benchmark-json=benches/results/<date>-handoff.json
+    pytest benches/bench_handoff.py --benchmark-enable --benchmark-only \
+        --benchmark-json=benches/results/<date>-handoff.json
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import kvwire
+import pytest
 
 CASES: dict[str, dict[str, Any]] = {
     "whole": {},

@@ -11,6 +11,7 @@ MODULES = [
     "kvwire",
     "kvwire.errors",
     "kvwire.handoff",
+    "kvwire.layout",
     "kvwire.presets",
     "kvwire.quant",
     "kvwire.run",

@@ -11,12 +11,13 @@ decode pool — with results as Polars DataFrames.
 ['energy', 'hops', 'hotspot', 'instances']
 """
 
-from kvwire import quant
+from kvwire import layout, quant
 from kvwire._core import __version__
 from kvwire.errors import (
     DoesNotFitError,
     InternalError,
     KvwireError,
+    LayoutError,
     QuantError,
     ScenarioError,
     TraceError,
@@ -32,6 +33,7 @@ __all__ = [
     "DoesNotFitError",
     "InternalError",
     "KvwireError",
+    "LayoutError",
     "QuantError",
     "ScenarioDict",
     "ScenarioError",
@@ -42,6 +44,7 @@ __all__ = [
     "catalog",
     "default_scenario",
     "handoff",
+    "layout",
     "load_scenario",
     "quant",
     "read_azure_csv",

@@ -103,7 +103,14 @@ def presets(as_json: bool) -> None:
 @click.option("--link", default="ib-ndr", show_default=True, help="Link preset.")
 @click.option("--compression", default="none", show_default=True, help="Format of the hand-off.")
 @click.option("--streaming", type=click.Choice(["whole", "layer"]), default="whole", show_default=True)
-@click.option("--device", default="h100", show_default=True, help="Prefill device preset.")
+@click.option("--device", default="h100", show_default=True, help="Prefill (and decode) device preset.")
+@click.option(
+    "--devices-per-instance",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Devices per prefill (and decode) instance, for models that do not fit one device.",
+)
 @click.option("--lm-head", type=click.Choice(["last", "all"]), default="last", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def handoff_cmd(
@@ -113,10 +120,11 @@ def handoff_cmd(
     compression: str,
     streaming: str,
     device: str,
+    devices_per_instance: int,
     lm_head: str,
     as_json: bool,
 ) -> None:
-    """Closed-form hand-off of one prompt: size, wire time, prefill, exposed time, link-full rate."""
+    """Closed-form hand-off of one prompt: size, transfer time, prefill, exposed time, link-full rate."""
     from kvwire.handoff import handoff
 
     try:
@@ -127,6 +135,7 @@ def handoff_cmd(
             compression=compression,
             streaming=streaming,  # type: ignore[arg-type]
             device=device,
+            devices_per_instance=devices_per_instance,
             cost={"prefill_lm_head": lm_head},
         )
     except KvwireError as e:
@@ -134,8 +143,9 @@ def handoff_cmd(
     if as_json:
         click.echo(json.dumps(h, indent=2))
         return
+    pool = device if devices_per_instance == 1 else f"{devices_per_instance} x {device}"
     click.echo(
-        f"{model}, {prompt_tokens:,} tokens, prefill on {device}, {link}, compression {compression}, "
+        f"{model}, {prompt_tokens:,} tokens, prefill on {pool}, {link}, compression {compression}, "
         f"{streaming} hand-off\n"
         f"  KV per token      {h['bytes_per_token']:>14,.0f} B\n"
         f"  hand-off          {h['handoff_bytes'] / 1e6:>14,.1f} MB\n"

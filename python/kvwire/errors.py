@@ -60,6 +60,20 @@ class QuantError(KvwireError, ValueError):
         return (type(self), (str(self), self.path))
 
 
+class LayoutError(KvwireError, ValueError):
+    """A layout conversion that does not fit its input: an unknown layout or dtype, an array of the wrong
+    shape or dtype, a block table or slot mapping that points outside the cache (or, for a destination,
+    twice at the same block), head ranges that do not match. ``path`` names the argument
+    (``"src_block_table[3]"``, ``"dst_layout.dtype"``, ...)."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self) -> tuple[type[LayoutError], tuple[str, str]]:
+        return (type(self), (str(self), self.path))
+
+
 class InternalError(KvwireError, RuntimeError):
     """A broken internal invariant of the simulator. Never expected: please report it."""
 
@@ -72,6 +86,7 @@ __all__ = [
     "DoesNotFitError",
     "InternalError",
     "KvwireError",
+    "LayoutError",
     "QuantError",
     "ScenarioError",
     "TraceError",

@@ -7,6 +7,14 @@
 >>> round(handoff("llama3-8b", 2048, link="eth-25g", streaming="layer",
 ...               cost={"prefill_lm_head": "all"})["exposed_s"] * 1e3, 1)
 28.7
+
+mxfp4 in transit is held to the stage's ops budget (max(S/rho/B, ops/(1.6·B))), as in the simulation; a model
+that needs several devices sizes both pools with ``devices_per_instance``:
+
+>>> round(handoff("llama3-8b", 2048, link="eth-25g", compression="mxfp4")["transfer_s"] * 1e3, 1)
+53.7
+>>> handoff("deepseek-v3", 2048, device="h200", devices_per_instance=8)["bytes_per_token"]
+70272.0
 """
 
 from __future__ import annotations
@@ -29,21 +37,28 @@ def handoff(
     devices_per_instance: int = 1,
     cost: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Hand-off of one ``prompt_tokens`` prompt of ``model`` from a prefill instance of ``device`` over an idle
-    ``link``, in closed form (no queueing): ``bytes_per_token``, ``handoff_bytes``, ``wire_bytes``,
-    ``transfer_s`` (latency + wire time), ``prefill_s``, ``exposed_s`` (time after the prefill until the KV
-    has landed; with ``streaming="layer"`` each layer's slice leaves when that layer's prefill ends:
-    latency + max(T_x'/L, T_x' - (L-1)/L·T_p)), and ``link_full_rate_per_s`` (requests/s of this size at which
-    hand-offs alone fill the link). Presets and fields are those of a scenario; ``cost`` takes the scenario's
-    cost switches (e.g. ``{"prefill_lm_head": "all"}`` for the reference's prefill).
+    """Hand-off of one ``prompt_tokens`` prompt of ``model`` from a prefill instance of ``devices_per_instance``
+    x ``device`` over an idle ``link``, in closed form (no queueing): ``bytes_per_token``, ``handoff_bytes``,
+    ``wire_bytes``, ``transfer_s`` (latency + data time; a compression runs in transit, adding the stage's
+    1 µs, and its data time is max(S/rho/B, ops/(1.6·B)), as in the simulation), ``prefill_s``, ``exposed_s``
+    (time after the prefill until the KV has landed; with ``streaming="layer"`` each layer's slice leaves when
+    that layer's prefill ends: latency + max(T_x'/L, T_x' - (L-1)/L·T_p) with T_x' the data time), and
+    ``link_full_rate_per_s`` (requests/s of this size at which hand-offs alone fill the link: 1 / data time).
+    The decode pool is taken to be the same as the prefill pool (only its fit is checked). Presets and fields
+    are those of a scenario; ``cost`` takes the scenario's cost switches (e.g. ``{"prefill_lm_head": "all"}``
+    for the reference's prefill).
     """
     if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool) or prompt_tokens < 1:
         from kvwire.errors import ScenarioError
 
         raise ScenarioError(f"prompt_tokens: must be a positive integer, got {prompt_tokens!r}", "prompt_tokens")
+    # The decode pool mirrors the prefill pool: the scenario is validated whole, and a default 1-device decode
+    # pool would refuse any model that needs several devices per instance.
+    pool = {"device": device, "devices_per_instance": devices_per_instance}
     sc: dict[str, Any] = {
         "model": model,
-        "prefill": {"device": device, "devices_per_instance": devices_per_instance},
+        "prefill": dict(pool),
+        "decode": dict(pool),
         "link": link,
         "handoff": {"compression": compression},
     }

@@ -159,8 +159,9 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
     memory_j = sum(i["memory_j"] for i in instances)
     link_j = sum(lk["link_j"] for lk in links)
     transit_j = sum(lk["transit_j"] for lk in links)
+    convert_j = sum(lk["convert_j"] for lk in links)
     static_j = float(stats["static_j"])
-    total_j = static_j + compute_j + memory_j + link_j + transit_j
+    total_j = static_j + compute_j + memory_j + link_j + transit_j + convert_j
 
     stages = {s: _opt(agg[s]) for s in STAGES}
     hot_stage, hot_owner = None, None
@@ -211,6 +212,7 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
                 "memory_j": memory_j,
                 "link_j": link_j,
                 "transit_j": transit_j,
+                "convert_j": convert_j,
             },
         },
         "stages": stages,
@@ -260,6 +262,7 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
                 "wire_gb": lk["wire_bytes"] / 1e9,
                 "utilisation": _safe_div(lk["busy_s"], lk["channels"] * horizon),
                 "link_j": lk["link_j"],
+                "convert_j": lk["convert_j"],
             }
             for lk in links
         ],

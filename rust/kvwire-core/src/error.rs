@@ -40,6 +40,10 @@ pub enum Error {
     #[error("{path}: {reason}")]
     Quant { path: String, reason: String },
 
+    /// A layout conversion that does not fit its input (unknown layout, buffer sizes, block tables, heads).
+    #[error("{path}: {reason}")]
+    Layout { path: String, reason: String },
+
     /// A broken internal invariant. Never expected; reported instead of panicking across the FFI boundary.
     #[error("internal error (please report): {0}")]
     Internal(String),
@@ -63,7 +67,8 @@ impl Error {
             | Error::UnknownPreset { path, .. }
             | Error::DoesNotFit { path, .. }
             | Error::Trace { path, .. }
-            | Error::Quant { path, .. } => path,
+            | Error::Quant { path, .. }
+            | Error::Layout { path, .. } => path,
             Error::Internal(_) => "",
         }
     }

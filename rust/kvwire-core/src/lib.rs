@@ -12,13 +12,15 @@
 //!
 //! Layout: `scenario` (validated input), `engine` (mechanism: event kernel and state machines), `policy`
 //! (routers, batching, admission), `cost` (physics: roofline, presets), `handoff` (link model, transfer
-//! cost), `quant` (format table), `workload` (arrivals, lengths, traces), `metrics` (result columns, totals).
+//! cost), `quant` (format table), `layout` (engine
+//! KV layouts and conversions), `workload` (arrivals, lengths, traces), `metrics` (result columns, totals).
 
 pub mod catalog;
 pub mod cost;
 pub mod engine;
 pub mod error;
 pub mod handoff;
+pub mod layout;
 pub mod metrics;
 pub mod policy;
 pub mod quant;

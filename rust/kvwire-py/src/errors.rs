@@ -9,6 +9,7 @@ pyo3::import_exception!(kvwire.errors, UnknownPresetError);
 pyo3::import_exception!(kvwire.errors, DoesNotFitError);
 pyo3::import_exception!(kvwire.errors, TraceError);
 pyo3::import_exception!(kvwire.errors, QuantError);
+pyo3::import_exception!(kvwire.errors, LayoutError);
 pyo3::import_exception!(kvwire.errors, InternalError);
 
 /// Map a core error to its Python exception: `Class(message, path)`.
@@ -21,6 +22,7 @@ pub fn to_py(e: Error) -> PyErr {
         Error::DoesNotFit { .. } => DoesNotFitError::new_err((msg, path)),
         Error::Trace { .. } => TraceError::new_err((msg, path)),
         Error::Quant { .. } => QuantError::new_err((msg, path)),
+        Error::Layout { .. } => LayoutError::new_err((msg, path)),
         Error::Internal(_) => InternalError::new_err((msg, path)),
     }
 }

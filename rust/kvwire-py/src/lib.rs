@@ -3,6 +3,7 @@
 //! `kvwire.errors`) in one place.
 
 mod errors;
+mod layout;
 mod quant;
 
 use pyo3::prelude::*;
@@ -22,6 +23,9 @@ mod _core {
 
     #[pymodule_export]
     use super::quant::{cast, decode, dequantize, error, isa, quantize};
+
+    #[pymodule_export]
+    use super::layout::{layout_catalog, layout_convert, layout_describe, layout_request_bytes};
 
     #[pymodule_export]
     #[allow(non_upper_case_globals)]

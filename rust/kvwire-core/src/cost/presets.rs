@@ -133,8 +133,14 @@ pub struct LinkSpec {
     pub source: String,
 }
 
+const DEEPSEEK_V3_SRC: &str = "deepseek-ai/DeepSeek-V3 (MLA: 512-rank latent + 64 RoPE per token and layer; 256 \
+     routed experts top-8 + 1 shared, first 3 layers dense; the multi-token-prediction module is not counted)";
+
 const SHAPE_SRC: &str =
     "shape from the model's config.json; weights and KV in BF16 as in the reference simulator (spec/simulator.md (a))";
+/// DeepSeek-V3's precision note, in place of [`SHAPE_SRC`]: its weights are not BF16.
+const SHAPE_SRC_FP8_WEIGHTS: &str = "shape from the model's config.json; weights FP8 as released (1 byte per \
+     parameter), KV in BF16 as in the reference simulator (spec/simulator.md (a))";
 
 #[allow(clippy::too_many_arguments)]
 fn model(
@@ -252,19 +258,8 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
                 dense_layers: 3,
                 // The released checkpoint is FP8 (block-scaled E4M3) weights; the KV cache stays BF16.
                 weight_bytes_per_param: 1.0,
-                ..model(
-                    "DeepSeek-V3",
-                    61,
-                    7168,
-                    128,
-                    128,
-                    128,
-                    18432,
-                    129280,
-                    "deepseek-ai/DeepSeek-V3 (MLA: 512-rank latent + 64 RoPE per token and layer; 256 routed experts \
-                     top-8 + 1 shared, first 3 layers dense; FP8 weights as released; the multi-token-prediction module \
-                     is not counted)",
-                )
+                source: format!("{DEEPSEEK_V3_SRC}; {SHAPE_SRC_FP8_WEIGHTS}"),
+                ..model("DeepSeek-V3", 61, 7168, 128, 128, 128, 18432, 129280, DEEPSEEK_V3_SRC)
             },
         ),
         (
@@ -445,5 +440,24 @@ mod tests {
         assert!(model_presets().iter().all(|(_, s)| !s.source.is_empty()));
         assert!(device_presets().iter().all(|(_, s)| !s.source.is_empty()));
         assert!(link_presets().iter().all(|(_, s)| !s.source.is_empty()));
+    }
+
+    /// A source states the precision the preset uses: DeepSeek-V3's weights are 1 byte per parameter (FP8 as
+    /// released), every other model's 2 (BF16).
+    #[test]
+    fn sources_state_the_weight_precision() {
+        for (key, m) in model_presets() {
+            if m.weight_bytes_per_param == 1.0 {
+                assert!(m.source.contains("weights FP8") && !m.source.contains("BF16 weights"), "{key}: {}", m.source);
+                assert!(!m.source.contains("weights and KV in BF16"), "{key}: {}", m.source);
+            } else {
+                assert_eq!(m.weight_bytes_per_param, 2.0, "{key}");
+                assert!(
+                    m.source.contains("weights and KV in BF16") && !m.source.contains("FP8"),
+                    "{key}: {}",
+                    m.source
+                );
+            }
+        }
     }
 }

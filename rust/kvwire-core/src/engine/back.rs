@@ -107,6 +107,10 @@ impl Sim {
                 inst.dec.pending_pass.flops += ops * bytes;
                 inst.dec.pending_pass.bytes += hbm * bytes;
             }
+            if let Some((c, bytes_per_value)) = &self.receiver_convert {
+                // Layout conversion on the receiver, in the same pass.
+                inst.dec.pending_pass.bytes += c.gpu_bytes(t.prompt_tokens[i] as u64, *bytes_per_value);
+            }
         }
         inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(inst.dec.kv_used);
         let end = start_decode(&mut inst.dec, &inst.timer, &mut inst.stats, &self.back_model, &t.prompt_tokens, now);

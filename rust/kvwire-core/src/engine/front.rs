@@ -171,6 +171,10 @@ impl Sim {
                     pass.flops += ops * bytes;
                     pass.bytes += hbm * bytes;
                 }
+                if let Some((c, bytes_per_value)) = &self.sender_convert {
+                    // Layout conversion: read the `from` blocks, write the `to` blocks (no arithmetic).
+                    pass.bytes += c.gpu_bytes(t.prompt_tokens[ri] as u64, *bytes_per_value);
+                }
             }
             inst.batch.push(r);
         }
@@ -179,8 +183,8 @@ impl Sim {
         let mut work = model.prefill(tokens, n as u64, attention);
         let mut timing = inst.timer.time(work);
         if pass.bytes > 0.0 {
-            // Compression on the sender: an element-wise pass after the prefill's matmuls (no overhead, no
-            // power roof; its energy is charged to this instance).
+            // Compression and/or layout conversion on the sender: an element-wise pass after the prefill's
+            // matmuls (no overhead, no power roof; its energy is charged to this instance).
             let p = inst.timer.pass(pass);
             timing.time_s += p.time_s;
             timing.compute_j += p.compute_j;

@@ -32,7 +32,7 @@ use crate::metrics::stats::{InstanceStats, RunStats};
 use crate::metrics::table::RequestTable;
 use crate::policy::batching::ever_fits;
 use crate::policy::router::{Router, Rule};
-use crate::scenario::{Disaggregate, Pool, Scenario, Topology, Workload};
+use crate::scenario::{Conversion, Disaggregate, Pool, Scenario, Topology, Workload};
 use crate::workload::{generate, Trace};
 
 use back::BackInst;
@@ -122,6 +122,11 @@ struct Sim {
     sender_pass: Option<(f64, f64)>,
     /// Extra decode-GPU work per hand-off byte (decompression on the receiver): (ops, HBM bytes).
     receiver_pass: Option<(f64, f64)>,
+    /// A layout conversion on the prefill GPU, and the cache's bytes per value there.
+    sender_convert: Option<(Conversion, f64)>,
+    /// A layout conversion on the decode GPU, and the cache's bytes per value there (after any
+    /// decompression; the pool's `kv_format` when it keeps the compressed cache).
+    receiver_convert: Option<(Conversion, f64)>,
     fronts: Vec<FrontInst>,
     backs: Vec<BackInst>,
     path: Path,
@@ -263,6 +268,13 @@ impl Sim {
             (Some(f), crate::scenario::DecompressAt::Receiver) => Some(pass(f)),
             _ => None,
         };
+        let value_bytes = sc.model.spec.kv_bytes_per_value;
+        let convert_at = |at: crate::scenario::ConvertAt, bytes_per_value: f64| {
+            sc.convert.as_ref().filter(|c| c.at == at).map(|c| (c.clone(), bytes_per_value))
+        };
+        let sender_convert = convert_at(crate::scenario::ConvertAt::Sender, value_bytes);
+        let receiver_convert =
+            convert_at(crate::scenario::ConvertAt::Receiver, value_bytes / back_pool.map_or(1.0, ratio));
         Ok(Sim {
             t,
             q: EventQueue::new(),
@@ -277,6 +289,8 @@ impl Sim {
             disaggregate: sc.disaggregate,
             sender_pass,
             receiver_pass,
+            sender_convert,
+            receiver_convert,
             fronts,
             backs,
             front_router: Router::new(if colocated {

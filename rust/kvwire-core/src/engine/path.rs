@@ -13,12 +13,13 @@
 
 use super::kernel::Priority;
 use super::{Ev, Sim};
+use crate::cost::presets::LinkSpec;
 use crate::error::{Error, Result};
 use crate::handoff::link::FcfsLink;
 use crate::handoff::shared::SharedLink;
 use crate::handoff::transfer::TransferCost;
 use crate::metrics::stats::LinkStats;
-use crate::scenario::{CompressAt, LinkModel, Scenario, Streaming, Topology};
+use crate::scenario::{CompressAt, ConvertAt, LinkModel, Scenario, Streaming, Topology};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Select {
@@ -59,6 +60,8 @@ struct Stage {
     cost: TransferCost,
     lanes: Vec<Lane>,
     latency_s: f64,
+    /// Host power per busy channel, W (a layout-conversion hop; 0 for links, whose energy is per bit).
+    convert_w: f64,
 }
 
 pub(super) struct Path {
@@ -101,6 +104,7 @@ impl Path {
         let net_stage = |cost: TransferCost| Stage {
             select: Select::Shared,
             latency_s: cost.transfer(0.0).latency_s,
+            convert_w: 0.0,
             cost,
             lanes: vec![lane(&link.model, link.channels, true, "kv-link".into(), &link.spec.key)],
         };
@@ -120,19 +124,44 @@ impl Path {
                 let hop = |select, cost: TransferCost, n: u32, side: &str| Stage {
                     select,
                     latency_s: cost.transfer(0.0).latency_s,
+                    convert_w: 0.0,
                     cost,
                     lanes: (0..n)
                         .map(|i| lane(&LinkModel::Fcfs, 1, false, format!("pcie-{side}-{i}"), &host.key))
                         .collect(),
                 };
-                (
-                    vec![
-                        hop(Select::Front, pcie_out, fronts, "prefill"),
-                        net_stage(net_cost),
-                        hop(Select::Back, pcie_in, backs, "decode"),
-                    ],
-                    1,
-                )
+                let mut stages = vec![hop(Select::Front, pcie_out, fronts, "prefill")];
+                if let Some(c) = sc.convert.as_ref().filter(|c| c.at == ConvertAt::Host) {
+                    // The sender's host converts the staged cache: `host_threads` FCFS channels per prefill
+                    // instance, at host_gb_per_s each, drawing host_w_per_thread while busy.
+                    let spec = LinkSpec {
+                        name: "host conversion".into(),
+                        bandwidth_gb_per_s: c.host_gb_per_s,
+                        latency_us: 0.0,
+                        pj_per_bit: 0.0,
+                        source: String::new(),
+                    };
+                    let cost = match (sc.compression, sc.compress_at) {
+                        (Some(f), CompressAt::Sender) => TransferCost::precompressed(&spec, f),
+                        _ => TransferCost::plain(&spec),
+                    };
+                    stages.push(Stage {
+                        select: Select::Front,
+                        latency_s: 0.0,
+                        convert_w: c.host_w_per_thread,
+                        cost,
+                        lanes: (0..fronts)
+                            .map(|i| {
+                                let name = format!("host-convert-{i}");
+                                lane(&LinkModel::Fcfs, c.host_threads, false, name, "host-convert")
+                            })
+                            .collect(),
+                    });
+                }
+                let network = stages.len();
+                stages.push(net_stage(net_cost));
+                stages.push(hop(Select::Back, pcie_in, backs, "decode"));
+                (stages, network)
             }
             _ => (if disaggregated { vec![net_stage(net_cost)] } else { Vec::new() }, 0),
         };
@@ -212,13 +241,13 @@ impl Sim {
         let l = &mut st.lanes[lane];
         match &mut l.model {
             LaneModel::Fcfs { link, .. } => {
-                link.request(r);
+                link.request(r, now);
                 l.queued_work_s += x.duration_s;
                 self.grant(stage, lane, now);
             }
             LaneModel::Shared(_) => {
                 // Busy time of a shared link is its data time at full rate (the work it serves).
-                self.record_start(stage, lane, r, now, x.data_s);
+                self.record_start(stage, lane, r, now, now, x.data_s);
                 if let LaneModel::Shared(s) = &mut self.path.stages[stage].lanes[lane].model {
                     s.add(now, r, x.data_s);
                 }
@@ -228,7 +257,8 @@ impl Sim {
     }
 
     /// Account the start of `r`'s transfer on a lane (kv_start on the first hop, waits, bytes, energy).
-    fn record_start(&mut self, stage: usize, lane: usize, r: u32, now: f64, busy_s: f64) {
+    /// `since` is when it reached this hop; the first hop's wait counts from the end of its prefill.
+    fn record_start(&mut self, stage: usize, lane: usize, r: u32, now: f64, since: f64, busy_s: f64) {
         let i = r as usize;
         let bytes = self.handoff_bytes(i as u32);
         let st = &mut self.path.stages[stage];
@@ -241,9 +271,12 @@ impl Sim {
         s.transit_j += x.transit_j;
         s.transit_bound += x.transit_bound as u64;
         s.busy_s += busy_s;
+        s.convert_j += x.data_s * st.convert_w;
         if stage == 0 {
             self.t.kv_start_s[i] = now;
             s.wait_s += now - self.t.first_token_s[i];
+        } else {
+            s.wait_s += now - since;
         }
     }
 
@@ -254,7 +287,7 @@ impl Sim {
                 LaneModel::Fcfs { link, .. } => link.grant(),
                 LaneModel::Shared(_) => None,
             };
-            let Some((ch, r)) = granted else { return };
+            let Some((ch, r, since)) = granted else { return };
             let i = r as usize;
             let bytes = self.handoff_bytes(i as u32);
             let x = self.path.stages[stage].cost.transfer(bytes);
@@ -278,7 +311,7 @@ impl Sim {
             } else {
                 (now + x.duration_s, None)
             };
-            self.record_start(stage, lane, r, now, 0.0);
+            self.record_start(stage, lane, r, now, since, 0.0);
             let stage8 = stage as u8;
             let l = &mut self.path.stages[stage].lanes[lane];
             let LaneModel::Fcfs { busy_until, slices, .. } = &mut l.model else { return };

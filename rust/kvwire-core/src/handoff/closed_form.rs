@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use crate::cost::model::ModelCost;
 use crate::cost::roofline::StepTimer;
-use crate::handoff::transfer::TRANSIT_LATENCY_S;
-use crate::scenario::Scenario;
+use crate::handoff::transfer::{endpoint_pass, TransferCost};
+use crate::scenario::{CompressAt, Scenario};
 
 /// How the KV cache leaves the prefill instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -30,19 +30,24 @@ pub struct Handoff {
     pub handoff_bytes: f64,
     /// Bytes on the wire after compression.
     pub wire_bytes: f64,
-    /// Link latency + wire time (+ the in-transit stage when compressing), s.
+    /// Link latency + data time, s. Compressing in transit adds the stage's 1 µs, and the data time is
+    /// max(S/ρ/B, ops/(1.6·B)): the stage's ops budget, not the wire, sets it for transit-bound formats.
     pub transfer_s: f64,
-    /// Prefill step time of the prompt alone on one prefill instance, s.
+    /// Prefill step time of the prompt alone on one prefill instance (with the sender's compression pass
+    /// when `handoff.compress_at` is `"sender"`), s.
     pub prefill_s: f64,
     /// Time from the end of prefill until the KV has landed, s.
     pub exposed_s: f64,
-    /// Requests per second of this size at which hand-offs alone fill one channel of the link.
+    /// Requests per second of this size at which hand-offs alone fill one channel of the link: 1 / data
+    /// time (B·ρ/S unless the in-transit stage's ops budget binds).
     pub link_full_rate_per_s: f64,
     pub streaming: StreamingMode,
 }
 
 /// Closed form for a prompt of `prompt_tokens` with the scenario's model, prefill device, link and
-/// compression. Streaming: T_exposed = ℓ + max(T_x'/L, T_x' − (L−1)/L·T_p) with T_x' = S/(ρB).
+/// compression (placement included), priced by the same [`TransferCost`] as the simulation's network hop.
+/// Streaming: T_exposed = ℓ + max(T_x'/L, T_x' − (L−1)/L·T_p) with T_x' the data time (S/(ρB), or the
+/// in-transit stage's ops time when that is longer) and ℓ the latency (+ the stage's 1 µs).
 pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> Handoff {
     let model = ModelCost::new(&sc.model.spec, sc.lm_head);
     let prefill_pool = sc.prefill_pool();
@@ -52,31 +57,30 @@ pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> H
         prefill_pool.power_cap_w,
         sc.roofline,
     );
-    let prefill_s = timer.time(model.prefill(prompt_tokens, 1, model.prompt_attention_flops(prompt_tokens))).time_s;
     let handoff_bytes = prompt_tokens as f64 * model.kv_bytes_per_token;
-    let ratio = sc.compression.map_or(1.0, |f| f.ratio_vs_bf16());
-    let wire_bytes = handoff_bytes / ratio;
-    let link = &sc.link.spec.spec;
-    let bandwidth = link.bandwidth_gb_per_s * 1e9;
-    let stage_s = if sc.compression.is_some() { TRANSIT_LATENCY_S } else { 0.0 };
-    let latency = link.latency_us * 1e-6 + stage_s;
-    let wire_s = wire_bytes / bandwidth;
+    let kv_bytes_per_value = sc.model.spec.kv_bytes_per_value;
+    let mut prefill_s = timer.time(model.prefill(prompt_tokens, 1, model.prompt_attention_flops(prompt_tokens))).time_s;
+    if let (Some(f), CompressAt::Sender) = (sc.compression, sc.compress_at) {
+        prefill_s += timer.pass(endpoint_pass(f, kv_bytes_per_value, handoff_bytes)).time_s;
+    }
+    let x = TransferCost::network(&sc.link.spec.spec, sc.compression, sc.compress_at, kv_bytes_per_value)
+        .transfer(handoff_bytes);
     let layers = sc.model.spec.layers;
     let l = layers as f64;
     let exposed_s = match streaming {
-        StreamingMode::Whole => latency + wire_s,
-        StreamingMode::Layer => latency + (wire_s / l).max(wire_s - (l - 1.0) / l * prefill_s),
+        StreamingMode::Whole => x.duration_s,
+        StreamingMode::Layer => x.latency_s + (x.data_s / l).max(x.data_s - (l - 1.0) / l * prefill_s),
     };
     Handoff {
         prompt_tokens,
         layers,
         bytes_per_token: model.kv_bytes_per_token,
         handoff_bytes,
-        wire_bytes,
-        transfer_s: latency + wire_s,
+        wire_bytes: x.wire_bytes,
+        transfer_s: x.duration_s,
         prefill_s,
         exposed_s,
-        link_full_rate_per_s: bandwidth / wire_bytes,
+        link_full_rate_per_s: 1.0 / x.data_s,
         streaming,
     }
 }
@@ -113,6 +117,68 @@ mod tests {
         for (link, ms) in [("nvlink4", 0.6), ("cpo-optical", 1.3), ("ib-ndr", 5.4), ("eth-100g", 21.5)] {
             assert_eq!(r1(handoff(&sc(link, "none"), 2048, StreamingMode::Whole).transfer_s * 1e3), ms, "{link}");
         }
+    }
+
+    /// mxfp4 in transit is transit-bound (2 ops per value against 1.6 per wire byte, spec/simulator.md (b)):
+    /// the data time is ops/(1.6·B) = 2·S/2/(1.6·B), not S/ρ/B, and it also sets the link-full rate.
+    #[test]
+    fn transit_bound_format_uses_the_ops_budget() {
+        let h = handoff(&sc("eth-25g", "mxfp4"), 2048, StreamingMode::Whole);
+        let s = 2048.0 * 131_072.0;
+        let data = 2.0 * s / 2.0 / (1.6 * 3.125e9);
+        assert!(data > s / (64.0 / 17.0) / 3.125e9);
+        assert_eq!(h.wire_bytes, s / (64.0 / 17.0));
+        assert!((h.transfer_s - (20e-6 + 1e-6 + data)).abs() < 1e-15);
+        assert_eq!(r1(h.transfer_s * 1e3), 53.7);
+        assert!((h.link_full_rate_per_s - 1.0 / data).abs() < 1e-12);
+    }
+
+    /// A lone 2,048-token request on an idle 25 GbE link: the simulated hand-off (kv_ready − first_token)
+    /// equals the calculator's transfer time (whole) and exposed time (layer-wise) for every format and both
+    /// compression sites, and the link carried the calculator's wire bytes.
+    #[test]
+    fn agrees_with_a_one_request_simulation() {
+        use crate::quant::formats::FORMATS;
+        for f in FORMATS.iter().filter(|f| f.name != "fp8_ds_mla") {
+            for at in ["transit", "sender"] {
+                if f.name == "none" && at == "sender" {
+                    continue;
+                }
+                for (streaming, mode) in [("whole", StreamingMode::Whole), ("layer", StreamingMode::Layer)] {
+                    let json = format!(
+                        r#"{{"link": "eth-25g", "handoff": {{"compression": "{}", "compress_at": "{at}",
+                            "streaming": "{streaming}"}}, "workload": {{"trace": {{"arrival_s": [0.5],
+                            "prompt_tokens": [2048], "output_tokens": [2]}}}}}}"#,
+                        f.name
+                    );
+                    let sc = Scenario::from_json(&json, None).unwrap();
+                    let h = handoff(&sc, 2048, mode);
+                    let out = crate::simulate(sc).unwrap();
+                    let t = &out.table;
+                    let got = t.kv_ready_s[0] - t.first_token_s[0];
+                    let want = if mode == StreamingMode::Whole { h.transfer_s } else { h.exposed_s };
+                    let case = format!("{} {at} {streaming}: {got} vs {want}", f.name);
+                    assert!((got - want).abs() <= 1e-9 * want, "{case}");
+                    assert!((t.first_token_s[0] - t.prefill_start_s[0] - h.prefill_s).abs() < 1e-12, "{case}");
+                    let wire = out.stats.network().unwrap().wire_bytes;
+                    assert!((wire - h.wire_bytes).abs() <= 1e-12 * wire, "{case}");
+                }
+            }
+        }
+    }
+
+    /// Sender compression: no in-transit stage (no added 1 µs, no ops budget), the compressed bytes on the
+    /// wire, and the prefill step lengthened by the element-wise pass.
+    #[test]
+    fn sender_compression_is_precompressed() {
+        let json = r#"{"link": "eth-25g", "handoff": {"compression": "mxfp4", "compress_at": "sender"}}"#;
+        let h = handoff(&Scenario::from_json(json, None).unwrap(), 2048, StreamingMode::Whole);
+        let plain = r#"{"link": "eth-25g"}"#;
+        let t = handoff(&Scenario::from_json(plain, None).unwrap(), 2048, StreamingMode::Whole);
+        let s = 2048.0 * 131_072.0;
+        assert_eq!(h.wire_bytes, s / (64.0 / 17.0));
+        assert!((h.transfer_s - (20e-6 + s / (64.0 / 17.0) / 3.125e9)).abs() < 1e-15);
+        assert!(h.prefill_s > t.prefill_s);
     }
 
     /// When the link keeps up, only the last layer's slice is exposed (plus latency).

@@ -8,7 +8,8 @@ use std::collections::VecDeque;
 #[derive(Clone, Debug)]
 pub struct FcfsLink {
     busy: Vec<Option<u32>>,
-    waiting: VecDeque<u32>,
+    /// (request, time it joined the queue).
+    waiting: VecDeque<(u32, f64)>,
 }
 
 impl FcfsLink {
@@ -16,20 +17,21 @@ impl FcfsLink {
         FcfsLink { busy: vec![None; channels as usize], waiting: VecDeque::new() }
     }
 
-    /// Queue request `r` for a channel.
-    pub fn request(&mut self, r: u32) {
-        self.waiting.push_back(r);
+    /// Queue request `r` for a channel at time `now`.
+    pub fn request(&mut self, r: u32, now: f64) {
+        self.waiting.push_back((r, now));
     }
 
-    /// Grant the head of the queue to the lowest free channel, if both exist: `(channel, request)`.
-    pub fn grant(&mut self) -> Option<(usize, u32)> {
+    /// Grant the head of the queue to the lowest free channel, if both exist: `(channel, request, time it
+    /// joined the queue)`.
+    pub fn grant(&mut self) -> Option<(usize, u32, f64)> {
         if self.waiting.is_empty() {
             return None;
         }
         let ch = self.busy.iter().position(Option::is_none)?;
-        let r = self.waiting.pop_front()?;
+        let (r, since) = self.waiting.pop_front()?;
         self.busy[ch] = Some(r);
-        Some((ch, r))
+        Some((ch, r, since))
     }
 
     /// Free `channel`, returning the request it carried.
@@ -51,14 +53,14 @@ mod tests {
     fn fcfs_over_two_channels() {
         let mut l = FcfsLink::new(2);
         for r in [7, 8, 9] {
-            l.request(r);
+            l.request(r, r as f64);
         }
-        assert_eq!(l.grant(), Some((0, 7)));
-        assert_eq!(l.grant(), Some((1, 8)));
+        assert_eq!(l.grant(), Some((0, 7, 7.0)));
+        assert_eq!(l.grant(), Some((1, 8, 8.0)));
         assert_eq!(l.grant(), None); // both busy
         assert_eq!(l.queued(), 1);
         assert_eq!(l.release(1), Some(8));
-        assert_eq!(l.grant(), Some((1, 9)));
+        assert_eq!(l.grant(), Some((1, 9, 9.0)));
         assert_eq!(l.grant(), None); // queue empty
         assert_eq!(l.release(1), Some(9));
         assert_eq!(l.release(1), None);
@@ -71,15 +73,15 @@ mod tests {
         let mut l = FcfsLink::new(1);
         assert_eq!(l.queued(), 0);
         for r in [1, 2, 3] {
-            l.request(r);
+            l.request(r, 0.5);
         }
         assert_eq!(l.queued(), 3);
-        assert_eq!(l.grant(), Some((0, 1)));
+        assert_eq!(l.grant(), Some((0, 1, 0.5)));
         assert_eq!(l.queued(), 2);
         assert_eq!(l.release(0), Some(1));
-        assert_eq!(l.grant(), Some((0, 2)));
+        assert_eq!(l.grant(), Some((0, 2, 0.5)));
         assert_eq!(l.release(0), Some(2));
-        assert_eq!(l.grant(), Some((0, 3)));
+        assert_eq!(l.grant(), Some((0, 3, 0.5)));
         assert_eq!(l.queued(), 0);
     }
 }

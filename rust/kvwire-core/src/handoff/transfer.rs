@@ -1,8 +1,10 @@
 //! Time and energy of one KV transfer over the link, with optional in-transit compression
 //! (`spec/simulator.md` (a) "KVTransit" and (b) "Compression").
 
+use crate::cost::model::StepWork;
 use crate::cost::presets::LinkSpec;
 use crate::quant::formats::Format;
+use crate::scenario::CompressAt;
 
 /// Operations of budget the in-transit stage has per wire byte.
 pub const TRANSIT_OPS_PER_WIRE_BYTE: f64 = 1.6;
@@ -74,6 +76,23 @@ impl TransferCost {
         }
     }
 
+    /// The network hop of a hand-off compressed to `compression` at `compress_at`: in transit (a stage on
+    /// the link, [`Self::in_transit`]) or on the sender GPU (already compressed, [`Self::precompressed`]);
+    /// uncompressed when `compression` is `None`. The closed-form calculator prices the hand-off with this;
+    /// it is the choice the engine makes for its network hop (`engine/path.rs`).
+    pub fn network(
+        link: &LinkSpec,
+        compression: Option<&Format>,
+        compress_at: CompressAt,
+        kv_bytes_per_value: f64,
+    ) -> Self {
+        match (compression, compress_at) {
+            (None, _) => Self::plain(link),
+            (Some(f), CompressAt::Transit) => Self::in_transit(link, f, kv_bytes_per_value),
+            (Some(f), CompressAt::Sender) => Self::precompressed(link, f),
+        }
+    }
+
     /// Cost of handing off `bytes` of KV. Uncompressed: ℓ + S/B. Precompressed: ℓ + S/ρ/B. In transit:
     /// ℓ + 1 µs + max(S/ρ/B, ops/(1.6·B)).
     pub fn transfer(&self, bytes: f64) -> Transfer {
@@ -101,6 +120,17 @@ impl TransferCost {
             transit_bound,
         }
     }
+}
+
+/// Work of an element-wise compression (or decompression) pass to or from `f` on an endpoint GPU over
+/// `bytes` of hand-off: the format's ops on each value, and HBM traffic reading one form and writing the
+/// other (S + S/ρ). Charged with [`StepTimer::pass`](crate::cost::roofline::StepTimer::pass); the same
+/// per-byte factors × bytes (and rounding) as the engine's sender and receiver passes (`engine/mod.rs`).
+pub fn endpoint_pass(f: &Format, kv_bytes_per_value: f64, bytes: f64) -> StepWork {
+    let values_per_byte = 1.0 / kv_bytes_per_value;
+    let ops_per_byte = f.encode_ops_per_value * values_per_byte;
+    let hbm_per_byte = 1.0 + 1.0 / f.ratio_vs_bf16();
+    StepWork { flops: ops_per_byte * bytes, bytes: hbm_per_byte * bytes }
 }
 
 #[cfg(test)]

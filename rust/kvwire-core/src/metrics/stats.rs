@@ -78,7 +78,8 @@ impl InstanceStats {
 pub struct LinkStats {
     /// Link preset key.
     pub name: String,
-    /// Resource name: `kv-link` (the network), `pcie-prefill-i` / `pcie-decode-j` (host-staged hops).
+    /// Resource name: `kv-link` (the network), `pcie-prefill-i` / `pcie-decode-j` (host-staged hops),
+    /// `host-convert-i` (a layout conversion on the sender's host).
     pub resource: String,
     pub channels: u32,
     /// Σ transfer times (channel-seconds).
@@ -92,6 +93,8 @@ pub struct LinkStats {
     pub link_j: f64,
     /// In-transit compression stage energy: input bits × 1 pJ.
     pub transit_j: f64,
+    /// Host CPU energy of a layout conversion hop (`host-convert-i`): busy time × W per thread.
+    pub convert_j: f64,
     /// Σ (kv_start − first_token), s.
     pub wait_s: f64,
     /// Transfers whose time was set by the stage's ops budget, not the wire.

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::quant::formats::Format;
 use crate::workload::{Arrivals, LengthDist, Trace};
 
-pub use spec::{CompressAt, DecompressAt, ScenarioSpec, Streaming};
+pub use spec::{CompressAt, ConvertAt, DecompressAt, ScenarioSpec, Streaming};
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,6 +60,32 @@ pub enum LinkModel {
     HostStaged { host: Named<LinkSpec> },
 }
 
+/// Host conversion throughput per thread when a scenario does not give one, GB/s of cache: kvwire's
+/// NHD → HND bf16 permutation kernel on one core of the 2-core Zen 4 build machine (`benches/README.md`).
+pub const DEFAULT_HOST_CONVERT_GB_PER_S: f64 = 8.0;
+/// Power of one busy host thread, W: AMD EPYC 9654 (360 W TDP, 96 cores) → 3.75 W per core.
+pub const DEFAULT_HOST_W_PER_THREAD: f64 = 3.75;
+
+/// A layout conversion on the hand-off path.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conversion {
+    /// The two layouts, instantiated with the model's geometry (bf16 values; other value sizes scale).
+    pub from: crate::layout::Layout,
+    pub to: crate::layout::Layout,
+    pub at: ConvertAt,
+    pub host_gb_per_s: f64,
+    pub host_threads: u32,
+    pub host_w_per_thread: f64,
+}
+
+impl Conversion {
+    /// HBM traffic of converting a request of `tokens` tokens on a GPU, bytes: read the whole `from` blocks,
+    /// write the whole `to` blocks; `bytes_per_value` scales from bf16 (2 B) to the cache's value size there.
+    pub fn gpu_bytes(&self, tokens: u64, bytes_per_value: f64) -> f64 {
+        (self.from.request_bytes(tokens) + self.to.request_bytes(tokens)) as f64 * bytes_per_value / 2.0
+    }
+}
+
 /// Which requests are handed off.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Disaggregate {
@@ -102,6 +128,8 @@ pub struct Scenario {
     pub compress_at: CompressAt,
     pub decompress_at: DecompressAt,
     pub streaming: Streaming,
+    /// A layout conversion on the hand-off path.
+    pub convert: Option<Conversion>,
     pub disaggregate: Disaggregate,
     pub per_slice_streaming: bool,
     pub workload: Workload,
@@ -154,6 +182,13 @@ impl Scenario {
             "model": self.model.key, "model_spec": self.model.spec, "mode": mode, "pools": pools,
             "link": self.link.spec.key, "link_spec": self.link.spec.spec, "channels": self.link.channels,
             "compression": self.compression.map_or("none", |f| f.name),
+            "convert": self.convert.as_ref().map(|c| json!({
+                "from": c.from.def.name, "to": c.to.def.name,
+                "at": match c.at { ConvertAt::Sender => "sender", ConvertAt::Receiver => "receiver", ConvertAt::Host => "host" },
+                "from_block_size": c.from.block_size, "to_block_size": c.to.block_size,
+                "host_gb_per_s": c.host_gb_per_s, "host_threads": c.host_threads,
+                "host_w_per_thread": c.host_w_per_thread,
+            })),
             "workload": workload,
             "slo": {"ttft_s": self.ttft_slo_s, "tpot_s": self.tpot_slo_s},
             "metrics": {"warmup_fraction": self.warmup_fraction},

@@ -76,6 +76,42 @@ pub struct HandoffSpec {
     pub compress_at: CompressAt,
     pub decompress_at: DecompressAt,
     pub streaming: Streaming,
+    /// A layout conversion on the hand-off path (the engines on the two sides store KV differently).
+    pub convert: Option<ConvertSpec>,
+}
+
+/// `handoff.convert`: convert the cache from one engine layout to another on the way.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConvertSpec {
+    /// Layout of the prefill engine's cache (a name from `kvwire.layout.layouts()`).
+    pub from: String,
+    /// Layout the decode engine needs.
+    pub to: String,
+    /// Where the conversion runs.
+    pub at: ConvertAt,
+    /// Tokens per block of `from` (paged layouts; default 16).
+    pub from_block_size: Option<u32>,
+    /// Tokens per block of `to` (paged layouts; default 16).
+    pub to_block_size: Option<u32>,
+    /// Host conversion throughput per thread, GB/s of cache converted (default: kvwire's measured kernel).
+    pub host_gb_per_s: Option<f64>,
+    /// Host threads converting concurrently, per prefill instance (default 1).
+    pub host_threads: Option<u32>,
+    /// Power of one busy host thread, W (default 3.75: AMD EPYC 9654, 360 W TDP / 96 cores).
+    pub host_w_per_thread: Option<f64>,
+}
+
+/// Where a layout conversion runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConvertAt {
+    /// On the prefill GPU, an HBM-bound pass after the prefill step (read one layout, write the other).
+    Sender,
+    /// On the decode GPU, a pass added to the first decode step after admission.
+    Receiver,
+    /// On the sender's host CPU, between the GPU → host and network hops (needs link.model host_staged).
+    Host,
 }
 
 /// Where the hand-off is compressed.
@@ -323,8 +359,9 @@ pub enum LoadRouterSpec {
 pub struct EngineSpec {
     /// Decode fast path: lazy per-sequence bookkeeping and macro-steps (results identical to step-by-step).
     pub macro_steps: bool,
-    /// Layer-wise streaming as one event per layer slice (the plain path; results identical to the default
-    /// closed-form representation, which costs one event per transfer).
+    /// Layer-wise streaming as one event per layer slice (the plain path; the same results as the default
+    /// closed-form representation, which costs one event per transfer, up to floating-point rounding: the
+    /// slices' end times are sums, the closed form a product, so they may differ by ~1e-12 s).
     pub per_slice_streaming: bool,
 }
 

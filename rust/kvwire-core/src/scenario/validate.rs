@@ -5,18 +5,21 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::spec::{
-    ArrivalSpec, CompressAt, DecompressAt, DisaggregatePolicy, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec,
-    ModeSpec, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec, Streaming,
+    ArrivalSpec, CompressAt, ConvertAt, ConvertSpec, DecompressAt, DisaggregatePolicy, DistSpec, LengthSpec,
+    LmHeadSpec, LoadRouterSpec, ModeSpec, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec, Streaming,
 };
 use super::{
-    serde_error, Disaggregate, Link, LinkModel, LoadRouting, Named, Pool, PrefillRouting, Scenario, Topology, Workload,
+    serde_error, Conversion, Disaggregate, Link, LinkModel, LoadRouting, Named, Pool, PrefillRouting, Scenario,
+    Topology, Workload,
 };
+use super::{DEFAULT_HOST_CONVERT_GB_PER_S, DEFAULT_HOST_W_PER_THREAD};
 use crate::cost::model::{LmHead, ModelCost};
 use crate::cost::presets::{
     device_presets, link_presets, model_presets, AttentionKind, DeviceSpec, LinkSpec, ModelSpec,
 };
 use crate::cost::roofline::{kv_capacity_tokens, RooflineParams};
 use crate::error::{Error, Result};
+use crate::layout::Geometry;
 use crate::quant::formats::{format, Format, Scheme, ALIASES, FORMATS};
 use crate::workload::{Arrivals, LengthDist, Trace};
 
@@ -133,6 +136,10 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
             ));
         }
     }
+    let convert = match &h.convert {
+        None => None,
+        Some(c) => Some(conversion(c, &model.spec, mode == ModeSpec::Colocated, &link)?),
+    };
     let d = &s.router.disaggregate;
     let disaggregate = match d.policy {
         DisaggregatePolicy::Always => {
@@ -181,6 +188,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         compress_at: s.handoff.compress_at,
         decompress_at: s.handoff.decompress_at,
         streaming: s.handoff.streaming,
+        convert,
         disaggregate,
         per_slice_streaming: s.engine.per_slice_streaming,
         workload,
@@ -205,6 +213,65 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         colocated_routing: load_routing(s.router.colocated),
         macro_steps: s.engine.macro_steps,
     })
+}
+
+/// Resolve `handoff.convert` against the model (its geometry instantiates both layouts) and the link.
+fn conversion(c: &ConvertSpec, model: &ModelSpec, colocated: bool, link: &Link) -> Result<Conversion> {
+    if colocated {
+        return Err(Error::field("handoff.convert", "a colocated scenario has no hand-off to convert"));
+    }
+    let mla = model.attention == AttentionKind::Mla;
+    let geometry = if mla {
+        Geometry {
+            layers: model.layers as usize,
+            heads: 1,
+            head_dim: (model.kv_lora_rank + model.qk_rope_dim) as usize,
+        }
+    } else {
+        Geometry { layers: model.layers as usize, heads: model.kv_heads as usize, head_dim: model.head_dim as usize }
+    };
+    let side = |field: &str, name: &str, block: Option<u32>| -> Result<crate::layout::Layout> {
+        let path = format!("handoff.convert.{field}");
+        let def = crate::layout::layout_def(name).ok_or_else(|| {
+            Error::field(&path, format!("unknown layout {name:?} (known: {})", crate::layout::catalog::known_layouts()))
+        })?;
+        if def.mla != mla {
+            let what = if mla { "an MLA layout (mla, mla_neutral)" } else { "a K/V layout (not mla)" };
+            return Err(Error::field(&path, format!("model {} needs {what}, got {name}", model.name)));
+        }
+        let bs = block.unwrap_or(16);
+        if bs == 0 || bs > 1 << 16 {
+            return Err(Error::field(format!("handoff.convert.{field}_block_size"), "must be in 1..=65536"));
+        }
+        crate::layout::Layout::new(&path, name, "bfloat16", bs as usize, geometry)
+            .map_err(|e| Error::field(e.path().to_string(), e.to_string()))
+    };
+    let from = side("from", &c.from, c.from_block_size)?;
+    let to = side("to", &c.to, c.to_block_size)?;
+    if c.at != ConvertAt::Host
+        && (c.host_gb_per_s.is_some() || c.host_threads.is_some() || c.host_w_per_thread.is_some())
+    {
+        return Err(Error::field(
+            "handoff.convert.at",
+            "host_gb_per_s, host_threads and host_w_per_thread need at \"host\"",
+        ));
+    }
+    if c.at == ConvertAt::Host && !matches!(link.model, LinkModel::HostStaged { .. }) {
+        return Err(Error::field(
+            "handoff.convert.at",
+            "a host conversion needs the cache in host memory: use link.model \"host_staged\" (GPUDirect links \
+             never stage it), or convert at \"sender\" or \"receiver\"",
+        ));
+    }
+    let host_gb_per_s = c.host_gb_per_s.unwrap_or(DEFAULT_HOST_CONVERT_GB_PER_S);
+    positive("handoff.convert.host_gb_per_s", host_gb_per_s, false)?;
+    let host_w_per_thread = c.host_w_per_thread.unwrap_or(DEFAULT_HOST_W_PER_THREAD);
+    in_range("handoff.convert.host_w_per_thread", host_w_per_thread, 0.0, 1e4, true, true)?;
+    let host_threads = c.host_threads.unwrap_or(1);
+    if host_threads == 0 || host_threads > 1024 {
+        return Err(Error::field("handoff.convert.host_threads", "must be in 1..=1024"));
+    }
+    Ok(Conversion { from, to, at: c.at, host_gb_per_s, host_threads, host_w_per_thread })
 }
 
 fn load_routing(r: LoadRouterSpec) -> LoadRouting {

@@ -1,0 +1,387 @@
+"""KV-cache layouts of real engines, and conversion between them with Rust kernels.
+
+Every engine stores the KV cache differently: dimension order (NHD vs HND), K and V packed in one
+dimension or kept in separate tensors, block size and block table, dtype and where the quantisation scales
+live, and MLA caches have no head dimension at all. :func:`layouts` lists the layouts kvwire knows (with the
+engine version each describes); a :class:`Layout` is one of them with a model geometry, a dtype and a block
+size; :func:`convert` moves one request's KV from one layout to another: gathering through a block table or
+slot mapping (``-1`` entries are padding and skipped), scattering through the destination's table, changing
+the block size, slicing or merging heads for tensor-parallel resharding, and quantising on the way (fp8 per
+tensor, fp8 per token-head with inline scales, the 656-byte ``fp8_ds_mla`` record) or back.
+
+>>> import numpy as np
+>>> from kvwire import layout
+>>> nhd = layout.Layout("vllm_nhd", layers=2, heads=8, head_dim=128, block_size=16, dtype="float16")
+>>> hnd = nhd.with_(name="vllm_hnd")
+>>> nhd.shape(blocks=4)                       # vLLM: per layer (blocks, block_size, heads, 2·head_dim)
+(2, 4, 16, 8, 256)
+>>> cache = np.random.default_rng(0).standard_normal(nhd.shape(4)).astype(np.float16)
+>>> table = np.array([2, 0, 3], dtype=np.int32)  # the request's blocks, in token order
+>>> out = layout.convert(cache, nhd, hnd, tokens=40, src_block_table=table)
+>>> out.shape                                 # contiguous destination blocks 0, 1, 2
+(2, 3, 8, 16, 256)
+>>> bool((out[:, 1, 5, 3, :] == cache[:, 0, 3, 5, :]).all())  # block 1 of the output = block 0 of the cache
+True
+>>> hnd.nbytes(tokens=40)                     # 3 blocks · 16 tokens · 2 layers · 8 heads · 256 values · 2 B
+393216
+
+Inputs are numpy arrays, C-contiguous, of the layout's dtype (``bfloat16`` arrays from ``ml_dtypes``, or
+their ``uint16`` bits; fp8 and record layouts are ``uint8``). Layouts with separate K and V tensors
+(``vllm_legacy``, ``sglang``) take and return a ``(k, v)`` tuple. Engines that keep one tensor per layer are
+described with the layers stacked on the first axis: pass ``layers=1`` to convert a single layer's tensor.
+The buffers are handed to Rust without copying and the GIL is released while the kernel runs; large
+conversions use every core, with output identical to one thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from kvwire import _core
+from kvwire.errors import LayoutError
+
+#: Buffer dtype names each layout dtype accepts (``uint16`` holds bfloat16 bits).
+_ACCEPTED = {
+    "bfloat16": ("bfloat16", "uint16"),
+    "float16": ("float16",),
+    "float32": ("float32",),
+    "fp8_e4m3": ("uint8", "float8_e4m3fn"),
+    "fp8_per_token_head": ("uint8",),
+    "fp8_ds_mla": ("uint8",),
+}
+
+Array = npt.NDArray[Any]
+Buffers = Array | tuple[Array, Array]
+
+
+def layouts() -> pl.DataFrame:
+    """Every layout kvwire knows: name, engine, version tag, MLA or not, paged or contiguous, K/V packing,
+    number of buffers, and a description of its shape.
+
+    >>> from kvwire import layout
+    >>> df = layout.layouts()
+    >>> "vllm_hnd" in df["name"].to_list() and "fp8_ds_mla" not in df["name"].to_list()
+    True
+    """
+    return pl.DataFrame(_core.layout_catalog())
+
+
+def dtypes() -> list[str]:
+    """Layout dtypes: ``bfloat16``, ``float16``, ``float32``, ``fp8_e4m3`` (per-tensor scales kept outside
+    the cache), ``fp8_per_token_head`` (an fp32 scale after every head vector) and ``fp8_ds_mla`` (the
+    656-byte DeepSeek MLA record)."""
+    return list(_ACCEPTED)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """One engine layout with a geometry, a dtype and a block size.
+
+    Attributes:
+        name: a row of :func:`layouts` (``"vllm_hnd"``, ``"sglang"``, ``"mla"``, ...).
+        layers: transformer layers in the buffer (1 for one layer's tensor).
+        heads: KV heads this cache holds (this tensor-parallel rank's share; 1 for MLA).
+        head_dim: values per head vector (576 for DeepSeek MLA: 512 latent + 64 RoPE).
+        block_size: tokens per block of a paged layout (SGLang's page size; ignored by contiguous ones).
+        dtype: one of :func:`dtypes`.
+    """
+
+    name: str
+    layers: int
+    heads: int
+    head_dim: int
+    block_size: int = 16
+    dtype: str = "bfloat16"
+
+    def __post_init__(self) -> None:
+        for f in ("layers", "heads", "head_dim", "block_size"):
+            v = getattr(self, f)
+            if not isinstance(v, int | np.integer) or isinstance(v, bool):
+                raise LayoutError(f"layout.{f}: expected an integer, got {v!r}", f"layout.{f}")
+            if v < 1:
+                raise LayoutError(f"layout.{f}: must be ≥ 1, got {v}", f"layout.{f}")
+        _core.layout_describe(self._spec())  # validates name, dtype and the geometry
+
+    def _spec(self) -> tuple[str, str, int, int, int, int]:
+        return (self.name, self.dtype, int(self.block_size), int(self.layers), int(self.heads), int(self.head_dim))
+
+    def with_(self, **changes: Any) -> Layout:
+        """A copy with some fields changed: ``nhd.with_(name="vllm_hnd", dtype="fp8_e4m3")``."""
+        return dataclasses.replace(self, **changes)
+
+    def describe(self) -> dict[str, Any]:
+        """Engine, version tag, packing, scale placement, numpy dtype, bytes per block (or token) and the
+        shape of each buffer per block (or token)."""
+        return dict(_core.layout_describe(self._spec()))
+
+    @property
+    def paged(self) -> bool:
+        """Whether tokens live in blocks addressed through a block table or slot mapping."""
+        return bool(self.describe()["paged"])
+
+    @property
+    def buffers(self) -> int:
+        """1, or 2 for layouts with separate K and V tensors."""
+        return len(self.describe()["plane_shapes"])
+
+    def shape(self, blocks: int) -> tuple[int, ...]:
+        """Shape of the (K) buffer holding ``blocks`` blocks, or ``blocks`` tokens for a contiguous layout.
+        For layouts with separate K and V, :meth:`shapes` gives both."""
+        return self.shapes(blocks)[0]
+
+    def shapes(self, blocks: int) -> list[tuple[int, ...]]:
+        """Shapes of every buffer holding ``blocks`` blocks (or tokens, for a contiguous layout)."""
+        d = self.describe()
+        out = []
+        for shape, axis in zip(d["plane_shapes"], d["count_dims"], strict=True):
+            s = [int(v) for v in shape]
+            s[axis] *= blocks
+            out.append(tuple(s))
+        return out
+
+    def nbytes(self, tokens: int) -> int:
+        """Exact bytes a request of ``tokens`` tokens occupies: whole blocks for paged layouts (the last one
+        partly filled) plus per-tensor scales kept outside the cache (``fp8_e4m3``)."""
+        if tokens < 0:
+            raise LayoutError(f"tokens: must be ≥ 0, got {tokens}", "tokens")
+        return int(_core.layout_request_bytes(self._spec(), int(tokens)))
+
+    def empty(self, blocks: int) -> Buffers:
+        """Zero-filled buffers for ``blocks`` blocks (or tokens): one array, or ``(k, v)``."""
+        dt = _numpy_dtype(self.dtype)
+        arrays = [np.zeros(s, dtype=dt) for s in self.shapes(blocks)]
+        return arrays[0] if len(arrays) == 1 else (arrays[0], arrays[1])
+
+
+def _count_axis(layout: Layout) -> int:
+    """The engine dimension that grows with the number of blocks (or tokens)."""
+    return int(layout.describe()["count_dims"][0])
+
+
+def _numpy_dtype(dtype: str) -> np.dtype[Any]:
+    if dtype == "bfloat16":
+        try:
+            import ml_dtypes
+
+            return np.dtype(ml_dtypes.bfloat16)
+        except ImportError:  # pragma: no cover - ml_dtypes is optional
+            return np.dtype(np.uint16)
+    return np.dtype({"float16": np.float16, "float32": np.float32}.get(dtype, np.uint8))
+
+
+def _buffers(x: Any, layout: Layout, what: str) -> list[Array]:
+    arrays = list(x) if isinstance(x, tuple | list) else [x]
+    if len(arrays) != layout.buffers:
+        want = "a (k, v) tuple" if layout.buffers == 2 else "one array"
+        raise LayoutError(f"{what}: layout {layout.name} takes {want}, got {len(arrays)}", what)
+    for i, a in enumerate(arrays):
+        p = f"{what}[{i}]" if len(arrays) > 1 else what
+        if not isinstance(a, np.ndarray):
+            raise LayoutError(f"{p}: expected a numpy array, got {type(a).__name__}", p)
+        if a.dtype.name not in _ACCEPTED[layout.dtype]:
+            raise LayoutError(
+                f"{p}: layout dtype {layout.dtype} needs a {' or '.join(_ACCEPTED[layout.dtype])} array, "
+                f"got {a.dtype}",
+                p,
+            )
+        if not a.flags.c_contiguous:
+            raise LayoutError(f"{p}: must be C-contiguous (np.ascontiguousarray copies it)", p)
+        per = layout.shapes(1)[i]
+        axis = _count_axis(layout)
+        count = a.shape[axis] // per[axis] if a.ndim == len(per) and per[axis] else 0
+        if count < 1 or a.shape != layout.shapes(count)[i]:
+            unit = "blocks" if layout.paged else "tokens"
+            expect = tuple("n" if j == axis else s for j, s in enumerate(per))
+            raise LayoutError(
+                f"{p}: shape {a.shape} is not a {layout.name} buffer {expect} (n = {unit}) for layers="
+                f"{layout.layers}, heads={layout.heads}, head_dim={layout.head_dim}, block_size={layout.block_size}, "
+                f"dtype={layout.dtype}",
+                p,
+            )
+    return arrays
+
+
+def _int_array(x: Any, dtype: type, what: str) -> Array | None:
+    if x is None:
+        return None
+    a = np.asarray(x)
+    if a.ndim != 1 or not (np.issubdtype(a.dtype, np.integer)):
+        raise LayoutError(f"{what}: expected a 1-D integer array, got {a.dtype} with shape {a.shape}", what)
+    info = np.iinfo(dtype)
+    if a.size and (a.min() < info.min or a.max() > info.max):
+        raise LayoutError(f"{what}: values must fit in {np.dtype(dtype).name}", what)
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def _heads(x: Any, what: str) -> tuple[int, int] | None:
+    if x is None:
+        return None
+    if isinstance(x, slice):
+        if x.step not in (None, 1) or x.start is None or x.stop is None:
+            raise LayoutError(f"{what}: expected slice(start, stop) with both ends, got {x}", what)
+        x = (x.start, x.stop)
+    try:
+        start, stop = (int(v) for v in x)
+    except (TypeError, ValueError):
+        raise LayoutError(f"{what}: expected (start, stop), got {x!r}", what) from None
+    if start < 0 or stop <= start:
+        raise LayoutError(f"{what}: ({start}, {stop}) is not a non-empty range", what)
+    return (start, stop)
+
+
+def _scales(layout: Layout, k_scale: Any, v_scale: Any) -> Array:
+    k = np.broadcast_to(np.asarray(k_scale, dtype=np.float32), (layout.layers,))
+    v = np.broadcast_to(np.asarray(v_scale, dtype=np.float32), (layout.layers,))
+    return np.ascontiguousarray(np.stack([k, v], axis=1).reshape(-1))
+
+
+def convert(
+    src: Buffers,
+    src_layout: Layout,
+    dst_layout: Layout,
+    *,
+    tokens: int | None = None,
+    src_block_table: Sequence[int] | Array | None = None,
+    src_slot_mapping: Sequence[int] | Array | None = None,
+    dst_block_table: Sequence[int] | Array | None = None,
+    dst_slot_mapping: Sequence[int] | Array | None = None,
+    src_heads: tuple[int, int] | slice | None = None,
+    dst_heads: tuple[int, int] | slice | None = None,
+    k_scale: float | Sequence[float] = 1.0,
+    v_scale: float | Sequence[float] = 1.0,
+    out: Buffers | None = None,
+    threads: int | None = None,
+) -> Buffers:
+    """Convert one request's KV cache from ``src_layout`` to ``dst_layout``.
+
+    Args:
+        src: the source cache: one array, or ``(k, v)`` for layouts with separate K and V.
+        src_layout, dst_layout: the two :class:`Layout` s (same layers and head_dim; MLA only to MLA).
+        tokens: tokens to convert (required with ``src_block_table``; default: all the source addresses).
+        src_block_table: physical block of each of the request's logical blocks, in token order (int32).
+        src_slot_mapping: ``block * block_size + offset`` of each token (int64); ``-1`` entries are padding
+            and skipped.
+        dst_block_table, dst_slot_mapping: where the tokens go in a paged destination (default: blocks
+            0, 1, 2, ... in order). Destination blocks and slots must be distinct.
+        src_heads, dst_heads: ``(start, stop)`` head ranges, for tensor-parallel resharding: read heads
+            ``src_heads`` of the source and write them as heads ``dst_heads`` of the destination (TP8 → TP2:
+            four conversions into ``dst_heads=(0, 2)``, ``(2, 4)``, ...).
+        k_scale, v_scale: fp8 per-tensor scales (a number, or one per layer) when quantising to or from
+            ``fp8_e4m3``: stored byte = E4M3(x / scale), RNE and saturating, as vLLM's CUDA path.
+        out: the destination buffers to write into (only the converted tokens' slots are written); default:
+            new zeroed arrays just large enough.
+        threads: threads to use (default: every core for conversions of 1 MiB and more).
+
+    Returns:
+        ``out``, or the new destination array (a ``(k, v)`` tuple for separate-K/V layouts).
+
+    Raises:
+        LayoutError: naming the argument that does not fit (shape, dtype, table entry, head range, ...).
+    """
+    if not isinstance(src_layout, Layout) or not isinstance(dst_layout, Layout):
+        raise LayoutError("src_layout, dst_layout: expected kvwire.layout.Layout objects", "dst_layout")
+    srcs = _buffers(src, src_layout, "src")
+    sbt = _int_array(src_block_table, np.int32, "src_block_table")
+    ssm = _int_array(src_slot_mapping, np.int64, "src_slot_mapping")
+    dbt = _int_array(dst_block_table, np.int32, "dst_block_table")
+    dsm = _int_array(dst_slot_mapping, np.int64, "dst_slot_mapping")
+    if tokens is not None and (not isinstance(tokens, int | np.integer) or isinstance(tokens, bool) or tokens < 0):
+        raise LayoutError(f"tokens: expected an integer ≥ 0, got {tokens!r}", "tokens")
+    if out is None:
+        n = _tokens_needed(srcs, src_layout, tokens, sbt, ssm)
+        out = dst_layout.empty(_count_needed(dst_layout, n, dbt, dsm))
+    dsts = _buffers(out, dst_layout, "out")
+    scales = None
+    if src_layout.dtype == "fp8_e4m3" or dst_layout.dtype == "fp8_e4m3":
+        scales = _scales(src_layout, k_scale, v_scale)
+    _core.layout_convert(
+        [a.reshape(-1).view(np.uint8) for a in srcs],
+        src_layout._spec(),
+        [a.reshape(-1).view(np.uint8) for a in dsts],
+        dst_layout._spec(),
+        tokens=None if tokens is None else int(tokens),
+        src_block_table=sbt,
+        src_slot_mapping=ssm,
+        dst_block_table=dbt,
+        dst_slot_mapping=dsm,
+        src_heads=_heads(src_heads, "src_heads"),
+        dst_heads=_heads(dst_heads, "dst_heads"),
+        scales=scales,
+        threads=threads,
+    )
+    return out
+
+
+def _tokens_needed(srcs: list[Array], layout: Layout, tokens: int | None, table: Array | None, slots: Array | None) -> int:
+    if slots is not None:
+        return int((slots != -1).sum())
+    if tokens is not None:
+        return int(tokens)
+    if table is not None:
+        raise LayoutError("tokens: give the number of tokens with a source block table", "tokens")
+    axis = _count_axis(layout)
+    count = srcs[0].shape[axis] // layout.shapes(1)[0][axis]
+    return count * (layout.block_size if layout.paged else 1)
+
+
+def _count_needed(layout: Layout, tokens: int, table: Array | None, slots: Array | None) -> int:
+    if not layout.paged:
+        return max(tokens, 1)
+    if slots is not None:
+        valid = slots[slots >= 0]
+        return int(valid.max()) // layout.block_size + 1 if valid.size else 1
+    blocks = math.ceil(tokens / layout.block_size)
+    if table is not None:
+        used = table[:blocks]
+        return int(used.max()) + 1 if used.size else 1
+    return max(blocks, 1)
+
+
+def gather(
+    cache: Buffers,
+    layout: Layout,
+    *,
+    block_table: Sequence[int] | Array | None = None,
+    slot_mapping: Sequence[int] | Array | None = None,
+    tokens: int | None = None,
+    heads: tuple[int, int] | slice | None = None,
+    threads: int | None = None,
+) -> Array:
+    """One request's KV out of a paged cache, in the neutral form ``(layers, 2, tokens, heads, head_dim)``
+    (MLA: ``(layers, tokens, 576)``), same dtype. Equivalent to :func:`convert` to ``neutral``.
+
+    >>> import numpy as np
+    >>> from kvwire import layout
+    >>> l = layout.Layout("sglang", layers=1, heads=2, head_dim=4, block_size=1, dtype="float32")
+    >>> k, v = l.empty(8)
+    >>> k.shape                                   # (layers, slots, heads, head_dim)
+    (1, 8, 2, 4)
+    >>> k[0, 5] = 1.0
+    >>> layout.gather((k, v), l, slot_mapping=[5, -1, 2])[0, 0, :, 0, 0].tolist()  # K of head 0, 2 tokens
+    [1.0, 0.0]
+    """
+    name = "mla_neutral" if bool(layout.describe()["mla"]) else "neutral"
+    hs = _heads(heads, "heads")
+    dst = layout.with_(name=name, heads=(hs[1] - hs[0]) if hs else layout.heads)
+    out = convert(
+        cache,
+        layout,
+        dst,
+        tokens=tokens,
+        src_block_table=block_table,
+        src_slot_mapping=slot_mapping,
+        src_heads=hs,
+        threads=threads,
+    )
+    assert isinstance(out, np.ndarray)
+    return out
+
+
+__all__ = ["Layout", "convert", "dtypes", "gather", "layouts"]

@@ -226,12 +226,20 @@ def amax_scale(x: F32) -> F32:
     return out
 
 
+#: vLLM's per-token-head scale floor (``max(absmax / qmax, 1e-6)``, quant.md §1.4).
+PER_TOKEN_HEAD_MIN_SCALE = np.float32(1e-6)
+
+
 def per_token_head(x: F32) -> U8:
-    """``fp8_per_token_head`` records of ``x`` ``(..., D)``: D E4M3 codes of x / scale, then the fp32 scale
-    ``max(amax/448, FLT_MIN)`` as 4 little-endian bytes — ``(..., D + 4)`` uint8."""
+    """``fp8_per_token_head`` records of ``x`` ``(..., D)`` as vLLM's test computes them (quant.md §1.4): the
+    fp32 scale ``max(amax/448, 1e-6)``, D E4M3 codes of ``x · (1/scale)`` (reciprocal, then product, both in
+    float32), then the scale as 4 little-endian bytes — ``(..., D + 4)`` uint8."""
     x = np.asarray(x, dtype=np.float32)
-    scale = amax_scale(x)
-    codes = e4m3(divide(x, scale[..., None]))
+    amax = np.where(np.isfinite(x), np.abs(x), np.float32(0)).max(axis=-1).astype(np.float32)
+    scale = np.maximum(amax / E4M3_MAX, PER_TOKEN_HEAD_MIN_SCALE).astype(np.float32)
+    inv = (np.float32(1) / scale).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        codes = e4m3((x * inv[..., None]).astype(np.float32))
     scale_bytes = scale.astype("<f4").reshape(*scale.shape, 1).view(np.uint8)
     return np.concatenate([codes, scale_bytes], axis=-1)
 

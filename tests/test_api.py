@@ -29,6 +29,7 @@ MODEL_SHAPES = {
     "mistral-7b": (32, 4096, 32, 8, 128, 14336, 32000),
     "yi-34b": (60, 7168, 56, 8, 128, 20480, 64000),
     "opt-13b": (40, 5120, 40, 40, 128, 13653, 50272),
+    "opt-66b": (64, 9216, 72, 72, 128, 24576, 50272),  # facebook/opt-66b config.json, 3-matrix d_ff = 2/3·36864
     "llama3.2-1b": (16, 2048, 32, 8, 64, 8192, 128256),
 }
 #: key: (peak TFLOP/s, HBM TB/s, HBM GB, flops_eff, bw_eff, TDP W, idle W, pJ/FLOP, pJ/byte).

@@ -17,3 +17,14 @@ def test_when_to_stay_colocated_runs(capsys: pytest.CaptureFixture[str]) -> None
     assert "Best configuration" in out
     assert out.count(" req/s over ") == 8
     assert "rho < 1:" in out and "rho >= 1:" in out
+
+
+def test_layout_conversion_cost_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The layout-conversion example measures the kernel, runs every placement on every link (7 rows per
+    link) and states how many host threads keep the conversion queue stable."""
+    runpy.run_path(str(EXAMPLES / "layout_conversion_cost.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "cores just for conversions" in out
+    for link in ("nvlink4", "ib-ndr", "eth-100g"):
+        assert sum(1 for line in out.splitlines() if line.startswith(link)) == 7
+    assert "host queue is stable only with" in out

@@ -142,6 +142,11 @@ CONDITIONAL = {"disaggregate": {"policy": "conditional", "min_prompt_tokens": 25
                                  "max_link_wait_s": 0.5}}  # fmt: skip
 
 
+#: A layout conversion on the sender's host, with every option set (needs a host-staged link).
+HOST_CONVERT = {"from": "vllm_hnd", "to": "sglang", "at": "host", "from_block_size": 16, "to_block_size": 1,
+                "host_gb_per_s": 8.0, "host_threads": 2, "host_w_per_thread": 3.75}  # fmt: skip
+
+
 def example_for(path: str) -> dict[str, Any]:
     """A valid scenario that sets the field at ``path`` (with whatever companions it needs)."""
     top = path.split(".")[0]
@@ -156,6 +161,8 @@ def example_for(path: str) -> dict[str, Any]:
         return {"link": {"preset": "eth-100g", "model": "host_staged", "host_link": "pcie4"}}
     if path == "handoff.decompress_at":
         return {"handoff": {"compression": "fp8", "decompress_at": "receiver"}}
+    if path.startswith("handoff.convert"):
+        return {"handoff": {"convert": HOST_CONVERT}, "link": {"preset": "eth-100g", "model": "host_staged"}}
     if top == "colocated":
         return {"mode": "colocated", "colocated": POOL}
     if path.startswith(("prefill", "decode")):
@@ -192,6 +199,10 @@ def literal_example(path: str, value: Any) -> dict[str, Any]:
         return {"handoff": {"compression": "fp8", "decompress_at": "receiver"}}
     if path == "router.disaggregate.policy" and value == "conditional":
         return {"router": CONDITIONAL}
+    if path == "handoff.convert.at":
+        if value == "host":
+            return example_for(path)
+        return {"handoff": {"convert": {"from": "vllm_hnd", "to": "sglang", "at": value}}}
     return nest(path, value)
 
 
@@ -284,6 +295,7 @@ LOCATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "PoolDict": ("prefill", {}),
     "LinkDict": ("link", {"link": {"preset": "ib-ndr"}}),
     "HandoffDict": ("handoff", {}),
+    "ConvertDict": ("handoff.convert", {"handoff": {"convert": {"from": "vllm_hnd", "to": "sglang", "at": "sender"}}}),
     "ArrivalsDict": ("workload.arrivals", {"workload": {"arrivals": {"rate_per_s": 1.0}}}),
     "LengthDict": ("workload.prompt_tokens", {"workload": {"prompt_tokens": {"dist": "fixed", "value": 3}}}),
     "TraceDict": ("workload.trace", {"workload": {"trace": TRACE}}),

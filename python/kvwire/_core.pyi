@@ -15,6 +15,10 @@ __all__ = [
     "error",
     "handoff_json",
     "isa",
+    "layout_catalog",
+    "layout_convert",
+    "layout_describe",
+    "layout_request_bytes",
     "quantize",
     "simulate",
     "validate",
@@ -68,3 +72,24 @@ def decode(
 ) -> None: ...
 def error(x: npt.NDArray[np.float32], x_hat: npt.NDArray[np.float32]) -> dict[str, float]: ...
 def isa() -> str: ...
+
+_LayoutSpec = tuple[str, str, int, int, int, int]
+
+def layout_describe(spec: _LayoutSpec) -> dict[str, Any]: ...
+def layout_request_bytes(spec: _LayoutSpec, tokens: int) -> int: ...
+def layout_catalog() -> list[dict[str, Any]]: ...
+def layout_convert(
+    src: list[npt.NDArray[np.uint8]],
+    src_spec: _LayoutSpec,
+    dst: list[npt.NDArray[np.uint8]],
+    dst_spec: _LayoutSpec,
+    tokens: int | None = None,
+    src_block_table: npt.NDArray[np.int32] | None = None,
+    src_slot_mapping: npt.NDArray[np.int64] | None = None,
+    dst_block_table: npt.NDArray[np.int32] | None = None,
+    dst_slot_mapping: npt.NDArray[np.int64] | None = None,
+    src_heads: tuple[int, int] | None = None,
+    dst_heads: tuple[int, int] | None = None,
+    scales: npt.NDArray[np.float32] | None = None,
+    threads: int | None = None,
+) -> int: ...

@@ -57,6 +57,9 @@ _ACCEPTED = {
     "fp8_ds_mla": ("uint8",),
 }
 
+#: Largest token count :meth:`Layout.nbytes` accepts (byte counts stay far below 2^64).
+_MAX_TOKENS = 2**40
+
 Array = npt.NDArray[Any]
 Buffers = Array | tuple[Array, Array]
 
@@ -149,8 +152,8 @@ class Layout:
     def nbytes(self, tokens: int) -> int:
         """Exact bytes a request of ``tokens`` tokens occupies: whole blocks for paged layouts (the last one
         partly filled) plus per-tensor scales kept outside the cache (``fp8_e4m3``)."""
-        if tokens < 0:
-            raise LayoutError(f"tokens: must be ≥ 0, got {tokens}", "tokens")
+        if not isinstance(tokens, int | np.integer) or isinstance(tokens, bool) or not 0 <= tokens <= _MAX_TOKENS:
+            raise LayoutError(f"tokens: expected an integer in 0..={_MAX_TOKENS}, got {tokens!r}", "tokens")
         return int(_core.layout_request_bytes(self._spec(), int(tokens)))
 
     def empty(self, blocks: int) -> Buffers:
@@ -170,7 +173,8 @@ def _numpy_dtype(dtype: str) -> np.dtype[Any]:
         try:
             import ml_dtypes
 
-            return np.dtype(ml_dtypes.bfloat16)
+            bf16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+            return bf16
         except ImportError:  # pragma: no cover - ml_dtypes is optional
             return np.dtype(np.uint16)
     return np.dtype({"float16": np.float16, "float32": np.float32}.get(dtype, np.uint8))
@@ -187,8 +191,7 @@ def _buffers(x: Any, layout: Layout, what: str) -> list[Array]:
             raise LayoutError(f"{p}: expected a numpy array, got {type(a).__name__}", p)
         if a.dtype.name not in _ACCEPTED[layout.dtype]:
             raise LayoutError(
-                f"{p}: layout dtype {layout.dtype} needs a {' or '.join(_ACCEPTED[layout.dtype])} array, "
-                f"got {a.dtype}",
+                f"{p}: layout dtype {layout.dtype} needs a {' or '.join(_ACCEPTED[layout.dtype])} array, got {a.dtype}",
                 p,
             )
         if not a.flags.c_contiguous:
@@ -237,9 +240,20 @@ def _heads(x: Any, what: str) -> tuple[int, int] | None:
 
 
 def _scales(layout: Layout, k_scale: Any, v_scale: Any) -> Array:
-    k = np.broadcast_to(np.asarray(k_scale, dtype=np.float32), (layout.layers,))
-    v = np.broadcast_to(np.asarray(v_scale, dtype=np.float32), (layout.layers,))
-    return np.ascontiguousarray(np.stack([k, v], axis=1).reshape(-1))
+    per_layer = []
+    for name, given in (("k_scale", k_scale), ("v_scale", v_scale)):
+        try:
+            a = np.asarray(given, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise LayoutError(f"{name}: expected a number or one number per layer, got {given!r}", name) from None
+        if a.ndim > 1 or (a.ndim == 1 and a.shape[0] != layout.layers):
+            raise LayoutError(
+                f"{name}: expected a number or {layout.layers} numbers (one per layer), got shape {a.shape}", name
+            )
+        if not (np.isfinite(a).all() and (a > 0).all() and (a < 3.4e38).all()):
+            raise LayoutError(f"{name}: scales must be finite numbers > 0, got {given!r}", name)
+        per_layer.append(np.broadcast_to(a.astype(np.float32), (layout.layers,)))
+    return np.ascontiguousarray(np.stack(per_layer, axis=1).reshape(-1))
 
 
 def convert(
@@ -294,6 +308,8 @@ def convert(
     dsm = _int_array(dst_slot_mapping, np.int64, "dst_slot_mapping")
     if tokens is not None and (not isinstance(tokens, int | np.integer) or isinstance(tokens, bool) or tokens < 0):
         raise LayoutError(f"tokens: expected an integer ≥ 0, got {tokens!r}", "tokens")
+    if threads is not None and (not isinstance(threads, int | np.integer) or isinstance(threads, bool) or threads < 1):
+        raise LayoutError(f"threads: expected an integer ≥ 1, got {threads!r}", "threads")
     if out is None:
         n = _tokens_needed(srcs, src_layout, tokens, sbt, ssm)
         out = dst_layout.empty(_count_needed(dst_layout, n, dbt, dsm))
@@ -319,7 +335,9 @@ def convert(
     return out
 
 
-def _tokens_needed(srcs: list[Array], layout: Layout, tokens: int | None, table: Array | None, slots: Array | None) -> int:
+def _tokens_needed(
+    srcs: list[Array], layout: Layout, tokens: int | None, table: Array | None, slots: Array | None
+) -> int:
     if slots is not None:
         return int((slots != -1).sum())
     if tokens is not None:
@@ -327,7 +345,7 @@ def _tokens_needed(srcs: list[Array], layout: Layout, tokens: int | None, table:
     if table is not None:
         raise LayoutError("tokens: give the number of tokens with a source block table", "tokens")
     axis = _count_axis(layout)
-    count = srcs[0].shape[axis] // layout.shapes(1)[0][axis]
+    count = int(srcs[0].shape[axis]) // layout.shapes(1)[0][axis]
     return count * (layout.block_size if layout.paged else 1)
 
 
@@ -336,11 +354,12 @@ def _count_needed(layout: Layout, tokens: int, table: Array | None, slots: Array
         return max(tokens, 1)
     if slots is not None:
         valid = slots[slots >= 0]
-        return int(valid.max()) // layout.block_size + 1 if valid.size else 1
+        return max(int(valid.max()) // layout.block_size + 1, 1) if valid.size else 1
     blocks = math.ceil(tokens / layout.block_size)
     if table is not None:
+        # Out-of-range entries are left for the core to report with their index.
         used = table[:blocks]
-        return int(used.max()) + 1 if used.size else 1
+        return max(int(used.max()) + 1, 1) if used.size else 1
     return max(blocks, 1)
 
 

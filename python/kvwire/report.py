@@ -66,7 +66,9 @@ def render(res: SimResult) -> str:
     b = e["breakdown"]
     total = e["total_j"] or 0.0
     parts = ", ".join(
-        f"{k.removesuffix('_j')} {_pct(v / total if total else None)}" for k, v in b.items() if v or k not in ("transit_j", "convert_j")
+        f"{k.removesuffix('_j')} {_pct(v / total if total else None)}"
+        for k, v in b.items()
+        if v or k not in ("transit_j", "convert_j")
     )
     lines.append(
         f"energy: {_num(e['j_per_output_token'], '.3f')} J/output token; total {total / 1e3:,.1f} kJ "

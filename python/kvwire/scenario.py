@@ -47,11 +47,29 @@ class LinkDict(TypedDict, total=False):
     source: str
 
 
+#: ``handoff.convert``: a layout conversion on the hand-off path (``from`` is a Python keyword, hence this form).
+ConvertDict = TypedDict(
+    "ConvertDict",
+    {
+        "from": str,
+        "to": str,
+        "at": Literal["sender", "receiver", "host"],
+        "from_block_size": int,
+        "to_block_size": int,
+        "host_gb_per_s": float,
+        "host_threads": int,
+        "host_w_per_thread": float,
+    },
+    total=False,
+)
+
+
 class HandoffDict(TypedDict, total=False):
     compression: str
     compress_at: Literal["transit", "sender"]
     decompress_at: Literal["none", "receiver"]
     streaming: Literal["whole", "layer"]
+    convert: ConvertDict
 
 
 class ArrivalsDict(TypedDict, total=False):

@@ -4,7 +4,7 @@
 
 use kvwire_core::layout::{self, ConvertOptions, Geometry, Layout, Side, Tokens};
 use kvwire_core::Error;
-use numpy::{PyReadonlyArray1, PyReadonlyArrayDyn, PyReadwriteArrayDyn};
+use numpy::{PyArrayDyn, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn, PyReadwriteArrayDyn};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -100,9 +100,9 @@ fn tokens_of<'a>(
 #[allow(clippy::too_many_arguments)]
 pub fn layout_convert<'py>(
     py: Python<'py>,
-    src: Vec<PyReadonlyArrayDyn<'py, u8>>,
+    src: Vec<Bound<'py, PyArrayDyn<u8>>>,
     src_spec: Spec,
-    mut dst: Vec<PyReadwriteArrayDyn<'py, u8>>,
+    dst: Vec<Bound<'py, PyArrayDyn<u8>>>,
     dst_spec: Spec,
     tokens: Option<usize>,
     src_block_table: Option<PyReadonlyArray1<'py, i32>>,
@@ -119,6 +119,25 @@ pub fn layout_convert<'py>(
     if threads == Some(0) {
         return Err(lerr("threads", "must be ≥ 1"));
     }
+    // Borrow every buffer through numpy's borrow checker: a read-only output, or an output that is also an
+    // input, is refused here instead of aliasing.
+    let src: Vec<PyReadonlyArrayDyn<'py, u8>> = src
+        .iter()
+        .enumerate()
+        .map(|(i, a)| a.try_readonly().map_err(|e| lerr(&format!("src[{i}]"), format!("cannot be read: {e}"))))
+        .collect::<PyResult<_>>()?;
+    let mut dst: Vec<PyReadwriteArrayDyn<'py, u8>> = dst
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            a.try_readwrite().map_err(|e| {
+                lerr(
+                    &format!("out[{i}]"),
+                    format!("cannot be written ({e}): pass a writeable array that is not an input"),
+                )
+            })
+        })
+        .collect::<PyResult<_>>()?;
     let src_planes = src
         .iter()
         .enumerate()

@@ -4,7 +4,9 @@
 
 use kvwire_core::quant::{self, Options, QuantizedView, ScaleRule, Scales, ScalesView, Source};
 use kvwire_core::Error;
-use numpy::{IntoPyArray, PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArrayMethods};
+use numpy::{
+    Element, IntoPyArray, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -12,6 +14,19 @@ use crate::errors::to_py;
 
 fn qerr(path: &str, reason: impl Into<String>) -> PyErr {
     to_py(Error::Quant { path: path.into(), reason: reason.into() })
+}
+
+/// Borrow an output array for writing through numpy's borrow checker: a read-only array, or one that is
+/// also an input, is refused with a clear error instead of a panic.
+fn writable<'py, T: Element>(a: &Bound<'py, PyArrayDyn<T>>) -> PyResult<PyReadwriteArrayDyn<'py, T>> {
+    a.try_readwrite()
+        .map_err(|e| qerr("out", format!("cannot be written ({e}): pass a writeable array that is not an input")))
+}
+
+/// Borrow an input array for reading (refused while it is borrowed for writing).
+fn readable<'py, T: Element>(a: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArrayDyn<'py, T>> {
+    let a: Bound<'py, PyArrayDyn<T>> = a.extract()?;
+    a.try_readonly().map_err(|e| qerr(name, format!("cannot be read ({e})")))
 }
 
 fn format(name: &str) -> PyResult<&'static quant::Format> {
@@ -48,9 +63,9 @@ enum Input<'py> {
 impl<'py> Input<'py> {
     fn new(x: &Bound<'py, PyAny>, dtype: &str) -> PyResult<Self> {
         match dtype {
-            "f32" => Ok(Input::F32(x.extract()?)),
-            "bf16" => Ok(Input::U16(x.extract()?, true)),
-            "f16" => Ok(Input::U16(x.extract()?, false)),
+            "f32" => Ok(Input::F32(readable(x, "x")?)),
+            "bf16" => Ok(Input::U16(readable(x, "x")?, true)),
+            "f16" => Ok(Input::U16(readable(x, "x")?, false)),
             other => Err(qerr("x", format!("unsupported dtype {other:?}"))),
         }
     }
@@ -117,7 +132,7 @@ pub fn dequantize<'py>(
     shape: Vec<usize>,
     axis: usize,
     fmt: &str,
-    mut out: PyReadwriteArrayDyn<'py, f32>,
+    out: Bound<'py, PyArrayDyn<f32>>,
     scale_rule: &str,
     threads: Option<usize>,
 ) -> PyResult<()> {
@@ -141,6 +156,7 @@ pub fn dequantize<'py>(
         None => None,
     };
     let view = QuantizedView { codes, scales, zeros, tensor_scale, group };
+    let mut out = writable(&out)?;
     let out = out.as_slice_mut().map_err(contiguous("out"))?;
     py.detach(|| quant::dequantize(&view, &shape, axis, format, &opts, out)).map_err(to_py)
 }
@@ -154,13 +170,14 @@ pub fn cast<'py>(
     dtype: &str,
     element: &str,
     saturate: bool,
-    mut out: PyReadwriteArrayDyn<'py, u8>,
+    out: Bound<'py, PyArrayDyn<u8>>,
     threads: Option<usize>,
 ) -> PyResult<()> {
     let elem = self::element(element)?;
     let opts = options(threads, "floor", None)?;
     let input = Input::new(x, dtype)?;
     let src = input.source()?;
+    let mut out = writable(&out)?;
     let out = out.as_slice_mut().map_err(|_| qerr("out", "must be a C-contiguous array"))?;
     py.detach(|| quant::cast(src, &elem, saturate, &opts, out)).map_err(to_py)
 }
@@ -172,12 +189,13 @@ pub fn decode<'py>(
     py: Python<'py>,
     codes: PyReadonlyArrayDyn<'py, u8>,
     element: &str,
-    mut out: PyReadwriteArrayDyn<'py, f32>,
+    out: Bound<'py, PyArrayDyn<f32>>,
     threads: Option<usize>,
 ) -> PyResult<()> {
     let elem = self::element(element)?;
     let opts = options(threads, "floor", None)?;
     let codes = codes.as_slice().map_err(|_| qerr("codes", "must be a C-contiguous array"))?;
+    let mut out = writable(&out)?;
     let out = out.as_slice_mut().map_err(|_| qerr("out", "must be a C-contiguous array"))?;
     py.detach(|| quant::decode(codes, &elem, &opts, out)).map_err(to_py)
 }

@@ -224,6 +224,21 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
             ),
         ),
         (
+            "opt-66b",
+            model(
+                "OPT-66B",
+                64,
+                9216,
+                72,
+                72,
+                128,
+                24576,
+                50272,
+                "facebook/opt-66b (GELU MLP of 36864 approximated as a 3-matrix MLP with d_ff 24576, as for opt-13b); \
+                 Splitwise's 1.13 GB hand-off of a 512-token prompt is this model's 2·64·9216·2 B per token",
+            ),
+        ),
+        (
             "mixtral-8x7b",
             ModelSpec {
                 n_experts: 8,
@@ -421,6 +436,7 @@ mod tests {
                 "mistral-7b",
                 "yi-34b",
                 "opt-13b",
+                "opt-66b",
                 "mixtral-8x7b",
                 "deepseek-v3",
                 "llama3.2-1b"

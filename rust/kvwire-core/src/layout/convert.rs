@@ -7,7 +7,7 @@
 use super::catalog::Axis;
 use super::descriptor::{Layout, Strides};
 use super::dtype::Codec;
-use super::strided::{plan, walk, Dim};
+use super::strided::{copy_run, plan, stream_fence, walk, Dim, STREAM_MIN_BYTES};
 use crate::error::{Error, Result};
 
 /// How a side addresses its tokens.
@@ -313,6 +313,7 @@ pub fn convert<S: AsRef<[u8]> + Sync, D: AsMut<[u8]> + AsRef<[u8]>>(
     let srcs: Vec<&[u8]> = src.planes.iter().map(|p| p.as_ref()).collect();
     let outs: Vec<Out> = dst.planes.iter_mut().map(|p| p.as_mut()).map(|p| Out(p.as_mut_ptr(), p.len())).collect();
     let head_dim = ga.head_dim;
+    let stream = n_tokens * b.bytes_per_count() / b.tokens_per_count() >= STREAM_MIN_BYTES;
     let work = |first: usize, last: usize| {
         // Plans for a full chunk and for a short last one.
         let plans: Vec<[(Vec<Dim>, usize); 2]> = jobs
@@ -345,7 +346,7 @@ pub fn convert<S: AsRef<[u8]> + Sync, D: AsMut<[u8]> + AsRef<[u8]>>(
                         let from = &s[so..so + run];
                         assert!(d + run <= out.1, "layout conversion wrote past its validated buffer");
                         // SAFETY: in bounds (checked above); chunks write disjoint bytes (see `Out`).
-                        unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), out.0.add(d), run) };
+                        unsafe { copy_run(from.as_ptr(), out.0.add(d), run, stream) };
                     });
                 } else {
                     walk(dims, sb, db, &mut |so, d| {
@@ -356,6 +357,9 @@ pub fn convert<S: AsRef<[u8]> + Sync, D: AsMut<[u8]> + AsRef<[u8]>>(
                     });
                 }
             }
+        }
+        if stream {
+            stream_fence();
         }
     };
     if threads <= 1 {

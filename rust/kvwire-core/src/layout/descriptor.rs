@@ -172,10 +172,10 @@ impl Layout {
     }
 
     /// Exact bytes a request of `tokens` tokens occupies: whole blocks for paged layouts (the last one
-    /// partly filled), plus separate scales.
+    /// partly filled), plus separate scales. Saturates at `u64::MAX` (never reached by a real request).
     pub fn request_bytes(&self, tokens: u64) -> u64 {
         let counts = tokens.div_ceil(self.tokens_per_count() as u64);
-        counts * self.bytes_per_count() as u64 + self.separate_scale_bytes() as u64
+        counts.saturating_mul(self.bytes_per_count() as u64).saturating_add(self.separate_scale_bytes() as u64)
     }
 
     /// Byte strides of every axis in buffer `plane` holding `count` blocks or tokens.

@@ -15,7 +15,7 @@ pub enum Dtype {
     /// E4M3FN codes; one fp32 scale per (layer, K/V) kept outside the cache (vLLM `fp8`, `k_scale`/`v_scale`).
     Fp8E4m3,
     /// E4M3FN codes with an fp32 scale after every head vector: `head_dim + 4` bytes per vector (vLLM
-    /// `fp8_per_token_head` with inline scales).
+    /// `fp8_per_token_head`, Triton backend with the scale inline).
     Fp8PerTokenHead,
     /// DeepSeek sparse-MLA record, 656 bytes per token per layer: 512 E4M3 latent codes (4 tiles of 128), 4
     /// fp32 tile scales, 64 bf16 RoPE values copied verbatim (vLLM `fp8_ds_mla`).
@@ -113,7 +113,8 @@ pub enum Codec {
     FromFp8 {
         to: Dtype,
     },
-    /// Per token-head: scale = max(amax / 448, FLT_MIN), codes = E4M3(x / scale), then the fp32 scale.
+    /// Per token-head (vLLM `tests/quantization/test_per_token_kv_cache.py`): scale = max(amax / 448, 1e-6),
+    /// codes = E4M3(x · (1 / scale)), then the fp32 scale.
     ToPerTokenHead {
         from: Dtype,
     },
@@ -180,9 +181,10 @@ impl Codec {
                 }
             }
             Codec::ToPerTokenHead { from } => {
-                let s = tile_scale((0..head_dim).map(|i| load(from, src, i)));
+                let s = amax_scale((0..head_dim).map(|i| load(from, src, i)), PER_TOKEN_HEAD_MIN_SCALE);
+                let inv = 1.0 / s;
                 for (i, d) in dst.iter_mut().enumerate().take(head_dim) {
-                    *d = encode(&E4M3FN, load(from, src, i) / s, true);
+                    *d = encode(&E4M3FN, load(from, src, i) * inv, true);
                 }
                 dst[head_dim..head_dim + 4].copy_from_slice(&s.to_le_bytes());
             }
@@ -195,7 +197,7 @@ impl Codec {
             Codec::ToDsMla => {
                 for t in 0..DS_MLA_LATENT / DS_MLA_TILE {
                     let r = t * DS_MLA_TILE..(t + 1) * DS_MLA_TILE;
-                    let s = tile_scale(r.clone().map(|i| load(Dtype::Bf16, src, i)));
+                    let s = amax_scale(r.clone().map(|i| load(Dtype::Bf16, src, i)), f32::MIN_POSITIVE);
                     for i in r {
                         dst[i] = encode(&E4M3FN, load(Dtype::Bf16, src, i) / s, true);
                     }
@@ -216,11 +218,15 @@ impl Codec {
     }
 }
 
-/// max(amax / 448, FLT_MIN) over the finite values (vLLM's `concat_and_cache_ds_mla_kernel`; a NaN or Inf
-/// element does not poison the scale, it encodes as NaN or saturates on its own).
-fn tile_scale(values: impl Iterator<Item = f32>) -> f32 {
+/// Smallest per-token-head scale (vLLM's `max(absmax / qmax, 1e-6)`).
+pub const PER_TOKEN_HEAD_MIN_SCALE: f32 = 1e-6;
+
+/// max(amax / 448, `floor`) over the finite values: `floor` is FLT_MIN for the `fp8_ds_mla` tiles (vLLM's
+/// `concat_and_cache_ds_mla_kernel`) and 1e-6 per token-head. A NaN or Inf element does not poison the
+/// scale; it encodes as NaN or saturates on its own.
+fn amax_scale(values: impl Iterator<Item = f32>, floor: f32) -> f32 {
     let amax = values.filter(|v| v.is_finite()).fold(0f32, |m, v| m.max(v.abs()));
-    (amax / E4M3_MAX).max(f32::MIN_POSITIVE)
+    (amax / E4M3_MAX).max(floor)
 }
 
 #[inline(always)]

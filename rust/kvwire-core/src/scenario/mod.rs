@@ -61,8 +61,9 @@ pub enum LinkModel {
 }
 
 /// Host conversion throughput per thread when a scenario does not give one, GB/s of cache: kvwire's
-/// NHD → HND bf16 permutation kernel on one core of the 2-core Zen 4 build machine (`benches/README.md`).
-pub const DEFAULT_HOST_CONVERT_GB_PER_S: f64 = 8.0;
+/// vLLM NHD → HND bf16 permutation kernel on one core of the 2-core AMD EPYC (Zen 4) build machine, 256 MiB
+/// cache, best of 5 (`benches/bench_layout.py`, 2026-11-29, recorded in `benches/README.md`).
+pub const DEFAULT_HOST_CONVERT_GB_PER_S: f64 = 13.8;
 /// Power of one busy host thread, W: AMD EPYC 9654 (360 W TDP, 96 cores) → 3.75 W per core.
 pub const DEFAULT_HOST_W_PER_THREAD: f64 = 3.75;
 

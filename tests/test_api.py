@@ -18,6 +18,7 @@ import kvwire
 import numpy as np
 import polars as pl
 import pytest
+from spec_presets import LINKS
 
 # --------------------------------------------------------------------------------------------------
 # Reference data from the spec (simulator.md (a)), typed in by hand.
@@ -39,18 +40,6 @@ DEVICES = {
     "a100-40g": (312, 1.555, 40, 0.55, 0.80, 400, 60, 1.6, 70),
     "h200": (989, 4.8, 141, 0.55, 0.80, 700, 100, 1.0, 60),
     "b200": (2250, 8.0, 180, 0.55, 0.80, 1000, 140, 0.6, 45),
-}
-#: key: (GB/s per channel, latency µs, pJ/bit).
-LINKS = {
-    "nvlink4": (450, 5, 5),
-    "ib-ndr": (50, 10, 15),
-    "pcie5": (64, 5, 6),
-    "pcie4": (32, 5, 6),
-    "eth-100g": (12.5, 20, 15),
-    "eth-25g": (3.125, 20, 15),
-    "cpo-optical": (200, 5, 3),
-    "nvlink3": (300, 5, 5),
-    "nvlink5": (900, 5, 5),
 }
 
 #: Per-request columns of interface.md, in order, plus README's ``measured``.

@@ -28,6 +28,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kvwire.cli import main
+from spec_presets import LINKS
 from workloads import REFERENCE_COST, reference_workload
 
 # --------------------------------------------------------------------------------------------------
@@ -43,17 +44,6 @@ S_2048 = 2048 * KVPT_8B
 PMM_8B = L8 * (2 * D8 * D8 + 2 * D8 * KVH8 * HD8 + 3 * D8 * DFF8) + V8 * D8
 #: Resident weight bytes of Llama-3-8B (both embedding tables counted, BF16).
 RESIDENT_8B = 2 * (L8 * (2 * D8 * D8 + 2 * D8 * KVH8 * HD8 + 3 * D8 * DFF8) + 2 * V8 * D8)
-
-#: Link presets: (GB/s per channel, latency µs, pJ/bit) (simulator.md (a) "Link presets").
-LINKS: dict[str, tuple[float, float, float]] = {
-    "nvlink4": (450.0, 5.0, 5.0),
-    "cpo-optical": (200.0, 5.0, 3.0),
-    "ib-ndr": (50.0, 10.0, 15.0),
-    "eth-100g": (12.5, 20.0, 15.0),
-    "eth-25g": (3.125, 20.0, 15.0),
-    "pcie5": (64.0, 5.0, 6.0),
-    "pcie4": (32.0, 5.0, 6.0),
-}
 
 #: H100-SXM (simulator.md (a)): derated FLOP/s and HBM bytes/s of one device, pJ/FLOP, pJ/byte, TDP, idle.
 H100_RATE_F = 989e12 * 0.55

@@ -17,7 +17,19 @@ from __future__ import annotations
 
 
 class KvwireError(Exception):
-    """Base class of every kvwire exception."""
+    """Base class of every kvwire exception.
+
+    Attributes:
+        path: the offending input — a dotted scenario field, a table column and row, or an argument name
+            (``""`` if the error concerns everything).
+    """
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self) -> tuple[type[KvwireError], tuple[str, str]]:
+        return (type(self), (str(self), self.path))
 
 
 class ScenarioError(KvwireError, ValueError):
@@ -26,13 +38,6 @@ class ScenarioError(KvwireError, ValueError):
     Attributes:
         path: dotted path of the offending field (``""`` if it concerns the whole scenario).
     """
-
-    def __init__(self, message: str, path: str = "") -> None:
-        super().__init__(message)
-        self.path = path
-
-    def __reduce__(self) -> tuple[type[ScenarioError], tuple[str, str]]:
-        return (type(self), (str(self), self.path))
 
 
 class UnknownPresetError(ScenarioError):
@@ -52,13 +57,6 @@ class QuantError(KvwireError, ValueError):
     length is not a multiple of the block size, or scales/codes of the wrong size. ``path`` names the
     argument (``"x"``, ``"axis"``, ``"scales"``, ...)."""
 
-    def __init__(self, message: str, path: str = "") -> None:
-        super().__init__(message)
-        self.path = path
-
-    def __reduce__(self) -> tuple[type[QuantError], tuple[str, str]]:
-        return (type(self), (str(self), self.path))
-
 
 class LayoutError(KvwireError, ValueError):
     """A layout conversion that does not fit its input: an unknown layout or dtype, an array of the wrong
@@ -66,20 +64,9 @@ class LayoutError(KvwireError, ValueError):
     twice at the same block), head ranges that do not match. ``path`` names the argument
     (``"src_block_table[3]"``, ``"dst_layout.dtype"``, ...)."""
 
-    def __init__(self, message: str, path: str = "") -> None:
-        super().__init__(message)
-        self.path = path
-
-    def __reduce__(self) -> tuple[type[LayoutError], tuple[str, str]]:
-        return (type(self), (str(self), self.path))
-
 
 class InternalError(KvwireError, RuntimeError):
     """A broken internal invariant of the simulator. Never expected: please report it."""
-
-    def __init__(self, message: str, path: str = "") -> None:
-        super().__init__(message)
-        self.path = path
 
 
 __all__ = [

@@ -308,3 +308,15 @@ def test_version_and_help() -> None:
     assert r.exit_code == 0
     for cmd in ("run", "presets", "scenario"):
         assert cmd in r.stdout
+
+
+def test_layouts_lists_every_layout() -> None:
+    """``kvwire layouts`` prints one line per layout of ``kvwire.layout.layouts()`` (and ``--json`` the rows)."""
+    from kvwire import layout
+
+    names = layout.layouts()["name"].to_list()
+    out = CliRunner().invoke(main, ["layouts"])
+    assert out.exit_code == 0
+    assert [line.split()[0] for line in out.output.splitlines()] == names
+    rows = json.loads(CliRunner().invoke(main, ["layouts", "--json"]).output)
+    assert [r["name"] for r in rows] == names

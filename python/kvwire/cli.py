@@ -2,7 +2,8 @@
 
 ``kvwire run [FILE]`` runs a scenario (the built-in default when no file is given) and prints a report,
 or the summary as JSON with ``--json``. ``kvwire presets`` lists models, devices, links and formats.
-``kvwire scenario`` prints the default scenario, to start a file from.
+``kvwire scenario`` prints the default scenario, to start a file from. ``kvwire layouts`` lists the engine
+KV-cache layouts of :mod:`kvwire.layout`.
 """
 
 from __future__ import annotations
@@ -155,6 +156,22 @@ def handoff_cmd(
         f"  exposed after it  {h['exposed_s'] * 1e3:>14,.2f} ms\n"
         f"  link full at      {h['link_full_rate_per_s']:>14,.1f} req/s"
     )
+
+
+@main.command("layouts")
+@click.option("--json", "as_json", is_flag=True, help="Print the layouts as JSON rows.")
+def layouts_cmd(as_json: bool) -> None:
+    """List the engine KV-cache layouts kvwire.layout converts between."""
+    from kvwire.layout import layouts
+
+    rows = layouts().to_dicts()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        kind = "paged" if r["paged"] else "contiguous"
+        click.echo(f"{r['name']:<{width}}  {r['version']:<13} {kind:<10}  {r['description']}")
 
 
 @main.command("quant-report")

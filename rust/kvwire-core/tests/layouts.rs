@@ -163,3 +163,24 @@ fn bad_addressing_is_refused() {
     let mut d = Side { layout: &a, planes: vec![&mut pd[0][..]], tokens: Tokens::BlockTable(&dup), heads: None };
     assert_eq!(convert(&s, &mut d, &none).unwrap_err().path(), "dst_block_table[1]");
 }
+
+/// Without a token count, a paged source in block order gives every slot of every block; a separate-K/V
+/// layout handed one buffer is refused with the number it takes.
+#[test]
+fn defaults_and_buffer_counts() {
+    let g = Geometry { layers: 1, heads: 2, head_dim: 16 };
+    let a = Layout::new("a", "vllm_hnd", "bfloat16", 4, g).unwrap();
+    let n = Layout::new("b", "neutral", "bfloat16", 1, g).unwrap();
+    let (src, _) = buffers(&a, 12, 0);
+    let (mut dst, _) = buffers(&n, 12, 0);
+    let s = Side { layout: &a, planes: vec![&src[0][..]], tokens: Tokens::InOrder, heads: None };
+    let mut d = Side { layout: &n, planes: vec![&mut dst[0][..]], tokens: Tokens::InOrder, heads: None };
+    assert_eq!(convert(&s, &mut d, &ConvertOptions::default()).unwrap(), 12);
+    let sg = Layout::new("s", "sglang", "bfloat16", 1, g).unwrap();
+    let s = Side { layout: &sg, planes: vec![&src[0][..]], tokens: Tokens::InOrder, heads: None };
+    let e = convert(&s, &mut d, &ConvertOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("takes 2 buffers (K, V), got 1"), "{e}");
+    let s = Side { layout: &a, planes: vec![&src[0][..], &src[0][..]], tokens: Tokens::InOrder, heads: None };
+    let e = convert(&s, &mut d, &ConvertOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("takes 1 buffer, got 2"), "{e}");
+}

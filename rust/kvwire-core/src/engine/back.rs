@@ -7,6 +7,7 @@ use super::kernel::Priority;
 use super::{cols, Decoder, Ev, Sim};
 use crate::cost::model::{ModelCost, StepWork};
 use crate::cost::roofline::StepTimer;
+use crate::handoff::transfer::endpoint_pass;
 use crate::metrics::itl::ItlHistogram;
 use crate::metrics::stats::InstanceStats;
 use crate::metrics::table::RequestTable;
@@ -101,11 +102,12 @@ impl Sim {
             inst.dec.kv_used += reservation(t.prompt_tokens[i], t.output_tokens[i]);
             t.decode_start_s[i] = now;
             inst.dec.running.admit(r, cols(t));
-            if let Some((ops, hbm)) = self.receiver_pass {
+            if let Some(f) = self.receiver_pass {
                 // Decompression on the receiver, before the first decode step that includes it.
                 let bytes = t.prompt_tokens[i] as f64 * self.handoff_bytes_per_token;
-                inst.dec.pending_pass.flops += ops * bytes;
-                inst.dec.pending_pass.bytes += hbm * bytes;
+                let w = endpoint_pass(f, self.kv_bytes_per_value, bytes);
+                inst.dec.pending_pass.flops += w.flops;
+                inst.dec.pending_pass.bytes += w.bytes;
             }
             if let Some((c, bytes_per_value)) = &self.receiver_convert {
                 // Layout conversion on the receiver, in the same pass.

@@ -9,6 +9,7 @@ use super::kernel::Priority;
 use super::{cols, Decoder, Ev, Sim};
 use crate::cost::model::StepWork;
 use crate::cost::roofline::StepTimer;
+use crate::handoff::transfer::endpoint_pass;
 use crate::metrics::stats::InstanceStats;
 use crate::policy::batching::{front_batch_len, reservation, Occupancy};
 use crate::policy::disaggregation::keep_local;
@@ -166,10 +167,11 @@ impl Sim {
                 inst.dec.kv_used += reservation(t.prompt_tokens[ri], t.output_tokens[ri]);
             } else if t.output_tokens[ri] >= 2 {
                 streams = true;
-                if let Some((ops, hbm)) = self.sender_pass {
+                if let Some(f) = self.sender_pass {
                     let bytes = t.prompt_tokens[ri] as f64 * self.handoff_bytes_per_token;
-                    pass.flops += ops * bytes;
-                    pass.bytes += hbm * bytes;
+                    let w = endpoint_pass(f, self.kv_bytes_per_value, bytes);
+                    pass.flops += w.flops;
+                    pass.bytes += w.bytes;
                 }
                 if let Some((c, bytes_per_value)) = &self.sender_convert {
                     // Layout conversion: read the `from` blocks, write the `to` blocks (no arithmetic).

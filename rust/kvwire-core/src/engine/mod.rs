@@ -32,6 +32,7 @@ use crate::metrics::stats::{InstanceStats, RunStats};
 use crate::metrics::table::RequestTable;
 use crate::policy::batching::ever_fits;
 use crate::policy::router::{Router, Rule};
+use crate::quant::Format;
 use crate::scenario::{Conversion, Disaggregate, Pool, Scenario, Topology, Workload};
 use crate::workload::{generate, Trace};
 
@@ -118,10 +119,12 @@ struct Sim {
     macro_steps: bool,
     colocated: bool,
     disaggregate: Disaggregate,
-    /// Extra prefill-GPU work per hand-off byte (compression on the sender): (ops, HBM bytes).
-    sender_pass: Option<(f64, f64)>,
-    /// Extra decode-GPU work per hand-off byte (decompression on the receiver): (ops, HBM bytes).
-    receiver_pass: Option<(f64, f64)>,
+    /// Compression on the prefill GPU (an element-wise pass per hand-off, `handoff::transfer::endpoint_pass`).
+    sender_pass: Option<&'static Format>,
+    /// Decompression on the decode GPU (the same pass, before the first decode step).
+    receiver_pass: Option<&'static Format>,
+    /// Bytes per KV value of the model's cache (2 for BF16).
+    kv_bytes_per_value: f64,
     /// A layout conversion on the prefill GPU, and the cache's bytes per value there.
     sender_convert: Option<(Conversion, f64)>,
     /// A layout conversion on the decode GPU, and the cache's bytes per value there (after any
@@ -254,18 +257,12 @@ impl Sim {
                 seen += 1;
             }
         }
-        let values_per_byte = 1.0 / sc.model.spec.kv_bytes_per_value;
-        let pass = |f: &crate::quant::Format| {
-            // Per hand-off byte: the element-wise ops on its values, and HBM traffic = read one form, write the
-            // other (S + S/ρ).
-            (f.encode_ops_per_value * values_per_byte, 1.0 + 1.0 / f.ratio_vs_bf16())
-        };
         let sender_pass = match (sc.compression, sc.compress_at) {
-            (Some(f), crate::scenario::CompressAt::Sender) => Some(pass(f)),
+            (Some(f), crate::scenario::CompressAt::Sender) => Some(f),
             _ => None,
         };
         let receiver_pass = match (sc.compression, sc.decompress_at) {
-            (Some(f), crate::scenario::DecompressAt::Receiver) => Some(pass(f)),
+            (Some(f), crate::scenario::DecompressAt::Receiver) => Some(f),
             _ => None,
         };
         let value_bytes = sc.model.spec.kv_bytes_per_value;
@@ -289,6 +286,7 @@ impl Sim {
             disaggregate: sc.disaggregate,
             sender_pass,
             receiver_pass,
+            kv_bytes_per_value: sc.model.spec.kv_bytes_per_value,
             sender_convert,
             receiver_convert,
             fronts,

@@ -96,10 +96,11 @@ impl Path {
         let link = &sc.link;
         let net = &link.spec.spec;
         let kvb = sc.model.spec.kv_bytes_per_value;
-        let net_cost = match (sc.compression, sc.compress_at) {
-            (None, _) => TransferCost::plain(net),
-            (Some(f), CompressAt::Transit) => TransferCost::in_transit(net, f, kvb),
-            (Some(f), CompressAt::Sender) => TransferCost::precompressed(net, f),
+        let net_cost = TransferCost::network(net, sc.compression, sc.compress_at, kvb);
+        // A hop before the network carries the hand-off as it left the GPU: compressed only if the sender did.
+        let leaving_gpu = |hop: &LinkSpec| match (sc.compression, sc.compress_at) {
+            (Some(f), CompressAt::Sender) => TransferCost::precompressed(hop, f),
+            _ => TransferCost::plain(hop),
         };
         let net_stage = |cost: TransferCost| Stage {
             select: Select::Shared,
@@ -112,11 +113,7 @@ impl Path {
         let (stages, network) = match &link.model {
             LinkModel::HostStaged { host } if disaggregated => {
                 let h = &host.spec;
-                // PCIe hops carry the hand-off as it leaves the GPU: compressed only if the sender compressed.
-                let pcie_out = match (sc.compression, sc.compress_at) {
-                    (Some(f), CompressAt::Sender) => TransferCost::precompressed(h, f),
-                    _ => TransferCost::plain(h),
-                };
+                let pcie_out = leaving_gpu(h);
                 let pcie_in = match sc.compression {
                     Some(f) => TransferCost::precompressed(h, f),
                     None => TransferCost::plain(h),
@@ -141,10 +138,7 @@ impl Path {
                         pj_per_bit: 0.0,
                         source: String::new(),
                     };
-                    let cost = match (sc.compression, sc.compress_at) {
-                        (Some(f), CompressAt::Sender) => TransferCost::precompressed(&spec, f),
-                        _ => TransferCost::plain(&spec),
-                    };
+                    let cost = leaving_gpu(&spec);
                     stages.push(Stage {
                         select: Select::Front,
                         latency_s: 0.0,

@@ -79,7 +79,7 @@ impl TransferCost {
     /// The network hop of a hand-off compressed to `compression` at `compress_at`: in transit (a stage on
     /// the link, [`Self::in_transit`]) or on the sender GPU (already compressed, [`Self::precompressed`]);
     /// uncompressed when `compression` is `None`. The closed-form calculator prices the hand-off with this;
-    /// it is the choice the engine makes for its network hop (`engine/path.rs`).
+    /// the engine prices its network hop with it too (`engine/path.rs`).
     pub fn network(
         link: &LinkSpec,
         compression: Option<&Format>,
@@ -125,7 +125,7 @@ impl TransferCost {
 /// Work of an element-wise compression (or decompression) pass to or from `f` on an endpoint GPU over
 /// `bytes` of hand-off: the format's ops on each value, and HBM traffic reading one form and writing the
 /// other (S + S/ρ). Charged with [`StepTimer::pass`](crate::cost::roofline::StepTimer::pass); the same
-/// per-byte factors × bytes (and rounding) as the engine's sender and receiver passes (`engine/mod.rs`).
+/// pass the engine charges on the sender and receiver (`engine/front.rs`, `engine/back.rs`).
 pub fn endpoint_pass(f: &Format, kv_bytes_per_value: f64, bytes: f64) -> StepWork {
     let values_per_byte = 1.0 / kv_bytes_per_value;
     let ops_per_byte = f.encode_ops_per_value * values_per_byte;

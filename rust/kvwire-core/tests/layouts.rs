@@ -184,3 +184,71 @@ fn defaults_and_buffer_counts() {
     let e = convert(&s, &mut d, &ConvertOptions::default()).unwrap_err();
     assert!(e.to_string().contains("takes 1 buffer, got 2"), "{e}");
 }
+
+/// A head range of one side (`None`: all).
+type Heads = Option<(usize, usize)>;
+
+fn refused(a: &Layout, src: &[u8], ta: Tokens, b: &Layout, heads: (Heads, Heads), opts: &ConvertOptions) -> String {
+    let (mut dst, _) = buffers(b, 16, 4);
+    let s = Side { layout: a, planes: vec![src], tokens: ta, heads: heads.0 };
+    let mut d = Side {
+        layout: b,
+        planes: dst.iter_mut().map(|v| &mut v[..]).collect(),
+        tokens: Tokens::InOrder,
+        heads: heads.1,
+    };
+    convert(&s, &mut d, opts).unwrap_err().path().to_string()
+}
+
+fn with(scales: &[f32]) -> ConvertOptions<'_> {
+    ConvertOptions { scales, ..Default::default() }
+}
+
+/// Every check before the copy refuses its own kind of bad input, naming the argument: slots past the end,
+/// empty or too-wide head ranges, a geometry that differs in one dimension only, a dtype change on the
+/// legacy layout, and fp8 scales of the wrong count or value.
+#[test]
+fn each_check_names_its_argument() {
+    let g = Geometry { layers: 2, heads: 2, head_dim: 16 };
+    let a = Layout::new("a", "vllm_hnd", "bfloat16", 4, g).unwrap();
+    let n = Layout::new("n", "neutral", "bfloat16", 1, g).unwrap();
+    let (src, _) = buffers(&a, 8, 0);
+    let none = ConvertOptions::default();
+    let all = (None, None);
+    let past_end = [0i64, 8];
+    assert_eq!(refused(&a, &src[0], Tokens::SlotMapping(&past_end), &n, all, &none), "src_slot_mapping[1]");
+    assert_eq!(refused(&a, &src[0], Tokens::InOrder, &n, (Some((1, 1)), None), &none), "src_heads");
+    assert_eq!(refused(&a, &src[0], Tokens::InOrder, &n, (Some((0, 3)), None), &none), "src_heads");
+    for g2 in [Geometry { layers: 1, ..g }, Geometry { head_dim: 32, ..g }] {
+        let other = Layout::new("n", "neutral", "bfloat16", 1, g2).unwrap();
+        assert_eq!(refused(&a, &src[0], Tokens::InOrder, &other, all, &none), "dst_layout");
+    }
+    let legacy = Layout::new("l", "vllm_legacy", "bfloat16", 4, g).unwrap();
+    let (lsrc, _) = buffers(&legacy, 8, 0);
+    let fp8 = Layout::new("f", "neutral", "fp8_e4m3", 1, g).unwrap();
+    let s =
+        Side { layout: &legacy, planes: lsrc.iter().map(|v| &v[..]).collect(), tokens: Tokens::InOrder, heads: None };
+    let (mut dst, _) = buffers(&fp8, 8, 0);
+    let mut d = Side { layout: &fp8, planes: vec![&mut dst[0][..]], tokens: Tokens::InOrder, heads: None };
+    assert_eq!(convert(&s, &mut d, &none).unwrap_err().path(), "dst_layout.dtype");
+    let three = [1.0f32; 3];
+    let bad = [1.0f32, 0.0, 1.0, 1.0];
+    let inf = [1.0f32, 1.0, f32::INFINITY, 1.0];
+    let good = [0.5f32, 1.0, 2.0, 4.0];
+    assert_eq!(refused(&a, &src[0], Tokens::InOrder, &fp8, all, &with(&three)), "scales");
+    assert_eq!(refused(&a, &src[0], Tokens::InOrder, &fp8, all, &with(&bad)), "scales[1]");
+    assert_eq!(refused(&a, &src[0], Tokens::InOrder, &fp8, all, &with(&inf)), "scales[2]");
+    // Right count and values: accepted, and each (layer, K/V) uses its own scale.
+    let one = Layout::new("o", "neutral", "float32", 1, g).unwrap();
+    let (mut ones, _) = buffers(&one, 1, 0);
+    for c in ones[0].chunks_mut(4) {
+        c.copy_from_slice(&1.0f32.to_le_bytes());
+    }
+    let s = Side { layout: &one, planes: vec![&ones[0][..]], tokens: Tokens::InOrder, heads: None };
+    let (mut q, _) = buffers(&fp8, 1, 0);
+    let mut d = Side { layout: &fp8, planes: vec![&mut q[0][..]], tokens: Tokens::InOrder, heads: None };
+    convert(&s, &mut d, &with(&good)).unwrap();
+    // neutral (layer, kv, token, head, d): 32 codes per (layer, kv); 1/0.5 = 2 → 0x40, 1 → 0x38, 0.5 → 0x30, 0.25 → 0x28.
+    let firsts: Vec<u8> = q[0].chunks(32).map(|c| c[0]).collect();
+    assert_eq!(firsts, vec![0x40, 0x38, 0x30, 0x28]);
+}

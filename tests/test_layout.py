@@ -845,7 +845,7 @@ def err_cases() -> list[tuple[str, Callable[[], object], str]]:
             lambda: layout.convert(X, NEU, HND, tokens=4, src_block_table=[0]),
             "src_block_table",
         ),
-        ("too many tokens", lambda: layout.convert(X, NEU, HND, tokens=11), "src.tokens"),
+        ("too many tokens", lambda: layout.convert(X, NEU, HND, tokens=11), "tokens"),
         (
             "head ranges that do not match",
             lambda: layout.convert(HX, HND, NEU.with_(heads=2), src_heads=(0, 3)),
@@ -906,7 +906,7 @@ def err_cases() -> list[tuple[str, Callable[[], object], str]]:
         ),
         ("zero threads", lambda: layout.convert(X, NEU, HND, threads=0), "threads"),
         ("negative tokens", lambda: layout.convert(X, NEU, HND, tokens=-1), "tokens"),
-        ("out of the wrong shape", lambda: layout.convert(X, NEU, HND, out=HND.empty(2)), "dst"),
+        ("out of the wrong shape", lambda: layout.convert(X, NEU, HND, out=HND.empty(2)), "out"),
         (
             "float block table",
             lambda: layout.convert(HX, HND, NEU, tokens=4, src_block_table=FLOATS),
@@ -977,7 +977,7 @@ BUG_CASES = [
 )
 def test_bad_input_raises_layout_error_naming_the_argument(what: str, call: Callable[[], object], path: str) -> None:
     """Each kind of bad input raises ``kvwire.LayoutError`` (a ``ValueError``) whose ``path`` names the
-    argument (or starts with it: ``dst`` covers ``dst[0]`` and ``dst.tokens``), with a message; the process
+    argument (or starts with it: ``out`` covers ``out[0]``), with a message; the process
     keeps working."""
     with pytest.raises(kvwire.LayoutError) as e:
         call()

@@ -36,6 +36,7 @@ conversions use every core, with output identical to one thread.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -110,7 +111,7 @@ class Layout:
                 raise LayoutError(f"layout.{f}: expected an integer, got {v!r}", f"layout.{f}")
             if v < 1:
                 raise LayoutError(f"layout.{f}: must be ≥ 1, got {v}", f"layout.{f}")
-        _core.layout_describe(self._spec())  # validates name, dtype and the geometry
+        _ = self._info  # validates name, dtype and the geometry (and caches the description)
 
     def _spec(self) -> tuple[str, str, int, int, int, int]:
         return (self.name, self.dtype, int(self.block_size), int(self.layers), int(self.heads), int(self.head_dim))
@@ -119,20 +120,25 @@ class Layout:
         """A copy with some fields changed: ``nhd.with_(name="vllm_hnd", dtype="fp8_e4m3")``."""
         return dataclasses.replace(self, **changes)
 
+    @functools.cached_property
+    def _info(self) -> dict[str, Any]:
+        # Computed once per Layout (the dataclass is frozen, so it cannot go stale).
+        return dict(_core.layout_describe(self._spec()))
+
     def describe(self) -> dict[str, Any]:
         """Engine, version tag, packing, scale placement, numpy dtype, bytes per block (or token) and the
         shape of each buffer per block (or token)."""
-        return dict(_core.layout_describe(self._spec()))
+        return dict(self._info)
 
     @property
     def paged(self) -> bool:
         """Whether tokens live in blocks addressed through a block table or slot mapping."""
-        return bool(self.describe()["paged"])
+        return bool(self._info["paged"])
 
     @property
     def buffers(self) -> int:
         """1, or 2 for layouts with separate K and V tensors."""
-        return len(self.describe()["plane_shapes"])
+        return len(self._info["plane_shapes"])
 
     def shape(self, blocks: int) -> tuple[int, ...]:
         """Shape of the (K) buffer holding ``blocks`` blocks, or ``blocks`` tokens for a contiguous layout.
@@ -141,7 +147,7 @@ class Layout:
 
     def shapes(self, blocks: int) -> list[tuple[int, ...]]:
         """Shapes of every buffer holding ``blocks`` blocks (or tokens, for a contiguous layout)."""
-        d = self.describe()
+        d = self._info
         out = []
         for shape, axis in zip(d["plane_shapes"], d["count_dims"], strict=True):
             s = [int(v) for v in shape]
@@ -165,7 +171,7 @@ class Layout:
 
 def _count_axis(layout: Layout) -> int:
     """The engine dimension that grows with the number of blocks (or tokens)."""
-    return int(layout.describe()["count_dims"][0])
+    return int(layout._info["count_dims"][0])
 
 
 def _numpy_dtype(dtype: str) -> np.dtype[Any]:
@@ -386,7 +392,7 @@ def gather(
     >>> layout.gather((k, v), l, slot_mapping=[5, -1, 2])[0, 0, :, 0, 0].tolist()  # K of head 0, 2 tokens
     [1.0, 0.0]
     """
-    name = "mla_neutral" if bool(layout.describe()["mla"]) else "neutral"
+    name = "mla_neutral" if bool(layout._info["mla"]) else "neutral"
     hs = _heads(heads, "heads")
     dst = layout.with_(name=name, heads=(hs[1] - hs[0]) if hs else layout.heads)
     out = convert(

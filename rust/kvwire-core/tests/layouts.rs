@@ -238,6 +238,14 @@ fn each_check_names_its_argument() {
     assert_eq!(refused(&a, &src[0], Tokens::InOrder, &fp8, all, &with(&three)), "scales");
     assert_eq!(refused(&a, &src[0], Tokens::InOrder, &fp8, all, &with(&bad)), "scales[1]");
     assert_eq!(refused(&a, &src[0], Tokens::InOrder, &fp8, all, &with(&inf)), "scales[2]");
+    // One scale per (layer, K/V): 3 layers take 6, not 3 + 2.
+    let g3 = Geometry { layers: 3, ..g };
+    let (a3, f3) = (
+        Layout::new("a", "vllm_hnd", "bfloat16", 4, g3).unwrap(),
+        Layout::new("f", "neutral", "fp8_e4m3", 1, g3).unwrap(),
+    );
+    let (src3, _) = buffers(&a3, 8, 0);
+    assert_eq!(refused(&a3, &src3[0], Tokens::InOrder, &f3, all, &with(&[1.0; 5])), "scales");
     // Right count and values: accepted, and each (layer, K/V) uses its own scale.
     let one = Layout::new("o", "neutral", "float32", 1, g).unwrap();
     let (mut ones, _) = buffers(&one, 1, 0);

@@ -54,11 +54,19 @@ struct Resolved {
     planar: bool,
 }
 
-fn resolve<B: AsRef<[u8]>>(name: &str, side: &Side<B>, wanted: Option<usize>, write: bool) -> Result<Resolved> {
+/// Validate one side. `name` prefixes its tables and heads (`src_block_table`, `dst_heads`), `buffers` names
+/// its buffers (`src`, `out`: the destination is the output the caller passes).
+fn resolve<B: AsRef<[u8]>>(
+    name: &str,
+    buffers: &str,
+    side: &Side<B>,
+    wanted: Option<usize>,
+    write: bool,
+) -> Result<Resolved> {
     let l = side.layout;
     if side.planes.len() != l.planes() {
         let what = if l.planes() == 2 { "2 buffers (K, V)" } else { "1 buffer" };
-        return Err(lerr(name, format!("layout {} takes {what}, got {}", l.def.name, side.planes.len())));
+        return Err(lerr(buffers, format!("layout {} takes {what}, got {}", l.def.name, side.planes.len())));
     }
     let per = l.plane_bytes_per_count(0);
     let count = side.planes[0].as_ref().len() / per;
@@ -68,7 +76,7 @@ fn resolve<B: AsRef<[u8]>>(name: &str, side: &Side<B>, wanted: Option<usize>, wr
         if len == 0 || len % per != 0 || len / per != count {
             let unit = if l.def.paged() { "block" } else { "token" };
             return Err(lerr(
-                &format!("{name}[{p}]"),
+                &format!("{buffers}[{p}]"),
                 format!(
                     "{len} bytes is not a whole number of {unit}s of layout {} ({per} bytes per {unit}{})",
                     l.def.name,
@@ -84,7 +92,9 @@ fn resolve<B: AsRef<[u8]>>(name: &str, side: &Side<B>, wanted: Option<usize>, wr
         Tokens::InOrder => {
             let n = wanted.unwrap_or(count * bs);
             if n > count * bs {
-                return Err(lerr(&format!("{name}.tokens"), format!("{n} tokens do not fit in {count}·{bs} slots")));
+                // Too many for the source: the token count is wrong; for the destination: the output is small.
+                let path = if write { buffers } else { "tokens" };
+                return Err(lerr(path, format!("{n} tokens do not fit in {buffers}'s {count}·{bs} slots")));
             }
             (0..n).map(|t| at(t / bs, t % bs)).collect()
         }
@@ -229,9 +239,9 @@ pub fn convert<S: AsRef<[u8]> + Sync, D: AsMut<[u8]> + AsRef<[u8]>>(
             return Err(lerr(&format!("scales[{i}]"), format!("must be a finite number > 0, got {}", opts.scales[i])));
         }
     }
-    let rs = resolve("src", src, opts.tokens, false)?;
+    let rs = resolve("src", "src", src, opts.tokens, false)?;
     let n_tokens = rs.token_at.len();
-    let rd = resolve("dst", dst, Some(n_tokens), true)?;
+    let rd = resolve("dst", "out", dst, Some(n_tokens), true)?;
     let heads = src.heads.map_or(ga.heads, |(x, y)| y - x);
     let dst_heads = dst.heads.map_or(gb.heads, |(x, y)| y - x);
     if heads != dst_heads {

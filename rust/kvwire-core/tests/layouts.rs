@@ -249,14 +249,17 @@ fn each_check_names_its_argument() {
     // Right count and values: accepted, and each (layer, K/V) uses its own scale.
     let one = Layout::new("o", "neutral", "float32", 1, g).unwrap();
     let (mut ones, _) = buffers(&one, 1, 0);
-    for c in ones[0].chunks_mut(4) {
-        c.copy_from_slice(&1.0f32.to_le_bytes());
+    // Layer 0 holds 1.0, layer 1 holds 2.0 (neutral float32: 2 · 1 token · 2 heads · 16 · 4 B per layer).
+    for (i, c) in ones[0].chunks_mut(4).enumerate() {
+        let v = if i < 64 { 1.0f32 } else { 2.0 };
+        c.copy_from_slice(&v.to_le_bytes());
     }
     let s = Side { layout: &one, planes: vec![&ones[0][..]], tokens: Tokens::InOrder, heads: None };
     let (mut q, _) = buffers(&fp8, 1, 0);
     let mut d = Side { layout: &fp8, planes: vec![&mut q[0][..]], tokens: Tokens::InOrder, heads: None };
     convert(&s, &mut d, &with(&good)).unwrap();
-    // neutral (layer, kv, token, head, d): 32 codes per (layer, kv); 1/0.5 = 2 → 0x40, 1 → 0x38, 0.5 → 0x30, 0.25 → 0x28.
+    // neutral (layer, kv, token, head, d): 32 codes per (layer, kv): 1/0.5 = 2 → 0x40, 1/1 → 0x38, 2/2 = 1 → 0x38,
+    // 2/4 = 0.5 → 0x30.
     let firsts: Vec<u8> = q[0].chunks(32).map(|c| c[0]).collect();
-    assert_eq!(firsts, vec![0x40, 0x38, 0x30, 0x28]);
+    assert_eq!(firsts, vec![0x40, 0x38, 0x38, 0x30]);
 }

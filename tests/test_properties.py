@@ -380,9 +380,10 @@ def check_summary(res: kvwire.SimResult) -> None:
     else:
         assert slo["attainment"] == ok / m.height
     window = (m["arrival_s"].max() - m["arrival_s"].min()) if m.height >= 2 else 0.0
-    if window > 0:
+    if window > 0 and math.isfinite(ok / window):
         assert slo["goodput_req_per_s"] == ok / window
     else:
+        # No window, or one so short (a subnormal gap) that the rate overflows: None with a note, never inf.
         assert slo["goodput_req_per_s"] is None and "goodput_note" in slo
     # Stage means skip requests without the stage.
     for stage, v in s["stages"].items():
@@ -526,3 +527,13 @@ def test_itl_percentiles_stay_below_the_max() -> None:
     row = kvwire.simulate(sc).summary["latency"]["itl_s"]
     vals = [row[k] for k in ("p50", "p90", "p95", "p99", "p99_9", "max")]
     assert ordered(vals), row
+
+
+def test_goodput_over_a_subnormal_window_is_none_not_inf() -> None:
+    """Found by ``test_run_invariants``: two measured requests 2.2e-311 s apart make ok / window overflow to
+    inf; the summary reports no goodput (with its note) instead of an infinite rate."""
+    trace = {"arrival_s": [0.0, 2.225073858507e-311], "prompt_tokens": [1, 1], "output_tokens": [0, 0]}
+    res = kvwire.simulate({"metrics": {"warmup_fraction": 0.0}, "workload": {"trace": trace}})
+    slo = res.summary["slo"]
+    assert slo["attainment"] == 1.0
+    assert slo["goodput_req_per_s"] is None and "goodput_note" in slo

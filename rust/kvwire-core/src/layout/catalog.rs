@@ -62,6 +62,11 @@ impl LayoutDef {
         self.planes[0].dims.iter().any(|d| d.contains(&Axis::Block))
     }
 
+    /// Whether a plane splits head vectors into groups of x values (the legacy x-packed K).
+    pub fn x_packed(&self) -> bool {
+        self.planes.iter().any(|p| p.dims.iter().any(|d| d.contains(&Axis::DimHi)))
+    }
+
     /// Whether every plane keeps each head vector contiguous (all but the legacy layout).
     pub fn vector_contiguous(&self) -> bool {
         self.planes.iter().all(|p| p.dims.last().is_some_and(|d| *d.last().unwrap_or(&Axis::Layer) == Axis::Dim))
@@ -261,6 +266,7 @@ mod tests {
         }
         assert!(layout_def("nope").is_none());
         assert!(!layout_def("vllm_legacy").is_some_and(|l| l.vector_contiguous()));
+        assert_eq!(LAYOUTS.iter().filter(|l| l.x_packed()).map(|l| l.name).collect::<Vec<_>>(), ["vllm_legacy"]);
         assert!(layout_def("vllm_hnd").is_some_and(|l| l.vector_contiguous() && l.paged()));
         assert!(!layout_def("neutral").is_some_and(|l| l.paged()));
     }

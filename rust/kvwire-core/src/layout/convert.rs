@@ -261,9 +261,9 @@ pub fn convert<S: AsRef<[u8]> + Sync, D: AsMut<[u8]> + AsRef<[u8]>>(
     // are part of it so that contiguous stretches merge; a codec runs one (layer, K/V) at a time for its scale.
     let unit = a.dtype.unit_bytes();
     let units = a.vector_units();
-    let x = if a.def.name == "vllm_legacy" {
+    let x = if a.def.x_packed() {
         a.legacy_x()
-    } else if b.def.name == "vllm_legacy" {
+    } else if b.def.x_packed() {
         b.legacy_x()
     } else {
         units

@@ -71,18 +71,18 @@ impl Layout {
                 ),
             ));
         }
-        if def.name == "vllm_legacy" {
+        if def.x_packed() {
             let x = 16 / dt.unit_bytes();
             if !(dt.plain() || dt == Dtype::Fp8E4m3) {
                 return Err(lerr(
                     &format!("{path}.dtype"),
-                    format!("vllm_legacy stores plain or fp8 values, not {}", dt.name()),
+                    format!("{name} stores plain or fp8 values, not {}", dt.name()),
                 ));
             }
             if head_dim % x != 0 {
                 return Err(lerr(
                     &format!("{path}.head_dim"),
-                    format!("vllm_legacy packs K in groups of x = {x} values; head_dim {head_dim} is not a multiple"),
+                    format!("{name} packs K in groups of x = {x} values; head_dim {head_dim} is not a multiple"),
                 ));
             }
         }

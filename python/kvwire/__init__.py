@@ -13,6 +13,7 @@ decode pool — with results as Polars DataFrames.
 
 from kvwire import layout, quant
 from kvwire._core import __version__
+from kvwire.ceilings import ceilings
 from kvwire.errors import (
     DoesNotFitError,
     InternalError,
@@ -42,6 +43,7 @@ __all__ = [
     "UnknownPresetError",
     "__version__",
     "catalog",
+    "ceilings",
     "default_scenario",
     "handoff",
     "layout",

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from kvwire.ceilings import load
+
 #: Percentile columns of :func:`percentiles` / keys of each ``summary["latency"][metric]``.
 QUANTILES: tuple[tuple[str, float], ...] = (
     ("p50", 0.5),
@@ -105,8 +107,15 @@ def _safe_div(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
 
-def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
-    """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere."""
+def summarise(
+    df: pl.DataFrame,
+    pct: pl.DataFrame,
+    stats: dict[str, Any],
+    scenario: dict[str, Any],
+    ceilings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere. ``ceilings``
+    (the core's analytic ceilings for the run) become the ``load`` entry."""
     col = pl.col
     horizon = float(stats["horizon_s"])
     slo = scenario["slo"]
@@ -267,6 +276,7 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
             for lk in links
         ],
         "little": {"l": little_l, "lambda_w": lam_w},
+        "load": None if ceilings is None else load(ceilings),
         "run": {
             "events": int(stats["events"]),
             "horizon_s": horizon,

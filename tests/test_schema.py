@@ -171,6 +171,8 @@ def example_for(path: str) -> dict[str, Any]:
         return {"link": LINK}
     if path.startswith("workload.trace"):
         return {"workload": {"trace": TRACE}}
+    if path == "workload.external":  # true needs a table passed beside the scenario (tests/test_echo.py)
+        return {"workload": {"external": False}}
     if path.startswith(("workload.prompt_tokens", "workload.output_tokens")):
         field = path.split(".")[2] if path.count(".") >= 2 else "dist"
         dist = next(d for d, spec in LENGTHS.items() if field in spec)

@@ -20,7 +20,7 @@ from kvwire.errors import KvwireError
 from kvwire.presets import catalog
 from kvwire.report import render
 from kvwire.run import simulate
-from kvwire.scenario import default_scenario, load_scenario, with_override
+from kvwire.scenario import default_scenario, load_scenario, to_toml, with_override
 from kvwire.traces import read_trace
 
 
@@ -61,7 +61,7 @@ def run(scenario_file: Path | None, as_json: bool, overrides: tuple[str, ...], t
     else:
         if not scenario_file:
             click.echo("(built-in default scenario; `kvwire scenario` prints it)\n", err=True)
-        click.echo(render(res))
+        click.echo(render(res, trace_file=trace_file.name if trace_file else None))
 
 
 @main.command()
@@ -204,27 +204,7 @@ def scenario(as_toml: bool) -> None:
     if not as_toml:
         click.echo(json.dumps(sc, indent=2))
         return
-    click.echo(_to_toml(sc))
-
-
-def _to_toml(d: dict[str, Any], prefix: str = "") -> str:
-    """Minimal TOML writer for the default scenario (scalars and nested tables only)."""
-    scalars, tables = [], []
-    for k, v in d.items():
-        if isinstance(v, dict):
-            tables.append((k, v))
-        else:
-            scalars.append(f"{k} = {json.dumps(v)}")
-    out = []
-    if prefix and scalars:
-        out.append(f"[{prefix}]")
-    out.extend(scalars)
-    for k, v in tables:
-        sub = _to_toml(v, f"{prefix}.{k}" if prefix else k)
-        if sub:
-            out.append("")
-            out.append(sub)
-    return "\n".join(out)
+    click.echo(to_toml(sc), nl=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

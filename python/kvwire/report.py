@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvwire.presets import catalog
 from kvwire.run import SimResult
 from kvwire.summary import QUANTILES
 
@@ -20,28 +21,92 @@ def _num(x: float | None, fmt: str = ",.2f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def _named(obj: Any, section: str, by_name: bool = False) -> str:
+    """A preset reference from the echo: its key (its display name with ``by_name``), with the fields that differ
+    from the preset (``eth-25g (bandwidth_gb_per_s 10)``), or the name of an inline (custom) object."""
+    if not isinstance(obj, dict):
+        return str(obj)
+    key = obj.get("preset")
+    preset = catalog()[section].get(key) if key else None
+    if preset is None:
+        return f"{obj.get('name', 'custom')} (custom)"
+    changed = [f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in obj.items()
+               if k in preset and k not in ("name", "source") and v != preset[k]]  # fmt: skip
+    label = str(obj.get("name", key)) if by_name else str(key)
+    return f"{label} ({', '.join(changed)})" if changed else label
+
+
+def _pool(p: dict[str, Any]) -> str:
+    per = f"{p['devices_per_instance']}x" if p["devices_per_instance"] > 1 else ""
+    cap = f" capped {p['power_cap_w']:g} W" if p.get("power_cap_w") is not None else ""
+    kv = f", KV in {p['kv_format']}" if p.get("kv_format", "none") != "none" else ""
+    return f"{p['instances']} x {per}{_named(p['device'], 'devices')}{cap}{kv}"
+
+
+def _handoff(sc: dict[str, Any]) -> str:
+    """How the KV crosses: link (with overrides), channels, link model, and where compression, decompression
+    and layout conversion run."""
+    link = sc["link"]
+    parts = [_named(link, "links")]
+    if link.get("channels", 1) > 1:
+        parts.append(f"{link['channels']} channels")
+    if link.get("model") == "shared":
+        parts.append("shared bandwidth")
+    elif link.get("model") == "host_staged":
+        parts.append(f"host-staged over {_named(link.get('host_link'), 'links')}")
+    h = sc["handoff"]
+    comp = h.get("compression", "none")
+    if comp != "none":
+        decode_keeps = sc["decode"].get("kv_format") == comp
+        if h.get("compress_at") == "sender":
+            parts.append(f"{comp} compressed on the prefill GPU")
+        else:
+            parts.append(f"{comp} compressed in transit")
+        if h.get("decompress_at") == "receiver":
+            parts.append("decompressed on the decode GPU")
+        elif decode_keeps:
+            parts.append(f"kept as {comp} by decode")
+    if h.get("streaming") == "layer":
+        parts.append("streamed layer by layer")
+    conv = h.get("convert")
+    if conv:
+        parts.append(f"layout {conv['from']} -> {conv['to']} on the {conv['at']}")
+    return ", ".join(parts)
+
+
 def _topology(sc: dict[str, Any]) -> str:
-    pools = sc["pools"]
-
-    def pool(p: dict[str, Any]) -> str:
-        per = f"{p['devices_per_instance']}x" if p["devices_per_instance"] > 1 else ""
-        return f"{p['instances']} x {per}{p['device']}"
-
     if sc["mode"] == "colocated":
-        return f"colocated {pool(pools['colocated'])}"
-    comp = "" if sc["compression"] == "none" else f" ({sc['compression']} in transit)"
-    ch = f", {sc['channels']} channels" if sc["channels"] > 1 else ""
-    return f"prefill {pool(pools['prefill'])} -> {sc['link']}{ch}{comp} -> decode {pool(pools['decode'])}"
+        return f"colocated {_pool(sc['colocated'])}"
+    return f"prefill {_pool(sc['prefill'])} -> {_handoff(sc)} -> decode {_pool(sc['decode'])}"
 
 
-def render(res: SimResult) -> str:
-    """A readable report: topology, latency table, SLO, throughput, utilisation, energy, hot-spot."""
+def _cell(x: float | None, scale: float, fmt: str) -> str:
+    return "-" if x is None else format(x * scale, fmt)
+
+
+def _latency_table(latency: dict[str, dict[str, float | None]], names: list[str]) -> list[str]:
+    """The latency rows: milliseconds, or seconds when a value reaches 100,000 ms (a 1,449,318 ms TTFT of an
+    overloaded replay), in columns wide enough for the longest value so numbers never run together."""
+    values = [v for row in latency.values() for v in row.values() if v is not None]
+    seconds = max(values, default=0.0) >= 100.0
+    unit, scale, fmt = ("s", 1.0, ",.3f") if seconds else ("ms", 1e3, ",.1f")
+    cells = {m: [_cell(row[n], scale, fmt) for n in names] for m, row in latency.items()}
+    width = max(10, 2 + max((len(c) for row in cells.values() for c in row), default=0))
+    out = [f"  {f'latency ({unit})':<14}" + "".join(f"{n.replace('_', '.'):>{width}}" for n in names)]
+    out.extend(f"  {m.removesuffix('_s'):<14}" + "".join(f"{c:>{width}}" for c in row) for m, row in cells.items())
+    return out
+
+
+def render(res: SimResult, trace_file: str | None = None) -> str:
+    """A readable report: what ran (model, pools, link with its overrides, where compression runs, the trace
+    file), the latency table, SLO, throughput, utilisation, energy, hot-spot and any overload."""
     s = res.summary
     sc = res.scenario
     r = s["requests"]
+    source = f" from {trace_file}" if trace_file else ""
     lines = [
-        f"kvwire: {sc['model_spec']['name']}, {_topology(sc)}",
-        f"requests: {r['total']:,} ({r['completed']:,} completed, {r['rejected']:,} rejected, "
+        f"kvwire: {_named(sc['model'], 'models', by_name=True)}, {_topology(sc)}",
+        f"requests: {r['total']:,}{source} ({r['completed']:,} completed, {r['rejected']:,} rejected, "
         f"{r['measured']:,} measured after warm-up {sc['metrics']['warmup_fraction']:g}); "
         f"horizon {s['run']['horizon_s']:,.1f} s; {s['run']['events']:,} events, {s['run']['steps']:,} steps "
         f"in {s['run']['wall_s']:.3f} s",
@@ -50,10 +115,7 @@ def render(res: SimResult) -> str:
         lines.append(s["load"]["overload_note"])
     lines.append("")
     names = ["mean", *[n for n, _ in QUANTILES], "max"]
-    header = f"  {'latency (ms)':<14}" + "".join(f"{n.replace('_', '.'):>10}" for n in names)
-    lines.append(header)
-    for metric, row in s["latency"].items():
-        lines.append(f"  {metric.removesuffix('_s'):<14}" + "".join(f"{_ms(row[n]):>10}" for n in names))
+    lines.extend(_latency_table(s["latency"], names))
     lines.append("")
     slo = s["slo"]
     good = slo["goodput_req_per_s"]

@@ -100,6 +100,7 @@ class WorkloadDict(TypedDict, total=False):
     prompt_tokens: LengthDict
     output_tokens: LengthDict
     trace: TraceDict
+    external: bool
 
 
 class SloDict(TypedDict, total=False):
@@ -242,6 +243,33 @@ def scenario_json(scenario: Mapping[str, Any] | str | Path | None) -> str:
     return json.dumps(_plain(scenario, ""), allow_nan=False)
 
 
+def _drop_nulls(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
+def to_toml(scenario: Mapping[str, Any]) -> str:
+    """The scenario as TOML text (written by ``tomli-w``). TOML has no null: a ``None`` field means "the
+    default" in a scenario, so it is left out, which means the same. ``load_scenario`` reads the text back.
+
+    >>> print(to_toml({"link": "eth-25g", "workload": {"arrivals": {"rate_per_s": 14.0}, "seed": None}}))
+    link = "eth-25g"
+    <BLANKLINE>
+    [workload.arrivals]
+    rate_per_s = 14.0
+    <BLANKLINE>
+
+    Raises:
+        ScenarioError: a value TOML cannot hold (a non-finite number, a non-string key).
+    """
+    import tomli_w
+
+    return tomli_w.dumps(_drop_nulls(_plain(scenario, "")))
+
+
 def validate(scenario: Mapping[str, Any] | str | Path | None) -> None:
     """Check a scenario without running it; raises the same errors as :func:`kvwire.simulate`.
 
@@ -294,6 +322,7 @@ __all__ = [
     "default_scenario",
     "load_scenario",
     "scenario_json",
+    "to_toml",
     "validate",
     "with_override",
 ]

@@ -255,7 +255,7 @@ pub fn scenario_ceilings(sc: &Scenario) -> Ceilings {
         Workload::Generated { requests, seed, arrivals, prompt, output } => {
             ceilings(sc, &generate(*requests, *seed, *arrivals, *prompt, *output))
         }
-        Workload::Trace(t) => ceilings(sc, t),
+        Workload::Trace(t) | Workload::Requests(t) => ceilings(sc, t),
     }
 }
 
@@ -264,7 +264,7 @@ fn offered(sc: &Scenario, trace: &Trace) -> Option<f64> {
         Workload::Generated {
             arrivals: Arrivals::Poisson { rate_per_s } | Arrivals::Gamma { rate_per_s, .. }, ..
         } => Some(*rate_per_s),
-        Workload::Trace(_) => {
+        Workload::Trace(_) | Workload::Requests(_) => {
             let a = trace.arrival_s();
             let span = a.last().copied().unwrap_or(0.0) - a.first().copied().unwrap_or(0.0);
             let rate = (a.len().saturating_sub(1)) as f64 / span;

@@ -164,10 +164,7 @@ pub fn simulate(scenario: Scenario) -> Result<SimOutput> {
             }
             t
         }
-        Workload::Trace(_) => match scenario.workload.clone() {
-            Workload::Trace(t) => t,
-            Workload::Generated { .. } => return Err(Error::Internal("workload changed kind".into())),
-        },
+        Workload::Trace(t) | Workload::Requests(t) => t.clone(),
     };
     let ceilings = crate::ceilings::ceilings(&scenario, &trace);
     let mut sim = Sim::new(&scenario, trace)?;

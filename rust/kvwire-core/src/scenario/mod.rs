@@ -1,6 +1,7 @@
 //! The scenario: parsed once at the boundary ([`Scenario::from_json`]), validated with field-path errors,
 //! presets resolved. Everything downstream works on the checked [`Scenario`].
 
+mod echo;
 pub mod spec;
 mod validate;
 
@@ -100,8 +101,27 @@ pub enum Disaggregate {
 /// Where the requests come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Workload {
-    Generated { requests: usize, seed: u64, arrivals: Arrivals, prompt: LengthDist, output: LengthDist },
+    Generated {
+        requests: usize,
+        seed: u64,
+        arrivals: Arrivals,
+        prompt: LengthDist,
+        output: LengthDist,
+    },
+    /// A request table given in the scenario (`workload.trace`).
     Trace(Trace),
+    /// A request table given beside the scenario (the Python `requests=` argument; `workload.external`).
+    Requests(Trace),
+}
+
+impl Workload {
+    /// The explicit request table, if the workload is one.
+    pub fn table(&self) -> Option<&Trace> {
+        match self {
+            Workload::Trace(t) | Workload::Requests(t) => Some(t),
+            Workload::Generated { .. } => None,
+        }
+    }
 }
 
 /// Prefill routing policy.
@@ -154,53 +174,6 @@ impl Scenario {
     pub fn from_json(json: &str, requests: Option<Trace>) -> Result<Self> {
         let spec = parse_spec(json)?;
         validate::validate(spec, requests)
-    }
-
-    /// The resolved scenario as JSON: presets expanded to their values, defaults filled in. Returned with
-    /// every result so that a run documents exactly what it simulated.
-    pub fn echo_json(&self) -> serde_json::Value {
-        use serde_json::json;
-        let pool = |p: &Pool| {
-            json!({
-                "device": p.device.key, "device_spec": p.device.spec, "instances": p.instances,
-                "devices_per_instance": p.devices_per_instance, "power_cap_w": p.power_cap_w,
-            })
-        };
-        let (mode, pools) = match &self.topology {
-            Topology::Disaggregated { prefill, decode } => {
-                ("disaggregated", json!({"prefill": pool(prefill), "decode": pool(decode)}))
-            }
-            Topology::Colocated { pool: p } => ("colocated", json!({"colocated": pool(p)})),
-        };
-        let workload = match &self.workload {
-            Workload::Generated { requests, seed, arrivals, prompt, output } => json!({
-                "requests": requests, "seed": seed, "arrivals": arrivals,
-                "prompt_tokens": prompt, "output_tokens": output,
-            }),
-            Workload::Trace(t) => json!({"trace_rows": t.len()}),
-        };
-        json!({
-            "model": self.model.key, "model_spec": self.model.spec, "mode": mode, "pools": pools,
-            "link": self.link.spec.key, "link_spec": self.link.spec.spec, "channels": self.link.channels,
-            "compression": self.compression.map_or("none", |f| f.name),
-            "convert": self.convert.as_ref().map(|c| json!({
-                "from": c.from.def.name, "to": c.to.def.name,
-                "at": match c.at { ConvertAt::Sender => "sender", ConvertAt::Receiver => "receiver", ConvertAt::Host => "host" },
-                "from_block_size": c.from.block_size, "to_block_size": c.to.block_size,
-                "host_gb_per_s": c.host_gb_per_s, "host_threads": c.host_threads,
-                "host_w_per_thread": c.host_w_per_thread,
-            })),
-            "workload": workload,
-            "slo": {"ttft_s": self.ttft_slo_s, "tpot_s": self.tpot_slo_s},
-            "metrics": {"warmup_fraction": self.warmup_fraction},
-            "cost": {
-                "step_overhead_s": self.roofline.step_overhead_s, "mem_util": self.mem_util,
-                "prefill_lm_head": match self.lm_head { LmHead::All => "all", LmHead::Last => "last" },
-                "enforce_tdp": self.roofline.enforce_tdp, "dvfs": self.roofline.dvfs, "s_min": self.roofline.s_min,
-            },
-            "scheduler": {"max_prefill_tokens": self.max_prefill_tokens, "max_decode_batch": self.max_decode_batch},
-            "engine": {"macro_steps": self.macro_steps},
-        })
     }
 
     /// The pool that runs prefill (the colocated pool in colocated mode).

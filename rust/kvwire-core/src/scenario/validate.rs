@@ -591,30 +591,49 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
         ("workload.prompt_tokens", w.prompt_tokens.is_some()),
         ("workload.output_tokens", w.output_tokens.is_some()),
     ];
+    let external = w.external == Some(true);
     let explicit = match (requests, w.trace) {
         (Some(_), Some(_)) => {
             return Err(Error::field("workload.trace", "a request table was passed as well: give the requests once"))
         }
-        (Some(t), None) => Some((t, "requests")),
-        (None, Some(ts)) => Some((
-            Trace::from_columns(
+        (Some(t), None) => Some((Workload::Requests(t), "requests")),
+        (None, Some(ts)) => {
+            if external {
+                return Err(Error::field(
+                    "workload.external",
+                    "says the requests are a table passed beside the scenario, but workload.trace gives them: \
+                     remove one",
+                ));
+            }
+            Some((
+                Workload::Trace(Trace::from_columns(
+                    "workload.trace",
+                    &ts.arrival_s,
+                    &ts.prompt_tokens.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+                    &ts.output_tokens.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+                )?),
                 "workload.trace",
-                &ts.arrival_s,
-                &ts.prompt_tokens.iter().map(|&x| x as i64).collect::<Vec<_>>(),
-                &ts.output_tokens.iter().map(|&x| x as i64).collect::<Vec<_>>(),
-            )?,
-            "workload.trace",
-        )),
-        (None, None) => None,
+            ))
+        }
+        (None, None) => {
+            if external {
+                return Err(Error::field(
+                    "workload.external",
+                    "this scenario's requests are a table passed beside it (Python requests=, CLI --trace): pass \
+                     the table again",
+                ));
+            }
+            None
+        }
     };
-    if let Some((trace, source)) = explicit {
+    if let Some((workload, source)) = explicit {
         if let Some((field, _)) = generator_fields.iter().find(|(_, given)| *given) {
             return Err(Error::field(
                 *field,
                 format!("not used with explicit requests ({source}); remove it or drop the request table"),
             ));
         }
-        return Ok(Workload::Trace(trace));
+        return Ok(workload);
     }
     let requests = w.requests.unwrap_or(800);
     if requests == 0 {

@@ -56,9 +56,10 @@ def ceilings(
 
 
 def load(ceiling: Mapping[str, Any]) -> dict[str, Any]:
-    """The summary's ``load`` entry: the ceilings plus ``overloaded`` (the workload's mean arrival rate
-    exceeds the binding resource's ceiling, so its queue grows for as long as arrivals last) and
-    ``overload_note`` (the report's one-line sentence, ``None`` when not overloaded).
+    """The summary's ``load`` entry: the ceilings plus ``load_factor`` (offered load / each resource's ceiling,
+    ``None`` when the offered rate is undefined), ``overloaded`` (the workload's mean arrival rate exceeds the
+    binding resource's ceiling, so its queue grows for as long as arrivals last) and ``overload_note`` (the
+    report's one-line sentence, ``None`` when not overloaded).
 
     >>> print(load({"binding": "kv-link", "ceiling_req_per_s": 11.6, "offered_req_per_s": 14.0})["overload_note"])
     overloaded: 14.00 req/s offered exceeds the kv-link ceiling of 11.60 req/s (its queue grows for as long as
@@ -66,6 +67,17 @@ def load(ceiling: Mapping[str, Any]) -> dict[str, Any]:
     """
     out = dict(ceiling)
     offered, limit = out.get("offered_req_per_s"), out["ceiling_req_per_s"]
+    named = {
+        "prefill": out.get("prefill_req_per_s"),
+        "decode": out.get("decode_req_per_s"),
+        "kv-link": out.get("kv_link_req_per_s"),
+        "colocated": out.get("colocated_req_per_s"),
+    }
+    # Offered load over each resource's ceiling: one measure for pools and link alike (a decoding instance is
+    # "busy" whenever anything runs, so busy time says little about how close it is to its limit).
+    out["load_factor"] = (
+        None if offered is None else {k: offered / v for k, v in named.items() if v is not None and v > 0}
+    )
     over = offered is not None and offered > limit
     out["overloaded"] = over
     out["overload_note"] = (

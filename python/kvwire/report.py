@@ -97,6 +97,41 @@ def _latency_table(latency: dict[str, dict[str, float | None]], names: list[str]
     return out
 
 
+def _list(items: Any, limit: int = 8, sep: str = ", ") -> str:
+    """The first ``limit`` items joined by ``sep``, and a count of the rest."""
+    items = list(items)
+    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+    return sep.join(items[:limit]) + more
+
+
+def _occupancy(name: str, inst: dict[str, Any], sc: dict[str, Any]) -> str:
+    """How full an instance ran: decode batch and prefill tokens against their limits, KV against capacity."""
+    parts = []
+    if inst.get("decode_batch_occupancy") is not None:
+        mean = inst["decode_batch_occupancy"] * sc["scheduler"]["max_decode_batch"]
+        parts.append(f"batch {mean:,.1f} of {sc['scheduler']['max_decode_batch']:,}")
+    if inst.get("prefill_token_occupancy") is not None:
+        parts.append(
+            f"prefill tokens {_pct(inst['prefill_token_occupancy'])} of {sc['scheduler']['max_prefill_tokens']:,}"
+        )
+    if inst.get("kv_occupancy_mean") is not None:
+        parts.append(f"KV mean {_pct(inst['kv_occupancy_mean'])}, peak {_pct(inst['kv_occupancy_peak'])} of capacity")
+    return f"{name} {', '.join(parts)}" if parts else ""
+
+
+def _ceiling(load: dict[str, Any], resource: str) -> float | None:
+    value = load.get(f"{resource.replace('-', '_')}_req_per_s")
+    return None if value is None else float(value)
+
+
+def _pool_of(resource: str) -> str:
+    """The resource a hot-spot instance or hop belongs to in the ceilings: prefill, decode, kv-link, colocated."""
+    for pool in ("prefill", "decode", "colocated"):
+        if resource.startswith(pool + "-"):
+            return pool
+    return "kv-link"
+
+
 def render(res: SimResult, trace_file: str | None = None) -> str:
     """A readable report: what ran (model, pools, link with its overrides, where compression runs, the trace
     file), the latency table, SLO, throughput, utilisation, energy, hot-spot and any overload."""
@@ -117,15 +152,36 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
     names = ["mean", *[n for n, _ in QUANTILES], "max"]
     lines.extend(_latency_table(s["latency"], names))
     lines.append("")
+    first = sc["metrics"].get("first_token", "prefill")
+    lines.append(
+        'ttft ends at the first token out of prefill (metrics.first_token "prefill", the reference\'s)'
+        if first == "prefill"
+        else 'ttft ends at the first decode step, after the KV has landed (metrics.first_token "decode")'
+    )
     slo = s["slo"]
-    good = slo["goodput_req_per_s"]
+    good, window = slo["goodput_req_per_s"], slo.get("goodput_window_s")
     lines.append(
         f"SLO (TTFT <= {slo['ttft_s'] * 1e3:g} ms, TPOT <= {slo['tpot_s'] * 1e3:g} ms): "
         f"{_pct(slo['attainment'])} met, goodput {_num(good)} req/s"
+        + (f" (over the measured requests' arrival window, {window:,.1f} s)" if window else "")
     )
     t = s["throughput"]
-    lines.append(f"throughput: {_num(t['req_per_s'])} req/s, {_num(t['output_tokens_per_s'], ',.0f')} output tokens/s")
-    lines.append("utilisation: " + ", ".join(f"{k} {_pct(v)}" for k, v in s["utilisation"].items()))
+    lines.append(
+        f"throughput: {_num(t['req_per_s'])} req/s, {_num(t['output_tokens_per_s'], ',.0f')} output tokens/s "
+        f"(over the run, {t['window_s']:,.1f} s to the last completion)"
+    )
+    lines.append("utilisation (busy: share of the run with a step or transfer running): " + _list(
+        f"{k} {_pct(v)}" for k, v in s["utilisation"].items()
+    ))  # fmt: skip
+    occupancy = [_occupancy(k, v, sc) for k, v in s["instances"].items()]
+    if any(occupancy):
+        lines.append("occupancy: " + _list((o for o in occupancy if o), sep="; "))
+    load: dict[str, Any] = s.get("load") or {}
+    factors: dict[str, float] = load.get("load_factor") or {}
+    if factors:
+        lines.append("load (offered / ceiling): " + ", ".join(
+            f"{k} {_pct(v)} of {_num(_ceiling(load, k))} req/s" for k, v in factors.items()
+        ))  # fmt: skip
     e = s["energy"]
     b = e["breakdown"]
     total = e["total_j"] or 0.0
@@ -148,12 +204,15 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
         )
     h = s["hotspot"]
     if h["stage"] is not None:
-        lines.append(
-            f"hot-spot: {h['stage'].removesuffix('_s')} (mean {_ms(s['stages'][h['stage']])} ms) on "
-            f"{h['resource']} ({_pct(h['utilisation'])} busy)"
-        )
-    if h["busy_over_90"]:
-        lines.append("over 90% busy: " + ", ".join(h["busy_over_90"]))
+        pool = _pool_of(h["resource"]) if h["resource"] else None
+        where = f" on {h['resource']}" if h["resource"] else ""
+        at = f"; {pool} at {_pct(factors[pool])} of its ceiling" if pool in factors else ""
+        lines.append(f"hot-spot: {h['stage'].removesuffix('_s')} (mean {_ms(s['stages'][h['stage']])} ms){where}{at}")
+    near = {k: v for k, v in factors.items() if v >= 0.9}
+    if near:
+        lines.append("near capacity (offered load >= 90% of the ceiling): " + ", ".join(
+            f"{k} {_pct(v)}" for k, v in near.items()
+        ))  # fmt: skip
     return "\n".join(lines)
 
 

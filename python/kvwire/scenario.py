@@ -110,6 +110,7 @@ class SloDict(TypedDict, total=False):
 
 class MetricsDict(TypedDict, total=False):
     warmup_fraction: float
+    first_token: Literal["prefill", "decode"]
 
 
 class CostDict(TypedDict, total=False):

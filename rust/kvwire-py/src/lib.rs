@@ -151,6 +151,9 @@ mod _core {
         cols.set_item("decode_instance", t.decode_instance.into_pyarray(py))?;
         cols.set_item("prefill_start_s", t.prefill_start_s.into_pyarray(py))?;
         cols.set_item("first_token_s", t.first_token_s.into_pyarray(py))?;
+        if !t.first_token_seen_s.is_empty() {
+            cols.set_item("first_token_seen_s", t.first_token_seen_s.into_pyarray(py))?;
+        }
         cols.set_item("kv_start_s", t.kv_start_s.into_pyarray(py))?;
         cols.set_item("kv_ready_s", t.kv_ready_s.into_pyarray(py))?;
         cols.set_item("decode_start_s", t.decode_start_s.into_pyarray(py))?;

@@ -194,12 +194,18 @@ impl Sim {
             work.flops += pass.flops;
             work.bytes += pass.bytes;
         }
-        inst.stats.add_step(work, timing, n as u64, true);
+        inst.stats.add_step(work, timing, n as u64, tokens, true, inst.dec.kv_used);
         inst.busy = true;
         inst.step = StepKind::Prefill;
         let end = now + timing.time_s;
         for &r in &inst.batch {
             t.first_token_s[r as usize] = end;
+        }
+        if !t.first_token_seen_s.is_empty() {
+            // Seen now unless handed off (then at the end of its first decode step, `back.rs`).
+            for &r in &inst.batch {
+                t.first_token_seen_s[r as usize] = end;
+            }
         }
         if streams && self.path.streaming() {
             // The first layer's slices may leave after 1/L of the step.

@@ -148,6 +148,8 @@ struct Sim {
     horizon: f64,
     itl: ItlHistogram,
     finished: Vec<u32>,
+    /// Requests admitted at the current decode boundary (scratch; used with metrics.first_token "decode").
+    admitted: Vec<u32>,
 }
 
 /// Run a validated scenario to completion.
@@ -243,6 +245,9 @@ impl Sim {
             return Err(Error::field("workload", format!("at most {} requests per run", u32::MAX)));
         }
         let mut t = RequestTable::new(arrival, prompt, output);
+        if sc.first_token == crate::scenario::FirstToken::Decode && !colocated {
+            t.first_token_seen_s = vec![f64::NAN; n];
+        }
         // Rejection depends only on sizes, so the measured set (completed requests after the warm-up
         // fraction, in arrival order) is known before the run.
         let mut completed = 0u64;
@@ -308,6 +313,7 @@ impl Sim {
             horizon: 0.0,
             itl: ItlHistogram::default(),
             finished: Vec::new(),
+            admitted: Vec::new(),
         })
     }
 
@@ -425,6 +431,8 @@ impl Sim {
     }
 }
 
+/// The columns a decode step reads; inter-token gaps start from when the user saw the first token.
 fn cols(t: &RequestTable) -> Cols<'_> {
-    Cols { prompt: &t.prompt_tokens, output: &t.output_tokens, first_token_s: &t.first_token_s, measured: &t.measured }
+    let seen = if t.first_token_seen_s.is_empty() { &t.first_token_s } else { &t.first_token_seen_s };
+    Cols { prompt: &t.prompt_tokens, output: &t.output_tokens, first_token_s: seen, measured: &t.measured }
 }

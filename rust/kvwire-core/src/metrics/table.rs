@@ -19,7 +19,11 @@ pub struct RequestTable {
     pub prefill_instance: Vec<i32>,
     pub decode_instance: Vec<i32>,
     pub prefill_start_s: Vec<f64>,
+    /// End of the prefill step: the first token is generated.
     pub first_token_s: Vec<f64>,
+    /// When the user sees the first token (`metrics.first_token = "decode"`: the end of the first decode
+    /// step for handed-off requests). Empty when it is always `first_token_s` (the default).
+    pub first_token_seen_s: Vec<f64>,
     pub kv_start_s: Vec<f64>,
     pub kv_ready_s: Vec<f64>,
     pub decode_start_s: Vec<f64>,
@@ -42,6 +46,7 @@ impl RequestTable {
             decode_instance: vec![-1; n],
             prefill_start_s: vec![f64::NAN; n],
             first_token_s: vec![f64::NAN; n],
+            first_token_seen_s: Vec::new(),
             kv_start_s: vec![f64::NAN; n],
             kv_ready_s: vec![f64::NAN; n],
             decode_start_s: vec![f64::NAN; n],

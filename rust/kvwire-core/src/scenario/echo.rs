@@ -90,6 +90,7 @@ impl Scenario {
             ttft_slo_s,
             tpot_slo_s,
             warmup_fraction,
+            first_token,
             lm_head,
             roofline,
             mem_util,
@@ -182,7 +183,7 @@ impl Scenario {
             },
             workload,
             slo: SloSpec { ttft_s: *ttft_slo_s, tpot_s: *tpot_slo_s },
-            metrics: MetricsSpec { warmup_fraction: *warmup_fraction },
+            metrics: MetricsSpec { warmup_fraction: *warmup_fraction, first_token: *first_token },
             cost: CostSpec {
                 step_overhead_s: roofline.step_overhead_s,
                 mem_util: *mem_util,

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::quant::formats::Format;
 use crate::workload::{Arrivals, LengthDist, Trace};
 
-pub use spec::{CompressAt, ConvertAt, DecompressAt, ScenarioSpec, Streaming};
+pub use spec::{CompressAt, ConvertAt, DecompressAt, FirstToken, ScenarioSpec, Streaming};
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
 #[derive(Clone, Debug, PartialEq)]
@@ -157,6 +157,8 @@ pub struct Scenario {
     pub ttft_slo_s: f64,
     pub tpot_slo_s: f64,
     pub warmup_fraction: f64,
+    /// When the user sees a handed-off request's first token.
+    pub first_token: FirstToken,
     pub lm_head: LmHead,
     pub roofline: RooflineParams,
     pub mem_util: f64,

@@ -268,12 +268,27 @@ impl Default for SloSpec {
 pub struct MetricsSpec {
     /// Fraction of completed requests (first by arrival) left out of latency and SLO figures.
     pub warmup_fraction: f64,
+    /// When the user sees the first token of a handed-off request (TTFT's end).
+    pub first_token: FirstToken,
 }
 
 impl Default for MetricsSpec {
     fn default() -> Self {
-        MetricsSpec { warmup_fraction: 0.1 }
+        MetricsSpec { warmup_fraction: 0.1, first_token: FirstToken::Prefill }
     }
+}
+
+/// When the first token of a handed-off request reaches the user.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FirstToken {
+    /// At the end of its prefill step, before the hand-off (the reference simulator's and DistServe's
+    /// definition). Default.
+    #[default]
+    Prefill,
+    /// At the end of its first decode step, after the KV has landed (vLLM's P/D proxy, Dynamo): TTFT includes
+    /// the hand-off and the decode queue.
+    Decode,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -195,6 +195,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         ttft_slo_s: s.slo.ttft_s,
         tpot_slo_s: s.slo.tpot_s,
         warmup_fraction: s.metrics.warmup_fraction,
+        first_token: s.metrics.first_token,
         lm_head,
         roofline: RooflineParams {
             step_overhead_s: s.cost.step_overhead_s,

@@ -72,7 +72,7 @@ def test_echo_with_a_request_table_needs_the_table_again() -> None:
     ``simulate(res.scenario, requests=same)`` reproduces the run, without the table it is a clear error."""
     table = pl.DataFrame({"arrival_s": [0.0, 0.5, 0.5], "prompt_tokens": [100, 2000, 7], "output_tokens": [0, 1, 40]})
     res = kvwire.simulate({"link": "eth-25g"}, requests=table)
-    assert res.scenario["workload"] == {"external": True}
+    assert res.scenario["workload"] == {"external": True, "over_context": "warn"}
     same_run(res, kvwire.simulate(res.scenario, requests=table))
     with pytest.raises(kvwire.ScenarioError) as e:
         kvwire.simulate(res.scenario)

@@ -132,6 +132,16 @@ def _pool_of(resource: str) -> str:
     return "kv-link"
 
 
+def _context_note(count: int, sc: dict[str, Any]) -> str:
+    """One line on the requests longer than the model's context and what was done with them."""
+    mode = sc["workload"].get("over_context", "warn")
+    done = {"warn": "run as given", "reject": "rejected", "clip": "clipped to fit"}[mode]
+    return (
+        f"context: {count:,} requests exceed {sc['model']['name']}'s {sc['model']['max_context_tokens']:,}-token "
+        f'context (prompt + output); {done} (workload.over_context "{mode}")'
+    )
+
+
 def render(res: SimResult, trace_file: str | None = None) -> str:
     """A readable report: what ran (model, pools, link with its overrides, where compression runs, the trace
     file), the latency table, SLO, throughput, utilisation, energy, hot-spot and any overload."""
@@ -148,6 +158,8 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
     ]
     if s.get("load") and s["load"]["overloaded"]:
         lines.append(s["load"]["overload_note"])
+    if r.get("over_context"):
+        lines.append(_context_note(r["over_context"], sc))
     lines.append("")
     names = ["mean", *[n for n, _ in QUANTILES], "max"]
     lines.extend(_latency_table(s["latency"], names))

@@ -101,6 +101,7 @@ class WorkloadDict(TypedDict, total=False):
     output_tokens: LengthDict
     trace: TraceDict
     external: bool
+    over_context: Literal["warn", "reject", "clip"]
 
 
 class SloDict(TypedDict, total=False):

@@ -243,6 +243,8 @@ def summarise(
             "completed": completed,
             "rejected": int(stats["rejected"]),
             "measured": n_measured,
+            # prompt + output above the model's context (run, rejected or clipped by workload.over_context)
+            "over_context": int(df["over_context"].sum()),
         },
         "latency": latency,
         "slo": slo_out,

@@ -35,8 +35,9 @@ use crate::cost::model::{ModelCost, StepWork};
 use crate::cost::roofline::{kv_capacity_tokens, StepTimer};
 use crate::handoff::plan::hops;
 use crate::handoff::transfer::endpoint_pass;
-use crate::scenario::{CompressAt, ConvertAt, DecompressAt, Pool, Scenario, Topology, Workload};
-use crate::workload::{generate, Arrivals, Trace};
+use crate::error::Result;
+use crate::scenario::{CompressAt, ConvertAt, DecompressAt, OverContext, Pool, Requests, Scenario, Topology, Workload};
+use crate::workload::{Arrivals, Trace};
 
 /// One hop's ceiling.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -85,10 +86,12 @@ struct Means {
     admitted: f64,
 }
 
-fn means(trace: &Trace, capacity: u64) -> Means {
+/// Means over the requests served: those that fit `capacity` and, when `refuse` is given, are not flagged in it.
+fn means(trace: &Trace, capacity: u64, refuse: Option<&[bool]>) -> Means {
     let (mut n, mut p, mut o, mut d, mut h) = (0u64, 0f64, 0f64, 0f64, 0u64);
-    for (&pi, &oi) in trace.prompt_tokens().iter().zip(trace.output_tokens()) {
-        if crate::policy::batching::ever_fits(pi, oi, capacity) {
+    for (i, (&pi, &oi)) in trace.prompt_tokens().iter().zip(trace.output_tokens()).enumerate() {
+        let refused = refuse.is_some_and(|r| r[i]);
+        if crate::policy::batching::ever_fits(pi, oi, capacity) && !refused {
             n += 1;
             p += pi as f64;
             o += oi as f64;
@@ -99,7 +102,7 @@ fn means(trace: &Trace, capacity: u64) -> Means {
     let total = trace.len().max(1) as f64;
     if n == 0 {
         // Every request is rejected: describe the workload as if it were admitted.
-        let m = means(trace, u64::MAX);
+        let m = means(trace, u64::MAX, None);
         return Means { admitted: 0.0, ..m };
     }
     let nf = n as f64;
@@ -191,10 +194,12 @@ fn endpoint_work(sc: &Scenario, m: &Means, sender: bool) -> StepWork {
     w
 }
 
-/// The ceilings of `sc` for the request table `trace` (the requests that would run).
-pub fn ceilings(sc: &Scenario, trace: &Trace) -> Ceilings {
+/// The ceilings of `sc` for `requests` (the requests that would run, [`Scenario::requests`]).
+pub fn ceilings(sc: &Scenario, requests: &Requests) -> Ceilings {
+    let trace = &requests.trace;
     let dec_pool = decoding_pool(sc);
-    let m = means(trace, capacity(sc, dec_pool, &pool_model(sc, dec_pool)));
+    let refuse = (sc.over_context == OverContext::Reject).then_some(&requests.over_context[..]);
+    let m = means(trace, capacity(sc, dec_pool, &pool_model(sc, dec_pool)), refuse);
     // Served requests/s → arriving requests/s (all rejected: as if admitted).
     let scale = if m.admitted > 0.0 { 1.0 / m.admitted } else { 1.0 };
     let per_arrival = |x: f64| x * scale;
@@ -250,13 +255,8 @@ pub fn ceilings(sc: &Scenario, trace: &Trace) -> Ceilings {
 }
 
 /// The ceilings of `sc` for its own workload (generated from its seed, or its request table).
-pub fn scenario_ceilings(sc: &Scenario) -> Ceilings {
-    match &sc.workload {
-        Workload::Generated { requests, seed, arrivals, prompt, output } => {
-            ceilings(sc, &generate(*requests, *seed, *arrivals, *prompt, *output))
-        }
-        Workload::Trace(t) | Workload::Requests(t) => ceilings(sc, t),
-    }
+pub fn scenario_ceilings(sc: &Scenario) -> Result<Ceilings> {
+    Ok(ceilings(sc, &sc.requests()?))
 }
 
 fn offered(sc: &Scenario, trace: &Trace) -> Option<f64> {
@@ -302,7 +302,7 @@ mod tests {
         let bytes = 2048.0 * 131_072.0;
         for channels in [1u32, 3] {
             let extra = format!(r#""link": {{"preset": "eth-25g", "channels": {channels}}},"#);
-            let c = scenario_ceilings(&fixed(&extra, 10, 1.0, 2048, 100));
+            let c = scenario_ceilings(&fixed(&extra, 10, 1.0, 2048, 100)).unwrap();
             let want = channels as f64 / (20e-6 + bytes / 3.125e9);
             assert!(rel(c.kv_link_req_per_s.unwrap(), want) < 1e-12, "{c:?}");
             assert_eq!(c.hops.len(), 1);
@@ -314,12 +314,12 @@ mod tests {
         // fp8 in transit: half the bytes, the stage's 1 µs added.
         let extra = r#""link": "eth-25g", "handoff": {"compression": "fp8"},"#;
         let sc = fixed(extra, 10, 1.0, 2048, 100);
-        let c = scenario_ceilings(&sc);
+        let c = scenario_ceilings(&sc).unwrap();
         assert!(rel(c.kv_link_req_per_s.unwrap(), 1.0 / (21e-6 + bytes / 2.0 / 3.125e9)) < 1e-12);
         // Processor sharing holds no channel for the latency: data time only.
         let extra = r#""link": {"preset": "eth-25g", "model": "shared"},"#;
         let sc = fixed(extra, 10, 1.0, 2048, 100);
-        let c = scenario_ceilings(&sc);
+        let c = scenario_ceilings(&sc).unwrap();
         assert!(rel(c.kv_link_req_per_s.unwrap(), 3.125e9 / bytes) < 1e-12);
     }
 
@@ -330,7 +330,7 @@ mod tests {
         let extra = r#""prefill": {"instances": 2}, "decode": {"instances": 3},
             "link": {"preset": "eth-100g", "model": "host_staged", "host_link": "pcie4", "channels": 2},"#;
         let sc = fixed(extra, 10, 1.0, 1000, 100);
-        let c = scenario_ceilings(&sc);
+        let c = scenario_ceilings(&sc).unwrap();
         let bytes = 1000.0 * 131_072.0;
         let hop = |servers: f64, gbs: f64, lat_us: f64| servers / (lat_us * 1e-6 + bytes / (gbs * 1e9));
         let want = [
@@ -353,14 +353,14 @@ mod tests {
         for instances in [1.0, 2.0] {
             let extra = format!(r#""cost": {{"prefill_lm_head": "all"}}, "prefill": {{"instances": {instances}}},"#);
             let sc = fixed(&extra, 5, 1.0, 2048, 2);
-            let c = scenario_ceilings(&sc);
+            let c = scenario_ceilings(&sc).unwrap();
             assert_eq!(c.prefill_batch_prompts, 4);
             assert!(rel(c.prefill_req_per_s.unwrap(), instances * 4.0 / 0.2346328) < 2e-7, "{c:?}");
         }
         // A prompt above the budget runs alone: k = 1 and T_p = "8B prefill 2048" 59.0332 ms.
         let sc =
             fixed(r#""cost": {"prefill_lm_head": "all"}, "scheduler": {"max_prefill_tokens": 1000},"#, 5, 1.0, 2048, 2);
-        let c = scenario_ceilings(&sc);
+        let c = scenario_ceilings(&sc).unwrap();
         assert_eq!(c.prefill_batch_prompts, 1);
         assert!(rel(c.prefill_req_per_s.unwrap(), 1.0 / 0.0590332) < 2e-7);
     }
@@ -371,15 +371,15 @@ mod tests {
     #[test]
     fn decode_ceiling_is_the_steady_batch() {
         let sc = fixed(r#""scheduler": {"max_decode_batch": 64},"#, 5, 1.0, 1948, 200);
-        let c = scenario_ceilings(&sc);
+        let c = scenario_ceilings(&sc).unwrap();
         assert_eq!(c.decode_batch, 64);
         assert!(rel(c.decode_req_per_s.unwrap(), 64.0 / (0.0125142 * 199.0)) < 5e-6, "{c:?}");
         // KV-limited: 426,788 tokens (8B on one H100) / (2000 + 200) = 193 sequences.
         let sc = fixed("", 5, 1.0, 2000, 200);
-        assert_eq!(scenario_ceilings(&sc).decode_batch, 193);
+        assert_eq!(scenario_ceilings(&sc).unwrap().decode_batch, 193);
         // Nothing decodes with outputs of one token: no decode or link ceiling.
         let sc = fixed("", 5, 1.0, 2000, 1);
-        let c = scenario_ceilings(&sc);
+        let c = scenario_ceilings(&sc).unwrap();
         assert_eq!((c.decode_req_per_s, c.kv_link_req_per_s, c.binding), (None, None, "prefill"));
         assert_eq!(c.handoff_fraction, 0.0);
     }
@@ -388,7 +388,7 @@ mod tests {
     #[test]
     fn colocated_combines_prefill_and_decode_time() {
         let colo = fixed(r#""mode": "colocated", "scheduler": {"max_decode_batch": 64},"#, 5, 1.0, 1948, 200);
-        let c = scenario_ceilings(&colo);
+        let c = scenario_ceilings(&colo).unwrap();
         let dis = fixed(
             r#""prefill": {"instances": 2}, "decode": {"instances": 2}, "scheduler": {"max_decode_batch": 64},"#,
             5,
@@ -396,7 +396,7 @@ mod tests {
             1948,
             200,
         );
-        let d = scenario_ceilings(&dis);
+        let d = scenario_ceilings(&dis).unwrap();
         let want = 1.0 / (1.0 / d.prefill_req_per_s.unwrap() + 1.0 / d.decode_req_per_s.unwrap());
         assert!(rel(c.colocated_req_per_s.unwrap(), want) < 1e-12);
         assert_eq!(
@@ -412,9 +412,9 @@ mod tests {
         let json = r#"{"workload": {"trace": {"arrival_s": [1, 2, 3, 4], "prompt_tokens": [2048, 500000, 2048, 500000],
             "output_tokens": [100, 10, 100, 10]}}}"#;
         let sc = Scenario::from_json(json, None).unwrap();
-        let c = scenario_ceilings(&sc);
+        let c = scenario_ceilings(&sc).unwrap();
         let served = fixed("", 2, 1.0, 2048, 100);
-        let s = scenario_ceilings(&served);
+        let s = scenario_ceilings(&served).unwrap();
         assert_eq!((c.admitted_fraction, c.prompt_tokens_mean, c.output_tokens_mean), (0.5, 2048.0, 100.0));
         assert!(rel(c.prefill_req_per_s.unwrap(), 2.0 * s.prefill_req_per_s.unwrap()) < 1e-12);
         assert!(rel(c.decode_req_per_s.unwrap(), 2.0 * s.decode_req_per_s.unwrap()) < 1e-12);
@@ -427,10 +427,10 @@ mod tests {
     fn offered_rate() {
         let sc =
             Scenario::from_json(r#"{"workload": {"requests": 10, "arrivals": {"rate_per_s": 3.5}}}"#, None).unwrap();
-        assert_eq!(scenario_ceilings(&sc).offered_req_per_s, Some(3.5));
+        assert_eq!(scenario_ceilings(&sc).unwrap().offered_req_per_s, Some(3.5));
         let sc = fixed("", 5, 4.0, 100, 10);
-        assert!(rel(scenario_ceilings(&sc).offered_req_per_s.unwrap(), 4.0) < 1e-12);
+        assert!(rel(scenario_ceilings(&sc).unwrap().offered_req_per_s.unwrap(), 4.0) < 1e-12);
         let sc = fixed("", 1, 4.0, 100, 10);
-        assert_eq!(scenario_ceilings(&sc).offered_req_per_s, None);
+        assert_eq!(scenario_ceilings(&sc).unwrap().offered_req_per_s, None);
     }
 }

@@ -108,7 +108,7 @@ mod _core {
         let trace = request_table(arrival_s, prompt_tokens, output_tokens)?;
         py.detach(|| {
             let sc = Scenario::from_json(scenario_json, trace)?;
-            serde_json::to_string(&kvwire_core::ceilings::scenario_ceilings(&sc))
+            serde_json::to_string(&kvwire_core::ceilings::scenario_ceilings(&sc)?)
                 .map_err(|e| kvwire_core::Error::Internal(e.to_string()))
         })
         .map_err(to_py)
@@ -146,6 +146,7 @@ mod _core {
         cols.set_item("output_tokens", t.output_tokens.into_pyarray(py))?;
         cols.set_item("rejected", t.rejected.into_pyarray(py))?;
         cols.set_item("measured", t.measured.into_pyarray(py))?;
+        cols.set_item("over_context", t.over_context.into_pyarray(py))?;
         cols.set_item("local_decode", t.local_decode.into_pyarray(py))?;
         cols.set_item("prefill_instance", t.prefill_instance.into_pyarray(py))?;
         cols.set_item("decode_instance", t.decode_instance.into_pyarray(py))?;

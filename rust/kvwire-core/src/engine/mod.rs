@@ -34,8 +34,7 @@ use crate::metrics::table::RequestTable;
 use crate::policy::batching::ever_fits;
 use crate::policy::router::{Router, Rule};
 use crate::quant::Format;
-use crate::scenario::{Conversion, Disaggregate, Pool, Scenario, Topology, Workload};
-use crate::workload::{generate, Trace};
+use crate::scenario::{Conversion, Disaggregate, OverContext, Pool, Requests, Scenario, Topology};
 
 use back::BackInst;
 use front::FrontInst;
@@ -155,21 +154,9 @@ struct Sim {
 /// Run a validated scenario to completion.
 pub fn simulate(scenario: Scenario) -> Result<SimOutput> {
     let start = Instant::now();
-    let trace = match &scenario.workload {
-        Workload::Generated { requests, seed, arrivals, prompt, output } => {
-            let t = generate(*requests, *seed, *arrivals, *prompt, *output);
-            if let Some(i) = t.arrival_s().iter().position(|a| !a.is_finite()) {
-                return Err(Error::field(
-                    "workload.arrivals",
-                    format!("the arrival process produced a non-finite time at request {i}"),
-                ));
-            }
-            t
-        }
-        Workload::Trace(t) | Workload::Requests(t) => t.clone(),
-    };
-    let ceilings = crate::ceilings::ceilings(&scenario, &trace);
-    let mut sim = Sim::new(&scenario, trace)?;
+    let requests = scenario.requests()?;
+    let ceilings = crate::ceilings::ceilings(&scenario, &requests);
+    let mut sim = Sim::new(&scenario, requests)?;
     sim.run()?;
     let mut out = sim.finish(ceilings);
     out.stats.wall_s = start.elapsed().as_secs_f64();
@@ -206,7 +193,8 @@ fn capacity(sc: &Scenario, p: &Pool, model: &ModelCost) -> Result<u64> {
 }
 
 impl Sim {
-    fn new(sc: &Scenario, trace: Trace) -> Result<Self> {
+    fn new(sc: &Scenario, requests: Requests) -> Result<Self> {
+        let Requests { trace, over_context } = requests;
         let base = ModelCost::new(&sc.model.spec, sc.lm_head);
         let ratio = |p: &Pool| p.kv_format.map_or(1.0, |f| f.ratio_vs_bf16());
         let (front_pool, back_pool, colocated) = match &sc.topology {
@@ -251,10 +239,13 @@ impl Sim {
         // Rejection depends only on sizes, so the measured set (completed requests after the warm-up
         // fraction, in arrival order) is known before the run.
         let mut completed = 0u64;
+        let refuse_long = sc.over_context == OverContext::Reject;
         for i in 0..n {
-            t.rejected[i] = !ever_fits(t.prompt_tokens[i], t.output_tokens[i], reject_capacity);
+            t.rejected[i] = !ever_fits(t.prompt_tokens[i], t.output_tokens[i], reject_capacity)
+                || (refuse_long && over_context[i]);
             completed += !t.rejected[i] as u64;
         }
+        t.over_context = over_context;
         let warmup = (sc.warmup_fraction * completed as f64).floor() as u64;
         let mut seen = 0u64;
         for i in 0..n {

@@ -13,6 +13,8 @@ pub struct RequestTable {
     pub rejected: Vec<bool>,
     /// Counted in latency/SLO figures (completed and past the warm-up fraction).
     pub measured: Vec<bool>,
+    /// Prompt + output exceeded the model's context (before any clipping; `workload.over_context`).
+    pub over_context: Vec<bool>,
     /// Decoded on its prefill instance, without a hand-off (colocated, or kept local by conditional
     /// disaggregation).
     pub local_decode: Vec<bool>,
@@ -41,6 +43,7 @@ impl RequestTable {
             output_tokens,
             rejected: vec![false; n],
             measured: vec![false; n],
+            over_context: vec![false; n],
             local_decode: vec![false; n],
             prefill_instance: vec![-1; n],
             decode_instance: vec![-1; n],
@@ -65,6 +68,6 @@ impl RequestTable {
     /// Bytes held by the columns (for the memory benchmark).
     pub fn heap_bytes(&self) -> usize {
         let n = self.len();
-        n * (8 + 8 + 4 + 4 + 1 + 1 + 1 + 4 + 4 + 6 * 8)
+        n * (8 + 8 + 4 + 4 + 1 + 1 + 1 + 1 + 4 + 4 + 6 * 8) + self.first_token_seen_s.len() * 8
     }
 }

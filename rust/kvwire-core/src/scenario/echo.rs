@@ -87,6 +87,7 @@ impl Scenario {
             disaggregate,
             per_slice_streaming,
             workload,
+            over_context,
             ttft_slo_s,
             tpot_slo_s,
             warmup_fraction,
@@ -131,7 +132,7 @@ impl Scenario {
             host_threads: (c.at == super::ConvertAt::Host).then_some(c.host_threads),
             host_w_per_thread: (c.at == super::ConvertAt::Host).then_some(c.host_w_per_thread),
         });
-        let workload = match workload {
+        let mut workload = match workload {
             Workload::Generated { requests, seed, arrivals, prompt, output } => WorkloadSpec {
                 requests: Some(*requests as u64),
                 seed: Some(*seed),
@@ -158,6 +159,7 @@ impl Scenario {
             // The table was passed beside the scenario: the echo says so, and needs it passed again.
             Workload::Requests(_) => WorkloadSpec { external: Some(true), ..WorkloadSpec::default() },
         };
+        workload.over_context = Some(*over_context);
         let disaggregate = match *disaggregate {
             Disaggregate::Always => DisaggregateSpec::default(),
             Disaggregate::Conditional { min_prompt_tokens, min_output_tokens, max_link_wait_s } => DisaggregateSpec {
@@ -316,7 +318,7 @@ mod tests {
         let table = || Trace::from_columns("requests", &[0.0, 1.0], &[10, 20], &[3, 0]).unwrap();
         let sc = Scenario::from_json("{}", Some(table())).unwrap();
         let echo = sc.echo_json();
-        assert_eq!(echo["workload"], serde_json::json!({"external": true}));
+        assert_eq!(echo["workload"], serde_json::json!({"external": true, "over_context": "warn"}));
         let e = Scenario::from_json(&echo.to_string(), None).unwrap_err();
         assert_eq!(e.path(), "workload.external");
         assert_eq!(Scenario::from_json(&echo.to_string(), Some(table())).unwrap(), sc);

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::quant::formats::Format;
 use crate::workload::{Arrivals, LengthDist, Trace};
 
-pub use spec::{CompressAt, ConvertAt, DecompressAt, FirstToken, ScenarioSpec, Streaming};
+pub use spec::{CompressAt, ConvertAt, DecompressAt, FirstToken, OverContext, ScenarioSpec, Streaming};
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
 #[derive(Clone, Debug, PartialEq)]
@@ -124,6 +124,14 @@ impl Workload {
     }
 }
 
+/// The requests of a run ([`Scenario::requests`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Requests {
+    pub trace: Trace,
+    /// Whether each request's prompt + output exceeded the model's context (before any clipping).
+    pub over_context: Vec<bool>,
+}
+
 /// Prefill routing policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PrefillRouting {
@@ -154,6 +162,8 @@ pub struct Scenario {
     pub disaggregate: Disaggregate,
     pub per_slice_streaming: bool,
     pub workload: Workload,
+    /// Requests longer than the model's context (`model.spec.max_context_tokens`).
+    pub over_context: OverContext,
     pub ttft_slo_s: f64,
     pub tpot_slo_s: f64,
     pub warmup_fraction: f64,
@@ -176,6 +186,32 @@ impl Scenario {
     pub fn from_json(json: &str, requests: Option<Trace>) -> Result<Self> {
         let spec = parse_spec(json)?;
         validate::validate(spec, requests)
+    }
+
+    /// The requests this scenario runs — generated from its seed, or its table — with requests longer than the
+    /// model's context clipped when `workload.over_context` is `"clip"`, and which requests were over it.
+    pub fn requests(&self) -> Result<Requests> {
+        let mut trace = match &self.workload {
+            Workload::Generated { requests, seed, arrivals, prompt, output } => {
+                let t = crate::workload::generate(*requests, *seed, *arrivals, *prompt, *output);
+                if let Some(i) = t.arrival_s().iter().position(|a| !a.is_finite()) {
+                    return Err(Error::field(
+                        "workload.arrivals",
+                        format!("the arrival process produced a non-finite time at request {i}"),
+                    ));
+                }
+                t
+            }
+            Workload::Trace(t) | Workload::Requests(t) => t.clone(),
+        };
+        let over_context = match self.model.spec.max_context_tokens {
+            Some(max) => trace.over_context(max),
+            None => vec![false; trace.len()],
+        };
+        if let (OverContext::Clip, Some(max)) = (self.over_context, self.model.spec.max_context_tokens) {
+            trace.clip_to_context(max);
+        }
+        Ok(Requests { trace, over_context })
     }
 
     /// The pool that runs prefill (the colocated pool in colocated mode).

@@ -187,6 +187,25 @@ pub struct WorkloadSpec {
     /// workload.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external: Option<bool>,
+    /// What to do with requests whose prompt + output exceed the model's context (`model.max_context_tokens`):
+    /// `"warn"` (run them, count them; default), `"reject"` (refuse them at arrival), `"clip"` (cut the prompt
+    /// to context − 1 tokens, then the output to what is left).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_context: Option<OverContext>,
+}
+
+/// Requests longer than the model's context.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OverContext {
+    /// Run them as given, counted and reported. Default.
+    #[default]
+    Warn,
+    /// Refuse them at arrival (counted with the rejected requests).
+    Reject,
+    /// Cut the prompt to context − 1 tokens (the most a prompt can be with one output token), then the
+    /// output to context − prompt, as a server capping `max_tokens` does.
+    Clip,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::spec::{
     ArrivalSpec, CompressAt, ConvertAt, ConvertSpec, DecompressAt, DisaggregatePolicy, DistSpec, LengthSpec,
-    LmHeadSpec, LoadRouterSpec, ModeSpec, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec, Streaming,
+    LmHeadSpec, LoadRouterSpec, ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec, Streaming,
 };
 use super::{
     serde_error, Conversion, Disaggregate, Link, LinkModel, LoadRouting, Named, Pool, PrefillRouting, Scenario,
@@ -169,6 +169,13 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         }
     };
 
+    let over_context = s.workload.over_context.unwrap_or_default();
+    if over_context != OverContext::Warn && model.spec.max_context_tokens.is_none() {
+        return Err(Error::field(
+            "workload.over_context",
+            "needs the model's context length: give model.max_context_tokens (the model presets have it)",
+        ));
+    }
     let workload = workload(s.workload, requests)?;
 
     positive("slo.ttft_s", s.slo.ttft_s, false)?;
@@ -192,6 +199,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         disaggregate,
         per_slice_streaming: s.engine.per_slice_streaming,
         workload,
+        over_context,
         ttft_slo_s: s.slo.ttft_s,
         tpot_slo_s: s.slo.tpot_s,
         warmup_fraction: s.metrics.warmup_fraction,
@@ -407,6 +415,11 @@ fn check_model(m: &ModelSpec) -> Result<()> {
                 "model.dense_layers",
                 format!("{} dense layers exceed the {} layers", m.dense_layers, m.layers),
             ));
+        }
+    }
+    if let Some(c) = m.max_context_tokens {
+        if !(2..=1 << 31).contains(&c) {
+            return Err(Error::field("model.max_context_tokens", format!("must be in [2, {}], got {c}", 1u32 << 31)));
         }
     }
     positive("model.weight_bytes_per_param", m.weight_bytes_per_param, false)?;

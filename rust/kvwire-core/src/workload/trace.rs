@@ -68,6 +68,24 @@ impl Trace {
     pub fn output_tokens(&self) -> &[u32] {
         &self.output_tokens
     }
+    /// Whether each request's prompt + output exceeds `max_context` tokens.
+    pub fn over_context(&self, max_context: u32) -> Vec<bool> {
+        self.prompt_tokens
+            .iter()
+            .zip(&self.output_tokens)
+            .map(|(&p, &o)| p as u64 + o as u64 > max_context as u64)
+            .collect()
+    }
+
+    /// Fit every request into `max_context` (≥ 2) tokens: the prompt cut to at most `max_context − 1`, then
+    /// the output to at most `max_context − prompt`. Requests that fit are unchanged.
+    pub fn clip_to_context(&mut self, max_context: u32) {
+        for (p, o) in self.prompt_tokens.iter_mut().zip(self.output_tokens.iter_mut()) {
+            *p = (*p).min(max_context - 1);
+            *o = (*o).min(max_context - *p);
+        }
+    }
+
     /// Take the columns back (moved into the result table).
     pub fn into_parts(self) -> (Vec<f64>, Vec<u32>, Vec<u32>) {
         (self.arrival_s, self.prompt_tokens, self.output_tokens)

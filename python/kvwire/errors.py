@@ -65,6 +65,12 @@ class LayoutError(KvwireError, ValueError):
     (``"src_block_table[3]"``, ``"dst_layout.dtype"``, ...)."""
 
 
+class ResourceError(KvwireError, MemoryError):
+    """A run that does not fit the machine: refused before it starts with the memory it would need and the
+    memory available (or an allocation that failed). ``path`` names what sets its size
+    (``"workload.requests"`` or ``"requests"``). A ``MemoryError``, so ``except MemoryError`` catches it."""
+
+
 class InternalError(KvwireError, RuntimeError):
     """A broken internal invariant of the simulator. Never expected: please report it."""
 
@@ -75,6 +81,7 @@ __all__ = [
     "KvwireError",
     "LayoutError",
     "QuantError",
+    "ResourceError",
     "ScenarioError",
     "TraceError",
     "UnknownPresetError",

@@ -145,6 +145,7 @@ class RouterDict(TypedDict, total=False):
 class EngineDict(TypedDict, total=False):
     macro_steps: bool
     per_slice_streaming: bool
+    max_steps: int
 
 
 class ScenarioDict(TypedDict, total=False):

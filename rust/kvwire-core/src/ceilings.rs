@@ -33,9 +33,9 @@ use serde::Serialize;
 
 use crate::cost::model::{ModelCost, StepWork};
 use crate::cost::roofline::{kv_capacity_tokens, StepTimer};
+use crate::error::Result;
 use crate::handoff::plan::hops;
 use crate::handoff::transfer::endpoint_pass;
-use crate::error::Result;
 use crate::scenario::{CompressAt, ConvertAt, DecompressAt, OverContext, Pool, Requests, Scenario, Topology, Workload};
 use crate::workload::{Arrivals, Trace};
 

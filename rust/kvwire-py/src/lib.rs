@@ -12,10 +12,13 @@ use pyo3::prelude::*;
 mod _core {
     use super::errors::to_py;
     use kvwire_core::workload::Trace;
-    use kvwire_core::{simulate as run, Scenario};
+    use kvwire_core::Scenario;
     use numpy::{IntoPyArray, PyReadonlyArray1};
     use pyo3::prelude::*;
     use pyo3::types::PyDict;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Condvar, Mutex};
+    use std::time::Duration;
 
     fn not_contiguous(name: &str) -> PyErr {
         to_py(kvwire_core::Error::trace(format!("requests.{name}"), "must be a C-contiguous 1-D array"))
@@ -70,6 +73,62 @@ mod _core {
     #[pyfunction]
     fn validate(py: Python<'_>, scenario_json: &str) -> PyResult<()> {
         py.detach(|| Scenario::from_json(scenario_json, None).map(|_| ())).map_err(to_py)
+    }
+
+    /// How often a waiting call checks for Python signals (Ctrl-C).
+    const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+    /// Run `work` on a worker thread with the GIL released, checking for Python signals every
+    /// [`SIGNAL_POLL`] on the calling thread: a pending signal (Ctrl-C: `KeyboardInterrupt`) sets the cancel
+    /// flag `work` receives, waits for it to stop (the core checks the flag every few milliseconds of work)
+    /// and raises the signal's exception, so the process stays usable. A panic in `work` becomes an
+    /// `InternalError`, never an abort.
+    fn run_interruptible<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+    where
+        T: Send,
+        F: FnOnce(&AtomicBool) -> kvwire_core::Result<T> + Send,
+    {
+        let cancel = AtomicBool::new(false);
+        let slot: (Mutex<Option<kvwire_core::Result<T>>>, Condvar) = (Mutex::new(None), Condvar::new());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&cancel))).unwrap_or_else(|p| {
+                    let what =
+                        p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+                    Err(kvwire_core::Error::Internal(format!("the run panicked: {}", what.unwrap_or_default())))
+                });
+                let (lock, cv) = &slot;
+                *lock.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                cv.notify_all();
+            });
+            let wait = |timeout: Option<Duration>| {
+                let (lock, cv) = &slot;
+                let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
+                while g.is_none() {
+                    match timeout {
+                        Some(t) => {
+                            let (g2, res) = cv.wait_timeout(g, t).unwrap_or_else(|e| e.into_inner());
+                            g = g2;
+                            if res.timed_out() {
+                                break;
+                            }
+                        }
+                        None => g = cv.wait(g).unwrap_or_else(|e| e.into_inner()),
+                    }
+                }
+                g.take()
+            };
+            loop {
+                if let Some(r) = py.detach(|| wait(Some(SIGNAL_POLL))) {
+                    return r.map_err(to_py);
+                }
+                if let Err(e) = py.check_signals() {
+                    cancel.store(true, Ordering::Relaxed);
+                    py.detach(|| wait(None));
+                    return Err(e);
+                }
+            }
+        })
     }
 
     /// The explicit request table given as three arrays (all or none), validated.
@@ -129,13 +188,11 @@ mod _core {
     ) -> PyResult<Bound<'py, PyDict>> {
         let trace = request_table(arrival_s, prompt_tokens, output_tokens)?;
         let json = scenario_json.to_owned();
-        let (echo, out) = py
-            .detach(move || {
-                let sc = Scenario::from_json(&json, trace)?;
-                let echo = sc.echo_json().to_string();
-                run(sc).map(|out| (echo, out))
-            })
-            .map_err(to_py)?;
+        let (echo, out) = run_interruptible(py, move |cancel| {
+            let sc = Scenario::from_json(&json, trace)?;
+            let echo = sc.echo_json().to_string();
+            kvwire_core::simulate_with(sc, Some(cancel)).map(|out| (echo, out))
+        })?;
         let ceilings =
             serde_json::to_string(&out.ceilings).map_err(|e| to_py(kvwire_core::Error::Internal(e.to_string())))?;
         let t = out.table;

@@ -46,7 +46,7 @@ impl LoadView for Backs<'_> {
     }
 }
 
-impl Sim {
+impl Sim<'_> {
     /// The decode instance for a hand-off, chosen now.
     pub(super) fn route_to_back(&mut self, r: u32) -> usize {
         let d = self.back_router.pick(&Backs(&self.backs));
@@ -76,7 +76,7 @@ impl Sim {
     /// every pending event (macro-steps), otherwise as a kernel event.
     pub(super) fn schedule_back(&mut self, d: usize, mut end: Option<f64>) {
         while let Some(e) = end {
-            if self.macro_steps && e < self.q.next_time() {
+            if self.macro_steps && e < self.q.next_time() && !self.tick() {
                 end = self.back_step_end(d, e);
             } else {
                 self.q.push(e, Priority::Normal, Ev::BackDone(d as u32));

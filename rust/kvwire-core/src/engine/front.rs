@@ -68,7 +68,7 @@ impl LoadView for Fronts<'_> {
     }
 }
 
-impl Sim {
+impl Sim<'_> {
     /// Whether front instances decode (colocated, or conditional disaggregation).
     fn fronts_decode(&self) -> bool {
         self.colocated || matches!(self.disaggregate, Disaggregate::Conditional { .. })
@@ -98,7 +98,7 @@ impl Sim {
     /// as a kernel event.
     pub(super) fn schedule_front(&mut self, i: usize, mut end: Option<f64>) {
         while let Some(e) = end {
-            if self.macro_steps && self.fronts_decode() && e < self.q.next_time() {
+            if self.macro_steps && self.fronts_decode() && e < self.q.next_time() && !self.tick() {
                 end = self.front_step_end(i, e);
             } else {
                 self.q.push(e, Priority::Normal, Ev::FrontDone(i as u32));

@@ -19,7 +19,12 @@ pub mod kernel;
 mod path;
 pub mod running;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
+
+/// Work units (kernel events and inline decode steps) between two checks of the cancel flag and of
+/// `engine.max_steps`.
+pub const CHECK_EVERY: u64 = 1 << 14;
 
 use kernel::{EventQueue, Priority};
 use running::{Cols, RunningSet};
@@ -107,7 +112,14 @@ impl Decoder {
     }
 }
 
-struct Sim {
+struct Sim<'c> {
+    /// Set from outside to stop the run ([`simulate_with`]).
+    cancel: Option<&'c AtomicBool>,
+    /// Work units done (events + inline steps), for the periodic checks.
+    work: u64,
+    max_steps: u64,
+    /// Why the run must stop (set by a check; the event loop returns it).
+    stop: Option<Error>,
     t: RequestTable,
     q: EventQueue<Ev>,
     /// Hand-off bytes per prompt token (the KV in its model dtype, before any compression).
@@ -153,10 +165,17 @@ struct Sim {
 
 /// Run a validated scenario to completion.
 pub fn simulate(scenario: Scenario) -> Result<SimOutput> {
+    simulate_with(scenario, None)
+}
+
+/// [`simulate`], stopping with [`Error::Cancelled`] soon after `cancel` is set (it is read every
+/// [`CHECK_EVERY`] events or inline steps, a few milliseconds of work).
+pub fn simulate_with(scenario: Scenario, cancel: Option<&AtomicBool>) -> Result<SimOutput> {
     let start = Instant::now();
     let requests = scenario.requests()?;
     let ceilings = crate::ceilings::ceilings(&scenario, &requests);
     let mut sim = Sim::new(&scenario, requests)?;
+    sim.cancel = cancel;
     sim.run()?;
     let mut out = sim.finish(ceilings);
     out.stats.wall_s = start.elapsed().as_secs_f64();
@@ -192,7 +211,7 @@ fn capacity(sc: &Scenario, p: &Pool, model: &ModelCost) -> Result<u64> {
     .map_err(|_| Error::Internal("KV capacity checked at validation".into()))
 }
 
-impl Sim {
+impl Sim<'_> {
     fn new(sc: &Scenario, requests: Requests) -> Result<Self> {
         let Requests { trace, over_context } = requests;
         let base = ModelCost::new(&sc.model.spec, sc.lm_head);
@@ -232,17 +251,17 @@ impl Sim {
         if n > u32::MAX as usize {
             return Err(Error::field("workload", format!("at most {} requests per run", u32::MAX)));
         }
-        let mut t = RequestTable::new(arrival, prompt, output);
+        let mut t = RequestTable::new(arrival, prompt, output)?;
         if sc.first_token == crate::scenario::FirstToken::Decode && !colocated {
-            t.first_token_seen_s = vec![f64::NAN; n];
+            t.first_token_seen_s = crate::metrics::table::try_filled(n, f64::NAN)?;
         }
         // Rejection depends only on sizes, so the measured set (completed requests after the warm-up
         // fraction, in arrival order) is known before the run.
         let mut completed = 0u64;
         let refuse_long = sc.over_context == OverContext::Reject;
-        for i in 0..n {
-            t.rejected[i] = !ever_fits(t.prompt_tokens[i], t.output_tokens[i], reject_capacity)
-                || (refuse_long && over_context[i]);
+        for (i, &long) in over_context.iter().enumerate() {
+            t.rejected[i] =
+                !ever_fits(t.prompt_tokens[i], t.output_tokens[i], reject_capacity) || (refuse_long && long);
             completed += !t.rejected[i] as u64;
         }
         t.over_context = over_context;
@@ -270,6 +289,10 @@ impl Sim {
         let receiver_convert =
             convert_at(crate::scenario::ConvertAt::Receiver, value_bytes / back_pool.map_or(1.0, ratio));
         Ok(Sim {
+            cancel: None,
+            work: 0,
+            max_steps: sc.max_steps,
+            stop: None,
             t,
             q: EventQueue::new(),
             path: Path::new(sc, front_pool.instances, back_pool.map_or(0, |p| p.instances))?,
@@ -313,6 +336,10 @@ impl Sim {
             self.q.push(a, Priority::Normal, Ev::Arrival);
         }
         while self.remaining > 0 {
+            if let Some(e) = self.stop.take() {
+                return Err(e);
+            }
+            self.tick();
             let Some((now, ev)) = self.q.pop() else {
                 return Err(Error::Internal(format!(
                     "event queue ran dry with {} requests unfinished",
@@ -344,7 +371,42 @@ impl Sim {
                 }
             }
         }
-        Ok(())
+        // Checked during the run every CHECK_EVERY units of work, and here exactly.
+        match self.over_max_steps() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Count one unit of work; every [`CHECK_EVERY`] units, stop on cancellation or past `engine.max_steps`.
+    /// Returns whether the run must stop (the caller leaves its inline loop; the event loop returns).
+    #[inline]
+    fn tick(&mut self) -> bool {
+        self.work += 1;
+        if self.work % CHECK_EVERY == 0 && self.stop.is_none() {
+            if self.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                self.stop = Some(Error::Cancelled);
+            } else {
+                self.stop = self.over_max_steps();
+            }
+        }
+        self.stop.is_some()
+    }
+
+    /// The `engine.max_steps` error, if the instances have taken more batch steps than that.
+    fn over_max_steps(&self) -> Option<Error> {
+        let steps: u64 =
+            self.fronts.iter().map(|f| f.stats.steps).chain(self.backs.iter().map(|b| b.stats.steps)).sum();
+        (steps > self.max_steps).then(|| {
+            Error::field(
+                "engine.max_steps",
+                format!(
+                    "the run took more than {} batch steps; raise engine.max_steps or simulate fewer or shorter \
+                     requests",
+                    self.max_steps
+                ),
+            )
+        })
     }
 
     fn population_change(&mut self, now: f64, up: bool) {
@@ -415,7 +477,7 @@ impl Sim {
     }
 }
 
-impl Sim {
+impl Sim<'_> {
     /// KV bytes a hand-off of request `r` carries before compression.
     fn handoff_bytes(&self, r: u32) -> f64 {
         self.t.prompt_tokens[r as usize] as f64 * self.handoff_bytes_per_token

@@ -159,7 +159,7 @@ impl Path {
     }
 }
 
-impl Sim {
+impl Sim<'_> {
     /// Estimated wait for the network hop now: its backlog over its channels, s.
     pub(super) fn link_wait_estimate(&self, now: f64) -> f64 {
         let Some(stage) = self.path.stages.get(self.path.network) else { return 0.0 };

@@ -2,6 +2,16 @@
 //! Times are seconds from t = 0; `NaN` marks a stage that did not happen and instance `-1` no instance
 //! (the Python layer turns both into nulls).
 
+use crate::error::{Error, Result};
+
+/// `n` copies of `v`, or [`Error::Resource`] when the memory is not there (instead of aborting).
+pub fn try_filled<T: Clone>(n: usize, v: T) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| Error::alloc("workload.requests", "request rows", n))?;
+    out.resize(n, v);
+    Ok(out)
+}
+
 /// One row per request, in input (arrival) order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RequestTable {
@@ -33,28 +43,33 @@ pub struct RequestTable {
 }
 
 impl RequestTable {
-    /// A table for the given inputs with every stage unset.
-    pub fn new(arrival_s: Vec<f64>, prompt_tokens: Vec<u32>, output_tokens: Vec<u32>) -> Self {
+    /// A table for the given inputs with every stage unset. Allocation failure is an error
+    /// ([`Error::Resource`]), not an abort.
+    pub fn new(arrival_s: Vec<f64>, prompt_tokens: Vec<u32>, output_tokens: Vec<u32>) -> Result<Self> {
         let n = arrival_s.len();
-        RequestTable {
-            id: (0..n as u64).collect(),
+        Ok(RequestTable {
+            id: {
+                let mut v = try_filled(n, 0u64)?;
+                v.iter_mut().enumerate().for_each(|(i, x)| *x = i as u64);
+                v
+            },
             arrival_s,
             prompt_tokens,
             output_tokens,
-            rejected: vec![false; n],
-            measured: vec![false; n],
-            over_context: vec![false; n],
-            local_decode: vec![false; n],
-            prefill_instance: vec![-1; n],
-            decode_instance: vec![-1; n],
-            prefill_start_s: vec![f64::NAN; n],
-            first_token_s: vec![f64::NAN; n],
+            rejected: try_filled(n, false)?,
+            measured: try_filled(n, false)?,
+            over_context: try_filled(n, false)?,
+            local_decode: try_filled(n, false)?,
+            prefill_instance: try_filled(n, -1)?,
+            decode_instance: try_filled(n, -1)?,
+            prefill_start_s: try_filled(n, f64::NAN)?,
+            first_token_s: try_filled(n, f64::NAN)?,
             first_token_seen_s: Vec::new(),
-            kv_start_s: vec![f64::NAN; n],
-            kv_ready_s: vec![f64::NAN; n],
-            decode_start_s: vec![f64::NAN; n],
-            finish_s: vec![f64::NAN; n],
-        }
+            kv_start_s: try_filled(n, f64::NAN)?,
+            kv_ready_s: try_filled(n, f64::NAN)?,
+            decode_start_s: try_filled(n, f64::NAN)?,
+            finish_s: try_filled(n, f64::NAN)?,
+        })
     }
 
     pub fn len(&self) -> usize {

@@ -101,6 +101,7 @@ impl Scenario {
             decode_routing,
             colocated_routing,
             macro_steps,
+            max_steps,
         } = self;
         let (mode, prefill, decode, colocated, link_value) = match topology {
             Topology::Disaggregated { prefill, decode } => {
@@ -207,7 +208,11 @@ impl Scenario {
                 colocated: load_router(*colocated_routing),
                 disaggregate,
             },
-            engine: EngineSpec { macro_steps: *macro_steps, per_slice_streaming: *per_slice_streaming },
+            engine: EngineSpec {
+                macro_steps: *macro_steps,
+                per_slice_streaming: *per_slice_streaming,
+                max_steps: *max_steps,
+            },
         }
     }
 

@@ -178,6 +178,8 @@ pub struct Scenario {
     pub decode_routing: LoadRouting,
     pub colocated_routing: LoadRouting,
     pub macro_steps: bool,
+    /// `engine.max_steps`: the most batch steps a run may take.
+    pub max_steps: u64,
 }
 
 impl Scenario {
@@ -193,7 +195,7 @@ impl Scenario {
     pub fn requests(&self) -> Result<Requests> {
         let mut trace = match &self.workload {
             Workload::Generated { requests, seed, arrivals, prompt, output } => {
-                let t = crate::workload::generate(*requests, *seed, *arrivals, *prompt, *output);
+                let t = crate::workload::generate(*requests, *seed, *arrivals, *prompt, *output)?;
                 if let Some(i) = t.arrival_s().iter().position(|a| !a.is_finite()) {
                     return Err(Error::field(
                         "workload.arrivals",
@@ -205,8 +207,8 @@ impl Scenario {
             Workload::Trace(t) | Workload::Requests(t) => t.clone(),
         };
         let over_context = match self.model.spec.max_context_tokens {
-            Some(max) => trace.over_context(max),
-            None => vec![false; trace.len()],
+            Some(max) => trace.over_context(max)?,
+            None => crate::metrics::table::try_filled(trace.len(), false)?,
         };
         if let (OverContext::Clip, Some(max)) = (self.over_context, self.model.spec.max_context_tokens) {
             trace.clip_to_context(max);

@@ -431,10 +431,17 @@ pub struct EngineSpec {
     /// closed-form representation, which costs one event per transfer, up to floating-point rounding: the
     /// slices' end times are sums, the closed form a product, so they may differ by ~1e-12 s).
     pub per_slice_streaming: bool,
+    /// The most batch steps (prefill and decode, all instances together) a run may take before it is stopped
+    /// with an error: a bound on the work one scenario can ask for (the default is about ten minutes of a
+    /// 2-core machine's time).
+    pub max_steps: u64,
 }
+
+/// Default `engine.max_steps`.
+pub const DEFAULT_MAX_STEPS: u64 = 10_000_000_000;
 
 impl Default for EngineSpec {
     fn default() -> Self {
-        EngineSpec { macro_steps: true, per_slice_streaming: false }
+        EngineSpec { macro_steps: true, per_slice_streaming: false, max_steps: DEFAULT_MAX_STEPS }
     }
 }

@@ -6,7 +6,8 @@ use serde_json::{Map, Value};
 
 use super::spec::{
     ArrivalSpec, CompressAt, ConvertAt, ConvertSpec, DecompressAt, DisaggregatePolicy, DistSpec, LengthSpec,
-    LmHeadSpec, LoadRouterSpec, ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec, Streaming,
+    LmHeadSpec, LoadRouterSpec, ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec,
+    Streaming,
 };
 use super::{
     serde_error, Conversion, Disaggregate, Link, LinkModel, LoadRouting, Named, Pool, PrefillRouting, Scenario,
@@ -184,6 +185,9 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
     if s.scheduler.max_prefill_tokens == 0 {
         return Err(Error::field("scheduler.max_prefill_tokens", "must be ≥ 1"));
     }
+    if s.engine.max_steps == 0 {
+        return Err(Error::field("engine.max_steps", "must be ≥ 1"));
+    }
     if s.scheduler.max_decode_batch == 0 {
         return Err(Error::field("scheduler.max_decode_batch", "must be ≥ 1"));
     }
@@ -221,6 +225,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         decode_routing: load_routing(s.router.decode),
         colocated_routing: load_routing(s.router.colocated),
         macro_steps: s.engine.macro_steps,
+        max_steps: s.engine.max_steps,
     })
 }
 

@@ -69,12 +69,12 @@ impl Trace {
         &self.output_tokens
     }
     /// Whether each request's prompt + output exceeds `max_context` tokens.
-    pub fn over_context(&self, max_context: u32) -> Vec<bool> {
-        self.prompt_tokens
-            .iter()
-            .zip(&self.output_tokens)
-            .map(|(&p, &o)| p as u64 + o as u64 > max_context as u64)
-            .collect()
+    pub fn over_context(&self, max_context: u32) -> Result<Vec<bool>> {
+        let mut out = crate::metrics::table::try_filled(self.len(), false)?;
+        for ((x, &p), &o) in out.iter_mut().zip(&self.prompt_tokens).zip(&self.output_tokens) {
+            *x = p as u64 + o as u64 > max_context as u64;
+        }
+        Ok(out)
     }
 
     /// Fit every request into `max_context` (≥ 2) tokens: the prompt cut to at most `max_context − 1`, then

@@ -380,10 +380,17 @@ impl Sim<'_> {
 
     /// Count one unit of work; every [`CHECK_EVERY`] units, stop on cancellation or past `engine.max_steps`.
     /// Returns whether the run must stop (the caller leaves its inline loop; the event loop returns).
-    #[inline]
+    #[inline(always)]
     fn tick(&mut self) -> bool {
         self.work += 1;
-        if self.work % CHECK_EVERY == 0 && self.stop.is_none() {
+        self.work % CHECK_EVERY == 0 && self.check()
+    }
+
+    /// The periodic check of [`Self::tick`]: records why the run must stop, if it must.
+    #[cold]
+    #[inline(never)]
+    fn check(&mut self) -> bool {
+        if self.stop.is_none() {
             if self.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
                 self.stop = Some(Error::Cancelled);
             } else {
@@ -448,11 +455,13 @@ impl Sim<'_> {
         for f in self.fronts {
             let mut s = f.stats;
             s.kv_end_tokens = f.dec.kv_used;
+            s.finish();
             instances.push(s);
         }
         for b in self.backs {
             let mut s = b.stats;
             s.kv_end_tokens = b.dec.kv_used;
+            s.finish();
             instances.push(s);
         }
         let static_j = instances.iter().map(|s| s.idle_w * self.horizon).sum();

@@ -52,6 +52,11 @@ pub struct InstanceStats {
 }
 
 impl InstanceStats {
+    /// Finish the totals at the end of a run: `decode_batch_sum` held the prefill steps' batches until now.
+    pub fn finish(&mut self) {
+        self.decode_batch_sum = self.batch_sum - self.decode_batch_sum;
+    }
+
     /// Account one step of `batch` prompts holding `tokens` prompt tokens (`is_prefill`) or of `batch`
     /// sequences (decode), with `kv_tokens` of KV reserved on the instance while it runs.
     #[inline]
@@ -61,12 +66,14 @@ impl InstanceStats {
         if is_prefill {
             self.prefill_steps += 1;
             self.prefill_tokens_sum += tokens;
+            // Decode steps are the many: their batch sum is batch_sum − this, in `finish`.
+            self.decode_batch_sum += batch;
         } else {
             self.decode_steps += 1;
-            self.decode_batch_sum += batch;
         }
         self.batch_sum += batch;
-        self.kv_token_s += kv_tokens as f64 * t.time_s;
+        // Through i64: one instruction (a KV reservation is far below 2⁶³ tokens), where u64 → f64 takes several.
+        self.kv_token_s += kv_tokens as i64 as f64 * t.time_s;
         match t.bound {
             Bound::Power => self.power_bound_s += t.time_s,
             Bound::Compute => self.compute_bound_s += t.time_s,

@@ -200,6 +200,13 @@ def _buffers(x: Any, layout: Layout, what: str) -> list[Array]:
                 f"{p}: layout dtype {layout.dtype} needs a {' or '.join(_ACCEPTED[layout.dtype])} array, got {a.dtype}",
                 p,
             )
+        if not a.dtype.isnative:
+            # The kernels read raw bytes: a big-endian array would be converted as garbage.
+            raise LayoutError(
+                f"{p}: byte order {a.dtype.byteorder!r} is not this machine's; convert with "
+                f"a.astype(a.dtype.newbyteorder('='))",
+                p,
+            )
         if not a.flags.c_contiguous:
             raise LayoutError(f"{p}: must be C-contiguous (np.ascontiguousarray copies it)", p)
         per = layout.shapes(1)[i]
@@ -320,6 +327,14 @@ def convert(
         n = _tokens_needed(srcs, src_layout, tokens, sbt, ssm)
         out = dst_layout.empty(_count_needed(dst_layout, n, dbt, dsm))
     dsts = _buffers(out, dst_layout, "out")
+    for i, d in enumerate(dsts):
+        for j, s in enumerate(srcs):
+            # Through any base object (a view of a view, a frombuffer of the same memory): the buffers'
+            # address ranges, which for C-contiguous arrays is exactly whether they overlap.
+            if np.may_share_memory(d, s):
+                where = f"out[{i}]" if len(dsts) > 1 else "out"
+                whom = f"src[{j}]" if len(srcs) > 1 else "src"
+                raise LayoutError(f"{where}: shares memory with {whom}; the output must be a separate buffer", where)
     scales = None
     if src_layout.dtype == "fp8_e4m3" or dst_layout.dtype == "fp8_e4m3":
         scales = _scales(src_layout, k_scale, v_scale)

@@ -258,14 +258,23 @@ def decode(
     return out
 
 
-def error(x: npt.NDArray[Any], x_hat: npt.NDArray[Any]) -> dict[str, float]:
+def error(x: npt.NDArray[Any], x_hat: npt.NDArray[Any]) -> dict[str, float | None]:
     """Accuracy of ``x_hat`` against ``x``: ``sqnr_db`` (10·log10(Σx²/Σ(x-x̂)²); ``inf`` when exact),
-    ``cosine``, ``mse``, ``max_abs``, and the counts of compared and non-finite (left out) pairs."""
+    ``cosine``, ``mse``, ``max_abs``, and the counts of compared (``count``) and non-finite (left out,
+    ``nonfinite``) pairs. With no finite pair to compare (``count`` 0: empty, or every pair holds a NaN or an
+    Inf) the four metrics are ``None``, not a perfect score.
+
+    >>> import numpy as np
+    >>> error(np.array([np.nan, 1.0], np.float32), np.array([1.0, np.inf], np.float32))["sqnr_db"] is None
+    True
+    """
     a = np.ascontiguousarray(x, dtype=np.float32)
     b = np.ascontiguousarray(x_hat, dtype=np.float32)
     if a.shape != b.shape:
         raise QuantError(f"x_hat: shape {b.shape} differs from x's {a.shape}", "x_hat")
-    out: dict[str, float] = _core.error(a, b)
+    out: dict[str, float | None] = dict(_core.error(a, b))
+    if out["count"] == 0:
+        out.update(sqnr_db=None, cosine=None, mse=None, max_abs=None)
     return out
 
 

@@ -84,7 +84,7 @@ impl Conversion {
     /// HBM traffic of converting a request of `tokens` tokens on a GPU, bytes: read the whole `from` blocks,
     /// write the whole `to` blocks; `bytes_per_value` scales from bf16 (2 B) to the cache's value size there.
     pub fn gpu_bytes(&self, tokens: u64, bytes_per_value: f64) -> f64 {
-        (self.from.request_bytes(tokens) + self.to.request_bytes(tokens)) as f64 * bytes_per_value / 2.0
+        (self.from.request_bytes_f64(tokens) + self.to.request_bytes_f64(tokens)) * bytes_per_value / 2.0
     }
 }
 
@@ -233,10 +233,88 @@ impl Scenario {
 /// The built-in default scenario, written out in full (what `{}` means).
 pub const DEFAULT_SCENARIO_JSON: &str = include_str!("default.json");
 
-/// Deserialize with the JSON path of any error (`workload.arrivals.rate_per_s`).
+/// Deserialize with the JSON path of any error (`workload.arrivals.rate_per_s`). Lists are refused everywhere
+/// but in the request-table columns: serde would otherwise read `{"slo": [5, 6]}` as `ttft_s` 5, `tpot_s` 6.
 pub fn parse_spec(json: &str) -> Result<ScenarioSpec> {
+    no_lists(json)?;
     let de = &mut serde_json::Deserializer::from_str(json);
     serde_path_to_error::deserialize(de).map_err(|e| serde_error(e.path().to_string(), e.inner().to_string()))
+}
+
+/// The only places a scenario holds lists.
+const LIST_FIELDS: [&str; 3] =
+    ["workload.trace.arrival_s", "workload.trace.prompt_tokens", "workload.trace.output_tokens"];
+
+/// Walk the JSON text once and refuse a list anywhere but [`LIST_FIELDS`], naming its path. Other errors
+/// (syntax, depth) are left to the typed parse, which reports them with their path.
+fn no_lists(json: &str) -> Result<()> {
+    let mut path = Vec::new();
+    let mut bad = None;
+    let mut de = serde_json::Deserializer::from_str(json);
+    let _ = serde::de::DeserializeSeed::deserialize(NoLists { path: &mut path, bad: &mut bad }, &mut de);
+    match bad {
+        Some(p) => Err(Error::field(
+            if p.is_empty() { "scenario".to_string() } else { p },
+            "expected an object or a value, got a list (lists are only the columns of workload.trace)",
+        )),
+        None => Ok(()),
+    }
+}
+
+struct NoLists<'a> {
+    path: &'a mut Vec<String>,
+    bad: &'a mut Option<String>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for NoLists<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NoLists<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a scenario value")
+    }
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        let NoLists { path, bad } = self;
+        while let Some(key) = map.next_key::<String>()? {
+            path.push(key);
+            map.next_value_seed(NoLists { path: &mut *path, bad: &mut *bad })?;
+            path.pop();
+        }
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        let here = self.path.join(".");
+        if LIST_FIELDS.contains(&here.as_str()) {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(())
+        } else {
+            *self.bad = Some(here);
+            Err(serde::de::Error::custom("a list"))
+        }
+    }
 }
 
 /// Turn a serde error into a field error: drop serde_json's "at line L column C" (users pass dicts, not text)
@@ -263,4 +341,52 @@ pub(crate) fn serde_error(path: String, msg: String) -> Error {
     }
     let path = if path.is_empty() { "scenario".to_string() } else { path };
     Error::field(path, msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path_of(json: &str) -> String {
+        Scenario::from_json(json, None).unwrap_err().path().to_string()
+    }
+
+    /// Lists are refused everywhere but the request-table columns (serde would read a struct from one).
+    #[test]
+    fn lists_only_in_trace_columns() {
+        assert_eq!(path_of(r#"{"slo": [5, 6]}"#), "slo");
+        assert_eq!(path_of(r#"[1]"#), "scenario");
+        assert_eq!(path_of(r#"{"workload": {"prompt_tokens": [1, 2]}}"#), "workload.prompt_tokens");
+        assert_eq!(path_of(r#"{"link": {"preset": "ib-ndr", "channels": [2]}}"#), "link.channels");
+        let ok = r#"{"workload": {"trace": {"arrival_s": [0, 1], "prompt_tokens": [1, 2], "output_tokens": [0, 3]}}}"#;
+        assert!(Scenario::from_json(ok, None).is_ok());
+        // A list inside a column is still a type error of the typed parse, with its path.
+        let nested = r#"{"workload": {"trace": {"arrival_s": [[0]], "prompt_tokens": [1], "output_tokens": [0]}}}"#;
+        assert!(path_of(nested).starts_with("workload.trace.arrival_s"));
+    }
+
+    /// Rates the simulation divides by have a floor of 1e-6 (a smaller one overflows the times); the floor and
+    /// the ceiling themselves are accepted.
+    #[test]
+    fn rates_have_a_floor() {
+        for (json, path) in [
+            (r#"{"workload": {"arrivals": {"rate_per_s": 1e-306}}}"#, "workload.arrivals.rate_per_s"),
+            (r#"{"link": {"preset": "eth-25g", "bandwidth_gb_per_s": 5e-324}}"#, "link.bandwidth_gb_per_s"),
+            (r#"{"decode": {"device": {"preset": "h100", "hbm_tb_per_s": 9e-7}}}"#, "decode.device.hbm_tb_per_s"),
+            (r#"{"prefill": {"device": {"preset": "h100", "flops_eff": 9e-7}}}"#, "prefill.device.flops_eff"),
+            (r#"{"cost": {"s_min": 0.009}}"#, "cost.s_min"),
+            (r#"{"workload": {"arrivals": {"rate_per_s": 2e9}}}"#, "workload.arrivals.rate_per_s"),
+        ] {
+            assert_eq!(path_of(json), path, "{json}");
+        }
+        for json in [
+            r#"{"workload": {"arrivals": {"rate_per_s": 1e-6}}}"#,
+            r#"{"workload": {"arrivals": {"rate_per_s": 1e9}}}"#,
+            r#"{"link": {"preset": "eth-25g", "bandwidth_gb_per_s": 1e-6}, "cost": {"s_min": 0.01}}"#,
+        ] {
+            assert!(Scenario::from_json(json, None).is_ok(), "{json}");
+        }
+        let late = r#"{"workload": {"trace": {"arrival_s": [1e12, 1.0000001e12], "prompt_tokens": [1, 1], "output_tokens": [1, 1]}}}"#;
+        assert_eq!(path_of(late), "workload.trace.arrival_s[1]");
+    }
 }

@@ -31,6 +31,9 @@ pub const MAX_DEVICES_PER_INSTANCE: u32 = 1024;
 pub const MAX_CHANNELS: u32 = 4096;
 /// Largest value any positive physical quantity may take (keeps every derived quantity finite).
 pub const MAX_QUANTITY: f64 = 1e9;
+/// Smallest rate (requests/s, GB/s, TFLOP/s, TB/s, derating factor) the simulation divides by: with it and
+/// [`MAX_QUANTITY`] every simulated time stays below ~1e20 s and every energy finite.
+pub const MIN_RATE: f64 = 1e-6;
 
 pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scenario> {
     let model_value = s.model.unwrap_or_else(|| Value::String("llama3-8b".into()));
@@ -40,7 +43,8 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
     let mem_util = s.cost.mem_util;
     in_range("cost.mem_util", mem_util, 0.0, 1.0, false, true)?;
     positive("cost.step_overhead_s", s.cost.step_overhead_s, true)?;
-    in_range("cost.s_min", s.cost.s_min, 0.0, 1.0, false, true)?;
+    // The clock floor divides compute time: a floor near 0 would stretch a step without bound.
+    in_range("cost.s_min", s.cost.s_min, 0.01, 1.0, true, true)?;
     let lm_head = match s.cost.prefill_lm_head {
         LmHeadSpec::Last => LmHead::Last,
         LmHeadSpec::All => LmHead::All,
@@ -278,7 +282,7 @@ fn conversion(c: &ConvertSpec, model: &ModelSpec, colocated: bool, link: &Link) 
         ));
     }
     let host_gb_per_s = c.host_gb_per_s.unwrap_or(DEFAULT_HOST_CONVERT_GB_PER_S);
-    positive("handoff.convert.host_gb_per_s", host_gb_per_s, false)?;
+    rate("handoff.convert.host_gb_per_s", host_gb_per_s)?;
     let host_w_per_thread = c.host_w_per_thread.unwrap_or(DEFAULT_HOST_W_PER_THREAD);
     in_range("handoff.convert.host_w_per_thread", host_w_per_thread, 0.0, 1e4, true, true)?;
     let host_threads = c.host_threads.unwrap_or(1);
@@ -432,13 +436,14 @@ fn check_model(m: &ModelSpec) -> Result<()> {
 }
 
 fn check_device(d: &DeviceSpec, path: &str) -> Result<()> {
-    for (name, v) in
-        [("peak_tflops", d.peak_tflops), ("hbm_tb_per_s", d.hbm_tb_per_s), ("hbm_gb", d.hbm_gb), ("tdp_w", d.tdp_w)]
-    {
+    for (name, v) in [("peak_tflops", d.peak_tflops), ("hbm_tb_per_s", d.hbm_tb_per_s)] {
+        rate(&format!("{path}.{name}"), v)?;
+    }
+    for (name, v) in [("hbm_gb", d.hbm_gb), ("tdp_w", d.tdp_w)] {
         positive(&format!("{path}.{name}"), v, false)?;
     }
-    in_range(&format!("{path}.flops_eff"), d.flops_eff, 0.0, 1.0, false, true)?;
-    in_range(&format!("{path}.bw_eff"), d.bw_eff, 0.0, 1.0, false, true)?;
+    in_range(&format!("{path}.flops_eff"), d.flops_eff, MIN_RATE, 1.0, true, true)?;
+    in_range(&format!("{path}.bw_eff"), d.bw_eff, MIN_RATE, 1.0, true, true)?;
     for (name, v) in [("idle_w", d.idle_w), ("pj_per_flop", d.pj_per_flop), ("pj_per_byte", d.pj_per_byte)] {
         positive(&format!("{path}.{name}"), v, true)?;
     }
@@ -597,7 +602,7 @@ fn link(v: Option<Value>) -> Result<Link> {
 }
 
 fn check_link(l: &LinkSpec, path: &str) -> Result<()> {
-    positive(&format!("{path}.bandwidth_gb_per_s"), l.bandwidth_gb_per_s, false)?;
+    rate(&format!("{path}.bandwidth_gb_per_s"), l.bandwidth_gb_per_s)?;
     positive(&format!("{path}.latency_us"), l.latency_us, true)?;
     positive(&format!("{path}.pj_per_bit"), l.pj_per_bit, true)
 }
@@ -682,7 +687,7 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
 }
 
 fn arrivals(a: ArrivalSpec) -> Result<Arrivals> {
-    positive("workload.arrivals.rate_per_s", a.rate_per_s, false)?;
+    rate("workload.arrivals.rate_per_s", a.rate_per_s)?;
     match a.process {
         ProcessSpec::Poisson => {
             if a.cv.is_some() {
@@ -762,6 +767,21 @@ fn positive(path: &str, v: f64, zero_ok: bool) -> Result<()> {
     } else {
         let want = if zero_ok { "≥ 0" } else { "> 0" };
         Err(Error::field(path, format!("must be a finite number {want} and ≤ {MAX_QUANTITY:e}, got {v}")))
+    }
+}
+
+/// A rate the simulation divides by: in [[`MIN_RATE`], [`MAX_QUANTITY`]].
+fn rate(path: &str, v: f64) -> Result<()> {
+    if (MIN_RATE..=MAX_QUANTITY).contains(&v) {
+        Ok(())
+    } else {
+        Err(Error::field(
+            path,
+            format!(
+                "must be a finite number > 0, from {MIN_RATE:e} to {MAX_QUANTITY:e} (a smaller rate makes the \
+                 simulated times overflow), got {v}"
+            ),
+        ))
     }
 }
 

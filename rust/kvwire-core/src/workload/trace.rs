@@ -2,6 +2,10 @@
 
 use crate::error::{Error, Result};
 
+/// Latest arrival time a request table may hold, s (about 31,700 years): later ones would make the simulated
+/// times and energies overflow.
+pub const MAX_ARRIVAL_S: f64 = 1e12;
+
 /// Requests sorted by arrival: `arrival_s` (s, finite, ≥ 0, non-decreasing), `prompt_tokens` (≥ 1),
 /// `output_tokens` (≥ 0; 0 and 1 finish at the end of prefill).
 #[derive(Clone, Debug, PartialEq)]
@@ -29,10 +33,10 @@ impl Trace {
         }
         let mut prev = 0.0_f64;
         for (i, &a) in arrival_s.iter().enumerate() {
-            if !a.is_finite() || a < 0.0 {
+            if !(0.0..=MAX_ARRIVAL_S).contains(&a) {
                 return Err(Error::trace(
                     format!("{path}.arrival_s[{i}]"),
-                    format!("arrival time must be a finite number of seconds ≥ 0, got {a}"),
+                    format!("arrival time must be a finite number of seconds ≥ 0 and ≤ {MAX_ARRIVAL_S:e}, got {a}"),
                 ));
             }
             if a < prev {

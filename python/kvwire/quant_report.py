@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from kvwire import quant
+from kvwire import _args, quant
 from kvwire.errors import QuantError
 
 
@@ -49,7 +49,12 @@ def _best_seconds(fn: Any, repeat: int) -> float:
 def report(x: npt.NDArray[Any], axis: int = -1, repeat: int = 3, threads: int | None = None) -> pl.DataFrame:
     """One row per format: bits/value, bytes, ratio vs bf16 of this tensor, SQNR, cosine, max abs error,
     and quantise/dequantise throughput (GB/s of input float data, best of ``repeat``). Formats whose block
-    does not divide the axis get a note instead of figures."""
+    does not divide the axis get a note instead of figures.
+
+    Raises:
+        QuantError: ``threads`` is not a whole number from 1 to 1024 (checked once, before any format).
+    """
+    threads = _args.threads(threads, QuantError)
     x32 = np.ascontiguousarray(x.astype(np.float32)) if x.dtype != np.float32 else x
     bf16_bytes = x.size * 2
     rows = []

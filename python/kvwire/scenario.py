@@ -191,6 +191,12 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ScenarioError(f"{p}: cannot read scenario file: {e.strerror or e}", str(p)) from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(
+            f"{p}: not UTF-8 text (byte {e.start}: {e.reason}); scenario files are UTF-8 JSON or TOML, not binary "
+            "or UTF-16",
+            str(p),
+        ) from None
     suffix = p.suffix.lower()
     try:
         if suffix == ".toml":
@@ -203,16 +209,35 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
         raise ScenarioError(f"{p}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", str(p)) from None
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{p}: invalid TOML: {e}", str(p)) from None
+    except RecursionError:
+        raise ScenarioError(f"{p}: nested too deeply to be a scenario", str(p)) from None
+    except ValueError as e:
+        why = "it holds an integer of more than 4,300 digits" if "4300 digits" in str(e) else str(e)
+        raise ScenarioError(f"{p}: cannot read the file: {why}", str(p)) from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{p}: a scenario must be a JSON object / TOML table", str(p))
     return data
 
 
-def _plain(value: Any, path: str) -> Any:
-    """Convert to JSON-able builtins, refusing non-finite numbers and non-string keys with their path."""
+#: Deepest nesting a scenario may have (the real schema is 4 levels deep).
+MAX_DEPTH = 32
+
+
+def _plain(value: Any, path: str, depth: int = 0) -> Any:
+    """Convert to JSON-able builtins, refusing non-finite numbers, integers beyond 64 bits, non-string keys and
+    nesting deeper than :data:`MAX_DEPTH` with their path."""
+    if depth > MAX_DEPTH:
+        raise ScenarioError(f"{path}: nested more than {MAX_DEPTH} levels deep; a scenario is a few levels", path)
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, int):
+        if not -(2**63) <= value < 2**64:
+            digits = len(str(abs(value))) if value.bit_length() < 14_000 else int(value.bit_length() * 0.30103) + 1
+            raise ScenarioError(
+                f"{path or 'scenario'}: an integer of {digits:,} digits is out of range (the largest any field "
+                "takes is 18,446,744,073,709,551,615)",
+                path,
+            )
         return int(value)
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -223,13 +248,13 @@ def _plain(value: Any, path: str) -> Any:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ScenarioError(f"{path or 'scenario'}: keys must be strings, got {k!r}", path)
-            out[k] = _plain(v, f"{path}.{k}" if path else k)
+            out[k] = _plain(v, f"{path}.{k}" if path else k, depth + 1)
         return out
     if isinstance(value, Sequence):
-        return [_plain(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_plain(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
     # numpy scalars and arrays, without importing numpy here.
     if hasattr(value, "tolist") and callable(value.tolist):
-        return _plain(value.tolist(), path)
+        return _plain(value.tolist(), path, depth)
     raise ScenarioError(f"{path or 'scenario'}: unsupported value of type {type(value).__name__}: {value!r}", path)
 
 
@@ -304,6 +329,10 @@ def _parse_assignment(assignment: str) -> tuple[list[str], Any]:
         value: Any = json.loads(raw)
     except (json.JSONDecodeError, RecursionError):
         value = raw
+    except ValueError:  # an integer of more than 4,300 digits
+        raise ScenarioError(
+            f"--set {key.strip()}: an integer of more than 4,300 digits is out of range", key.strip()
+        ) from None
     return parts, value
 
 

@@ -317,6 +317,43 @@ impl<'de> serde::de::Visitor<'de> for NoLists<'_> {
     }
 }
 
+/// serde's wording with Rust's type names (`expected u32`, ``floating point `1.5` ``) said in words.
+fn in_words(msg: &str) -> String {
+    const TYPES: [(&str, &str); 9] = [
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65,535"),
+        ("expected u32", "expected a whole number from 0 to 4,294,967,295"),
+        ("expected u64", "expected a whole number ≥ 0"),
+        ("expected usize", "expected a whole number ≥ 0"),
+        ("expected i64", "expected a whole number"),
+        ("expected i32", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+    ];
+    const VALUES: [(&str, &str); 6] = [
+        ("floating point `", "the number `"),
+        ("integer `", "the number `"),
+        ("invalid type: string ", "invalid type: the text "),
+        ("invalid type: sequence", "invalid type: a list"),
+        ("invalid type: map", "invalid type: an object"),
+        ("invalid type: boolean `", "invalid type: `"),
+    ];
+    let mut out = msg.to_string();
+    for (from, to) in TYPES {
+        // Whole words only: "expected u32" must not turn "expected u320..." into nonsense.
+        if let Some(i) = out.find(from) {
+            let end = i + from.len();
+            if !out[end..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
+                out.replace_range(i..end, to);
+            }
+        }
+    }
+    for (from, to) in VALUES {
+        out = out.replace(from, to);
+    }
+    out
+}
+
 /// Turn a serde error into a field error: drop serde_json's "at line L column C" (users pass dicts, not text)
 /// and make sure an unknown field's name ends the path.
 pub(crate) fn serde_error(path: String, msg: String) -> Error {
@@ -324,6 +361,7 @@ pub(crate) fn serde_error(path: String, msg: String) -> Error {
         Some(i) if msg[i..].contains(" column ") => msg[..i].to_string(),
         _ => msg,
     };
+    let msg = in_words(&msg);
     let path = if path == "." { String::new() } else { path };
     if let Some(rest) = msg.strip_prefix("unknown field `") {
         if let Some(end) = rest.find('`') {
@@ -349,6 +387,22 @@ mod tests {
 
     fn path_of(json: &str) -> String {
         Scenario::from_json(json, None).unwrap_err().path().to_string()
+    }
+
+    /// serde's Rust type names are said in words (and only whole words are replaced).
+    #[test]
+    fn serde_messages_in_words() {
+        let msg = |json: &str| Scenario::from_json(json, None).unwrap_err().to_string();
+        let m = msg(r#"{"scheduler": {"max_decode_batch": -1}}"#);
+        assert!(m.contains("the number `-1`, expected a whole number from 0 to 4,294,967,295"), "{m}");
+        let m = msg(r#"{"slo": {"ttft_s": "x"}}"#);
+        assert!(m.contains(r#"the text "x", expected a number"#), "{m}");
+        let m = msg(r#"{"workload": {"seed": 1.5}}"#);
+        assert!(m.contains("the number `1.5`, expected a whole number ≥ 0"), "{m}");
+        let m = msg(r#"{"engine": {"macro_steps": {}}}"#);
+        assert!(m.contains("invalid type: an object, expected a boolean"), "{m}");
+        assert_eq!(in_words("expected u320 things"), "expected u320 things");
+        assert_eq!(in_words("expected u16"), "expected a whole number from 0 to 65,535");
     }
 
     /// Lists are refused everywhere but the request-table columns (serde would read a struct from one).

@@ -84,3 +84,19 @@ def test_overloaded_replay_says_so_in_one_line() -> None:
     lines = r.stdout.splitlines()
     assert lines[2].startswith("overloaded: 3.40 req/s offered exceeds the prefill ceiling of 2.64 req/s"), lines[2]
     assert sum(ln.startswith("overloaded") for ln in lines) == 1
+
+
+def test_readme_sample_is_the_report_of_a_real_run() -> None:
+    """README "Quick start" shows ``kvwire run``'s output as "real output": it is exactly the report of the
+    default run today (the wall-clock time aside), so it cannot drift when the report changes."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("```\nkvwire: ") + 4
+    shown = readme[start : readme.index("```", start)].rstrip("\n")
+    out = CliRunner().invoke(main, ["run"]).stdout.rstrip("\n")
+
+    def no_wall(text: str) -> str:
+        return re.sub(r"steps in [0-9.]+ s", "steps in - s", text)
+
+    assert no_wall(shown) == no_wall(out)

@@ -294,20 +294,22 @@ def nvfp4_dequantize(codes: U8, sbyte: U8, g: float, axis: int = -1) -> F32:
 
 
 def fp8_scale(amax: npt.NDArray[Any] | np.float32, e: Elem) -> F32:
-    """amax / max in float32; 1 when below FLT_MIN."""
-    s = (np.asarray(amax, dtype=np.float32) / np.float32(e.max)).astype(np.float32)
-    return np.where(s < FLT_MIN, np.float32(1), s).astype(np.float32)
+    """amax / max in float32, an f32 subnormal included (README "Rules where the sources are silent"); 1 for
+    amax 0; 2^-149 where the quotient underflows to 0."""
+    a = np.asarray(amax, dtype=np.float32)
+    s = (a / np.float32(e.max)).astype(np.float32)
+    s = np.where(s == 0, np.float32(2.0**-149), s)
+    return np.where(a == 0, np.float32(1), s).astype(np.float32)
 
 
 def fp8_tensor_quantize(x: F32, elem: str) -> tuple[U8, np.float32]:
-    """Per-tensor FP8: scale from the finite amax, codes = sat_RNE(x / scale) (true division). Non-finite
-    elements keep kvwire's documented per-tensor rule: NaN stays NaN, ±Inf becomes NaN (E4M3FN) or ±Inf (E5M2)
-    — i.e. the non-saturating cast of x / scale."""
+    """Per-tensor FP8: scale from the finite amax, codes = sat_RNE(x / scale) (true division), ±Inf saturating
+    to ±max as satfinite does; NaN stays NaN."""
     e = ELEMENTS[elem]
     scale = np.float32(fp8_scale(finite_amax(x), e))
     with np.errstate(all="ignore"):
         y = (x / scale).astype(np.float32)
-    codes = np.where(np.isfinite(x), cast_codes(y, e, saturate=True), cast_codes(y, e, saturate=False))
+    codes = np.where(np.isnan(x), cast_codes(y, e, saturate=False), cast_codes(y, e, saturate=True))
     return codes.astype(np.uint8), scale
 
 

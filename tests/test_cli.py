@@ -18,8 +18,8 @@ import kvwire
 import pytest
 from click.testing import CliRunner, Result
 from kvwire.cli import main
+from shared_paths import DATA
 
-DATA = Path("/work/shared/data")
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 CODE_CSV = DATA / "azure-llm-2023" / "code.csv"
 SMALL = ["--set", "workload.requests=60"]
@@ -62,7 +62,8 @@ def assert_clean_failure(result: Result, *needles: str) -> None:
 
 def test_run_without_file_prints_the_report() -> None:
     """``kvwire run`` with no file runs the built-in default and prints the report: latency table with every
-    metric, SLO line, throughput, utilisation of every resource, energy, power and hot-spot lines."""
+    metric, which TTFT definition is in use, SLO line, throughput, utilisation of every resource, occupancy,
+    load against the ceilings, energy, power and hot-spot lines."""
     r = run("run")
     assert r.exit_code == 0, r.output
     out = r.stdout
@@ -71,7 +72,8 @@ def test_run_without_file_prints_the_report() -> None:
         assert f"\n  {metric} " in out, metric
     for col in ("mean", "p50", "p90", "p95", "p99", "p99.9", "max"):
         assert col in out
-    for line in ("SLO (", "throughput:", "utilisation:", "energy:", "hot-spot:", "kv link:"):
+    for line in ("SLO (", "throughput:", "utilisation (busy", "occupancy:", "load (offered / ceiling):", "energy:",
+                 "hot-spot:", "kv link:", "ttft ends at the first token out of prefill"):  # fmt: skip
         assert line in out, line
     for res in ("prefill-0", "decode-0", "kv-link"):
         assert res in out

@@ -177,6 +177,10 @@ def test_impossible_conversions_are_refused_with_the_field(extra: dict[str, Any]
 def test_the_resolved_scenario_echoes_the_conversion() -> None:
     """The resolved scenario returned with a result documents the conversion and its defaults."""
     conv = {"from": "vllm_hnd", "to": "sglang", "at": "receiver", "to_block_size": 1}
-    echo = kvwire.simulate(one_request(64, handoff={"convert": conv})).scenario["convert"]
-    assert echo == {"from": "vllm_hnd", "to": "sglang", "at": "receiver", "from_block_size": 16, "to_block_size": 1,
-                    "host_gb_per_s": 13.8, "host_threads": 1, "host_w_per_thread": 3.75}  # fmt: skip
+    echo = kvwire.simulate(one_request(64, handoff={"convert": conv})).scenario["handoff"]["convert"]
+    assert echo == {"from": "vllm_hnd", "to": "sglang", "at": "receiver", "from_block_size": 16, "to_block_size": 1}
+    host = {"from": "vllm_hnd", "to": "sglang", "at": "host"}
+    link = {"preset": "eth-25g", "model": "host_staged"}
+    echo = kvwire.simulate(one_request(64, handoff={"convert": host}, link=link)).scenario["handoff"]["convert"]
+    assert echo == {**host, "from_block_size": 16, "to_block_size": 16, "host_gb_per_s": 13.8, "host_threads": 1,
+                    "host_w_per_thread": 3.75}  # fmt: skip

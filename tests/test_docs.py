@@ -9,6 +9,7 @@ import pytest
 
 MODULES = [
     "kvwire",
+    "kvwire.ceilings",
     "kvwire.errors",
     "kvwire.handoff",
     "kvwire.layout",

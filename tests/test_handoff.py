@@ -1023,7 +1023,8 @@ def test_conditional_idle_link_keeps_nothing_local() -> None:
 def test_conditional_that_keeps_nothing_local_equals_always() -> None:
     """Conditional routing whose thresholds keep nothing local (prompt ≥ 1 and output ≥ 2 always hold; no
     or an unreachable link limit) gives exactly the plain disaggregated run: the same per-request table and
-    summary, except that the prefill instances now report a KV capacity (they could decode locally)."""
+    summary, except that the prefill instances now report a KV capacity (they could decode locally) and
+    their KV occupancy (0)."""
     base: dict[str, Any] = {
         "link": "eth-25g",
         "prefill": {"instances": 2},
@@ -1038,8 +1039,10 @@ def test_conditional_that_keeps_nothing_local_equals_always() -> None:
         for s in (a, b):
             del s["run"]
             for i in range(2):
-                del s["instances"][f"prefill-{i}"]["kv_capacity_tokens"]
+                for key in ("kv_capacity_tokens", "kv_occupancy_mean", "kv_occupancy_peak"):
+                    del s["instances"][f"prefill-{i}"][key]
         assert a == b
+        assert cond.summary["instances"]["prefill-0"]["kv_occupancy_peak"] == 0.0
         assert cond.summary["instances"]["prefill-0"]["kv_capacity_tokens"] == 426_788
 
 

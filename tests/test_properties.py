@@ -242,9 +242,8 @@ def check_accounting(res: kvwire.SimResult) -> None:
 def check_rows(res: kvwire.SimResult) -> None:
     df = res.requests
     colocated = res.scenario["mode"] == "colocated"
-    pools = res.scenario["pools"]
-    front = pools["colocated" if colocated else "prefill"]["instances"]
-    back = 0 if colocated else pools["decode"]["instances"]
+    front = res.scenario["colocated" if colocated else "prefill"]["instances"]
+    back = 0 if colocated else res.scenario["decode"]["instances"]
     for r in df.filter(~pl.col("rejected")).iter_rows(named=True):
         a, ps, ft, ks, kr, ds, fin = (r["arrival_s"], *(r[c] for c in TIME_COLUMNS))
         row = (a, ps, ft, ks, kr, ds, fin)

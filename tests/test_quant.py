@@ -732,16 +732,43 @@ def test_fp8_per_tensor_matches_reference(fmt: str) -> None:
 
 
 def test_fp8_per_tensor_hand_vectors() -> None:
-    """Per-tensor FP8 by hand: amax 3.5 → scale 3.5/448 = 2^-7 and code 0x7E for 3.5; NaN stays NaN (0x7F),
-    -Inf → 0xFF (E4M3FN has no Inf) and ±Inf stay ±Inf in E5M2 (0x7C/0xFC); non-finite values do not
-    enter the amax; all zeros → scale 1."""
+    """Per-tensor FP8 by hand: amax 3.5 → scale 3.5/448 = 2^-7 and code 0x7E for 3.5; NaN stays NaN (0x7F);
+    ±Inf saturates to ±max as satfinite does (README: "rounded with saturation"), -448 = 0xFE in E4M3FN and
+    ±57344 = 0x7B/0xFB in E5M2 — it was NaN (0xFF) and ±Inf (0x7C/0xFC), contradicting the README (issue 9
+    item 10); non-finite values do not enter the amax; all zeros → scale 1."""
     x = np.array([3.5, -1.0, 0.0, np.nan, -np.inf, 2.0**-20, 1.75, -3.5], dtype=np.float32)
     q = quant.quantize(x, "fp8_e4m3")
     assert q.tensor_scale == 2.0**-7 and q.scales is None and q.group_size == 0
-    assert q.codes.tolist() == [0x7E, 0xF0, 0x00, 0x7F, 0xFF, 0x00, 0x76, 0xFE]  # y = x·2^7
+    assert q.codes.tolist() == [0x7E, 0xF0, 0x00, 0x7F, 0xFE, 0x00, 0x76, 0xFE]  # y = x·2^7
     q = quant.quantize(np.array([57344.0, np.inf, -np.inf, 1.0], dtype=np.float32), "fp8_e5m2")
-    assert q.tensor_scale == 1.0 and q.codes.tolist()[:3] == [0x7B, 0x7C, 0xFC]
+    assert q.tensor_scale == 1.0 and q.codes.tolist()[:3] == [0x7B, 0x7B, 0xFB]
+    assert quant.dequantize(q).tolist()[:3] == [57344.0, 57344.0, -57344.0]
     assert quant.quantize(np.zeros(8, np.float32), "fp8_e4m3").tensor_scale == 1.0
+
+
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2", "fp8_e4m3_g128"])
+def test_fp8_subnormal_scale_keeps_tiny_tensors(fmt: str) -> None:
+    """A tensor (or group) whose amax/max is a positive f32 subnormal got scale 1 and quantised to all zeros
+    (issue 9 item 10). The scale is now amax/max exactly (an f32 subnormal): most codes are non-zero, and the
+    values come back to within the format's rounding plus a few f32 subnormal spacings (2^-149: the scale
+    itself, amax/max, is rounded to that grid)."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((4, 128)) * 1e-40).astype(np.float32)
+    assert 0 < np.abs(x).max() / 448 < 2.0**-126
+    q = quant.quantize(x, fmt)
+    scale = np.float32(q.tensor_scale) if q.tensor_scale is not None else q.scales
+    assert scale is not None and bool((np.asarray(scale) < 2.0**-126).all() and (np.asarray(scale) > 0).all())
+    assert int(np.count_nonzero(q.codes)) > 0.9 * x.size
+    back = quant.dequantize(q)
+    scale_ulps = np.abs(x) / (np.float64(np.asarray(scale).max()) / 2.0**-149)  # the scale's own rounding
+    rel = 2.0**-4 if "e4m3" in fmt else 2.0**-3
+    assert np.all(np.abs(back - x) <= rel * np.abs(x) + scale_ulps + 2.0**-149)
+    assert np.corrcoef(back.ravel(), x.ravel())[0, 1] > 0.99
+    # A quotient that underflows to 0 (amax below max·2^-150) takes the smallest positive scale, 2^-149.
+    tiny = np.array([2.0**-149, 0.0, -(2.0**-149), 0.0], dtype=np.float32)
+    qt = quant.quantize(tiny, "fp8_e4m3")
+    assert qt.tensor_scale == 2.0**-149
+    assert quant.dequantize(qt).tolist() == tiny.tolist()
 
 
 @pytest.mark.parametrize(

@@ -13,14 +13,14 @@ import json
 import re
 import types
 import typing
-from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 import kvwire
 import kvwire.scenario as ks
 import pytest
+from shared_paths import SPEC
 
-INTERFACE_MD = Path("/work/shared/spec/interface.md")
+INTERFACE_MD = SPEC / "interface.md"
 
 # --------------------------------------------------------------------------------------------------
 # Introspection helpers
@@ -171,6 +171,8 @@ def example_for(path: str) -> dict[str, Any]:
         return {"link": LINK}
     if path.startswith("workload.trace"):
         return {"workload": {"trace": TRACE}}
+    if path == "workload.external":  # true needs a table passed beside the scenario (tests/test_echo.py)
+        return {"workload": {"external": False}}
     if path.startswith(("workload.prompt_tokens", "workload.output_tokens")):
         field = path.split(".")[2] if path.count(".") >= 2 else "dist"
         dist = next(d for d, spec in LENGTHS.items() if field in spec)

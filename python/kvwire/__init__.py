@@ -13,12 +13,14 @@ decode pool — with results as Polars DataFrames.
 
 from kvwire import layout, quant
 from kvwire._core import __version__
+from kvwire.ceilings import ceilings
 from kvwire.errors import (
     DoesNotFitError,
     InternalError,
     KvwireError,
     LayoutError,
     QuantError,
+    ResourceError,
     ScenarioError,
     TraceError,
     UnknownPresetError,
@@ -35,6 +37,7 @@ __all__ = [
     "KvwireError",
     "LayoutError",
     "QuantError",
+    "ResourceError",
     "ScenarioDict",
     "ScenarioError",
     "SimResult",
@@ -42,6 +45,7 @@ __all__ = [
     "UnknownPresetError",
     "__version__",
     "catalog",
+    "ceilings",
     "default_scenario",
     "handoff",
     "layout",

@@ -20,7 +20,7 @@ from kvwire.errors import KvwireError
 from kvwire.presets import catalog
 from kvwire.report import render
 from kvwire.run import simulate
-from kvwire.scenario import default_scenario, load_scenario, with_override
+from kvwire.scenario import default_scenario, load_scenario, to_toml, with_overrides, without_generator
 from kvwire.traces import read_trace
 
 
@@ -38,21 +38,25 @@ def main() -> None:
     "overrides",
     multiple=True,
     metavar="PATH=VALUE",
-    help="Override a field, e.g. --set workload.arrivals.rate_per_s=14 (repeatable).",
+    help="Override a field, e.g. --set workload.arrivals.rate_per_s=14 (repeatable). VALUE is read as JSON "
+    '(14, true, null, \'{"preset": "eth-25g", "channels": 2}\') and otherwise taken as a string (link=eth-25g). '
+    "Preset names (model=, link=, prefill.device=, ...) apply before field overrides, whatever the order.",
 )
 @click.option(
     "--trace",
     "trace_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Replay requests from an Azure LLM CSV or Mooncake JSONL trace instead of generating them.",
+    help="Replay requests from an Azure LLM CSV or Mooncake JSONL trace instead of generating them (it replaces "
+    "the scenario's workload.requests, seed, arrivals and length distributions).",
 )
 def run(scenario_file: Path | None, as_json: bool, overrides: tuple[str, ...], trace_file: Path | None) -> None:
     """Run SCENARIO_FILE (.json or .toml), or the built-in default scenario when none is given."""
     try:
         sc: dict[str, Any] = load_scenario(scenario_file) if scenario_file else {}
-        for o in overrides:
-            sc = with_override(sc, o)
         requests = read_trace(trace_file) if trace_file else None
+        if requests is not None:
+            sc = without_generator(sc)  # the trace replaces the file's generator fields (not a --set of them)
+        sc = with_overrides(sc, overrides)
         res = simulate(sc, requests=requests)
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
@@ -61,7 +65,7 @@ def run(scenario_file: Path | None, as_json: bool, overrides: tuple[str, ...], t
     else:
         if not scenario_file:
             click.echo("(built-in default scenario; `kvwire scenario` prints it)\n", err=True)
-        click.echo(render(res))
+        click.echo(render(res, trace_file=trace_file.name if trace_file else None))
 
 
 @main.command()
@@ -204,27 +208,7 @@ def scenario(as_toml: bool) -> None:
     if not as_toml:
         click.echo(json.dumps(sc, indent=2))
         return
-    click.echo(_to_toml(sc))
-
-
-def _to_toml(d: dict[str, Any], prefix: str = "") -> str:
-    """Minimal TOML writer for the default scenario (scalars and nested tables only)."""
-    scalars, tables = [], []
-    for k, v in d.items():
-        if isinstance(v, dict):
-            tables.append((k, v))
-        else:
-            scalars.append(f"{k} = {json.dumps(v)}")
-    out = []
-    if prefix and scalars:
-        out.append(f"[{prefix}]")
-    out.extend(scalars)
-    for k, v in tables:
-        sub = _to_toml(v, f"{prefix}.{k}" if prefix else k)
-        if sub:
-            out.append("")
-            out.append(sub)
-    return "\n".join(out)
+    click.echo(to_toml(sc), nl=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,6 +15,31 @@ workload.arrivals.rate_per_s
 
 from __future__ import annotations
 
+import re
+
+#: Longest run of the offending input an error message quotes, characters.
+QUOTE_LIMIT = 200
+#: Longest error message, characters (its middle is left out beyond).
+MESSAGE_LIMIT = 1000
+_LONG_RUN = re.compile(rf"[^\s,…]{{{QUOTE_LIMIT + 1},}}")
+
+
+def shorten(text: str) -> str:
+    """An error text that quotes at most :data:`QUOTE_LIMIT` characters of any one input value and is at
+    most about :data:`MESSAGE_LIMIT` characters long (a 100 MB CSV field must not end up on stderr).
+
+    >>> s = shorten("bad value " + "x" * 500)
+    >>> len(s), s[-21:]
+    (228, 'xxx… (500 characters)')
+    >>> shorten(s) == s
+    True
+    """
+    text = _LONG_RUN.sub(lambda m: f"{m.group(0)[:QUOTE_LIMIT]}… ({len(m.group(0)):,} characters)", text)
+    if len(text) > MESSAGE_LIMIT:
+        cut = len(text) - MESSAGE_LIMIT
+        text = f"{text[: MESSAGE_LIMIT - 200]} … ({cut:,} characters left out) … {text[-200:]}"
+    return text
+
 
 class KvwireError(Exception):
     """Base class of every kvwire exception.
@@ -25,8 +50,8 @@ class KvwireError(Exception):
     """
 
     def __init__(self, message: str, path: str = "") -> None:
-        super().__init__(message)
-        self.path = path
+        super().__init__(shorten(message))
+        self.path = shorten(path)
 
     def __reduce__(self) -> tuple[type[KvwireError], tuple[str, str]]:
         return (type(self), (str(self), self.path))
@@ -65,6 +90,12 @@ class LayoutError(KvwireError, ValueError):
     (``"src_block_table[3]"``, ``"dst_layout.dtype"``, ...)."""
 
 
+class ResourceError(KvwireError, MemoryError):
+    """A run that does not fit the machine: refused before it starts with the memory it would need and the
+    memory available (or an allocation that failed). ``path`` names what sets its size
+    (``"workload.requests"`` or ``"requests"``). A ``MemoryError``, so ``except MemoryError`` catches it."""
+
+
 class InternalError(KvwireError, RuntimeError):
     """A broken internal invariant of the simulator. Never expected: please report it."""
 
@@ -75,6 +106,7 @@ __all__ = [
     "KvwireError",
     "LayoutError",
     "QuantError",
+    "ResourceError",
     "ScenarioError",
     "TraceError",
     "UnknownPresetError",

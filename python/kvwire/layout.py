@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from kvwire import _core
+from kvwire import _args, _core
 from kvwire.errors import LayoutError
 
 #: Buffer dtype names each layout dtype accepts (``uint16`` holds bfloat16 bits).
@@ -200,6 +200,13 @@ def _buffers(x: Any, layout: Layout, what: str) -> list[Array]:
                 f"{p}: layout dtype {layout.dtype} needs a {' or '.join(_ACCEPTED[layout.dtype])} array, got {a.dtype}",
                 p,
             )
+        if not a.dtype.isnative:
+            # The kernels read raw bytes: a big-endian array would be converted as garbage.
+            raise LayoutError(
+                f"{p}: byte order {a.dtype.byteorder!r} is not this machine's; convert with "
+                f"a.astype(a.dtype.newbyteorder('='))",
+                p,
+            )
         if not a.flags.c_contiguous:
             raise LayoutError(f"{p}: must be C-contiguous (np.ascontiguousarray copies it)", p)
         per = layout.shapes(1)[i]
@@ -221,8 +228,11 @@ def _int_array(x: Any, dtype: type, what: str) -> Array | None:
     if x is None:
         return None
     a = np.asarray(x)
+    if a.size == 0 and a.ndim == 1:
+        return np.zeros(0, dtype=dtype)  # [] is an empty table, whatever dtype numpy gives it
     if a.ndim != 1 or not (np.issubdtype(a.dtype, np.integer)):
-        raise LayoutError(f"{what}: expected a 1-D integer array, got {a.dtype} with shape {a.shape}", what)
+        what_is = f"a {a.ndim}-D array" if a.ndim != 1 else f"{a.dtype} values"
+        raise LayoutError(f"{what}: expected a 1-D list or array of whole numbers, got {what_is}", what)
     info = np.iinfo(dtype)
     if a.size and (a.min() < info.min or a.max() > info.max):
         raise LayoutError(f"{what}: values must fit in {np.dtype(dtype).name}", what)
@@ -242,6 +252,8 @@ def _heads(x: Any, what: str) -> tuple[int, int] | None:
         raise LayoutError(f"{what}: expected (start, stop), got {x!r}", what) from None
     if start < 0 or stop <= start:
         raise LayoutError(f"{what}: ({start}, {stop}) is not a non-empty range", what)
+    if stop > 2**20:
+        raise LayoutError(f"{what}: heads end at most at 2^20 (a layout's head limit), got a range to {stop:.3g}", what)
     return (start, stop)
 
 
@@ -256,9 +268,14 @@ def _scales(layout: Layout, k_scale: Any, v_scale: Any) -> Array:
             raise LayoutError(
                 f"{name}: expected a number or {layout.layers} numbers (one per layer), got shape {a.shape}", name
             )
-        if not (np.isfinite(a).all() and (a > 0).all() and (a < 3.4e38).all()):
-            raise LayoutError(f"{name}: scales must be finite numbers > 0, got {given!r}", name)
-        per_layer.append(np.broadcast_to(a.astype(np.float32), (layout.layers,)))
+        f32 = a.astype(np.float32)
+        # Checked as the float32 the kernels use: 1e-46 is > 0 but becomes 0 there.
+        if not (np.isfinite(f32).all() and (f32 >= np.finfo(np.float32).tiny).all()):
+            raise LayoutError(
+                f"{name}: scales must be finite float32 numbers ≥ {np.finfo(np.float32).tiny:.3g}, got {given!r}",
+                name,
+            )
+        per_layer.append(np.broadcast_to(f32, (layout.layers,)))
     return np.ascontiguousarray(np.stack(per_layer, axis=1).reshape(-1))
 
 
@@ -312,14 +329,21 @@ def convert(
     ssm = _int_array(src_slot_mapping, np.int64, "src_slot_mapping")
     dbt = _int_array(dst_block_table, np.int32, "dst_block_table")
     dsm = _int_array(dst_slot_mapping, np.int64, "dst_slot_mapping")
-    if tokens is not None and (not isinstance(tokens, int | np.integer) or isinstance(tokens, bool) or tokens < 0):
-        raise LayoutError(f"tokens: expected an integer ≥ 0, got {tokens!r}", "tokens")
-    if threads is not None and (not isinstance(threads, int | np.integer) or isinstance(threads, bool) or threads < 1):
-        raise LayoutError(f"threads: expected an integer ≥ 1, got {threads!r}", "threads")
+    if tokens is not None:
+        tokens = _args.whole(tokens, "tokens", 0, _MAX_TOKENS, LayoutError)
+    threads = _args.threads(threads, LayoutError)
     if out is None:
         n = _tokens_needed(srcs, src_layout, tokens, sbt, ssm)
         out = dst_layout.empty(_count_needed(dst_layout, n, dbt, dsm))
     dsts = _buffers(out, dst_layout, "out")
+    for i, d in enumerate(dsts):
+        for j, s in enumerate(srcs):
+            # Through any base object (a view of a view, a frombuffer of the same memory): the buffers'
+            # address ranges, which for C-contiguous arrays is exactly whether they overlap.
+            if np.may_share_memory(d, s):
+                where = f"out[{i}]" if len(dsts) > 1 else "out"
+                whom = f"src[{j}]" if len(srcs) > 1 else "src"
+                raise LayoutError(f"{where}: shares memory with {whom}; the output must be a separate buffer", where)
     scales = None
     if src_layout.dtype == "fp8_e4m3" or dst_layout.dtype == "fp8_e4m3":
         scales = _scales(src_layout, k_scale, v_scale)

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from kvwire import _core
+from kvwire import _args, _core
 from kvwire.errors import QuantError
 from kvwire.presets import catalog
 
@@ -100,6 +100,8 @@ def _input(x: Any) -> tuple[np.ndarray, str]:
     tag = _dtype_tag(x)
     if not x.flags.c_contiguous:
         raise QuantError("x: must be C-contiguous (use np.ascontiguousarray(x) to copy it)", "x")
+    if not x.flags.aligned:
+        raise QuantError(f"x: its data is not aligned to its {x.itemsize}-byte elements (np.array(x) copies it)", "x")
     if x.ndim == 0 or x.size == 0:
         raise QuantError(f"x: needs at least one value in at least one dimension, got shape {x.shape}", "x")
     raw = x if tag == "f32" else x.view(np.uint16)
@@ -149,8 +151,9 @@ def quantize(
     raw, tag = _input(x)
     ax = _axis(axis, x.ndim)
     name = _format_name(fmt)
-    if group_size is not None and (not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1):
-        raise QuantError(f"group_size: expected a positive integer, got {group_size!r}", "group_size")
+    if group_size is not None:
+        group_size = _args.whole(group_size, "group_size", 1, x.shape[ax], QuantError)
+    threads = _args.threads(threads, QuantError)
     out = _core.quantize(raw, tag, list(x.shape), ax, name, group_size, scale_rule, threads)
     group = int(out["group"])
     codes = out["codes"]
@@ -179,8 +182,22 @@ def dequantize(
     """Decode ``q`` to float32 (into ``out`` if given: C-contiguous float32 of ``q.shape``)."""
     if out is None:
         out = np.empty(q.shape, dtype=np.float32)
-    elif out.dtype != np.float32 or out.shape != q.shape or not out.flags.c_contiguous:
-        raise QuantError(f"out: expected a C-contiguous float32 array of shape {q.shape}", "out")
+    else:
+        _args.array(out, "out", np.float32, QuantError)
+        if out.shape != q.shape:
+            raise QuantError(f"out: expected shape {q.shape}, got {out.shape}", "out")
+    threads = _args.threads(threads, QuantError)
+    if not isinstance(q.codes, np.ndarray) or q.codes.dtype != np.uint8:
+        what = str(q.codes.dtype) if isinstance(q.codes, np.ndarray) else type(q.codes).__name__
+        raise QuantError(f"codes: expected uint8 codes, got {what}", "codes")
+    parts: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
+        ("scales", q.scales, ("uint8", "float32", "float16")),
+        ("zeros", q.zeros, ("float16",)),
+    )
+    for name, part, ok in parts:
+        if part is not None and (not isinstance(part, np.ndarray) or part.dtype.name not in ok):
+            kind = str(part.dtype) if isinstance(part, np.ndarray) else type(part).__name__
+            raise QuantError(f"{name}: expected a {' or '.join(ok)} array, got {kind}", name)
     scales = q.scales
     if scales is not None and scales.dtype == np.float16:
         scales = scales.view(np.uint16)
@@ -227,9 +244,11 @@ def cast(
     size = x.size // unit * {8: 1, 6: 3, 4: 1}[bits]
     if out is None:
         out = np.empty(x.shape if bits == 8 else (size,), dtype=np.uint8)
-    elif out.dtype != np.uint8 or out.size != size or not out.flags.c_contiguous:
-        raise QuantError(f"out: expected a C-contiguous uint8 array of {size} bytes", "out")
-    _core.cast(raw, tag, element, saturate, out, threads)
+    else:
+        _args.array(out, "out", np.uint8, QuantError)
+        if out.size != size:
+            raise QuantError(f"out: expected {size} bytes, got {out.size}", "out")
+    _core.cast(raw, tag, element, saturate, out, _args.threads(threads, QuantError))
     return out
 
 
@@ -245,27 +264,39 @@ def decode(
     (it defaults to ``codes.shape`` for 8-bit codes)."""
     bits = _element(element)
     if not isinstance(codes, np.ndarray) or codes.dtype != np.uint8:
-        raise QuantError("codes: expected a uint8 numpy array", "codes")
+        got = codes.dtype if isinstance(codes, np.ndarray) else type(codes).__name__
+        raise QuantError(f"codes: expected a uint8 numpy array, got {got}", "codes")
     if shape is None:
         if bits != 8:
             raise QuantError(f"shape: required to decode packed {bits}-bit codes", "shape")
         shape = codes.shape
     if out is None:
         out = np.empty(shape, dtype=np.float32)
-    elif out.dtype != np.float32 or out.shape != tuple(shape) or not out.flags.c_contiguous:
-        raise QuantError(f"out: expected a C-contiguous float32 array of shape {shape}", "out")
-    _core.decode(np.ascontiguousarray(codes), element, out, threads)
+    else:
+        _args.array(out, "out", np.float32, QuantError)
+        if out.shape != tuple(shape):
+            raise QuantError(f"out: expected shape {tuple(shape)}, got {out.shape}", "out")
+    _core.decode(np.ascontiguousarray(codes), element, out, _args.threads(threads, QuantError))
     return out
 
 
-def error(x: npt.NDArray[Any], x_hat: npt.NDArray[Any]) -> dict[str, float]:
+def error(x: npt.NDArray[Any], x_hat: npt.NDArray[Any]) -> dict[str, float | None]:
     """Accuracy of ``x_hat`` against ``x``: ``sqnr_db`` (10·log10(Σx²/Σ(x-x̂)²); ``inf`` when exact),
-    ``cosine``, ``mse``, ``max_abs``, and the counts of compared and non-finite (left out) pairs."""
+    ``cosine``, ``mse``, ``max_abs``, and the counts of compared (``count``) and non-finite (left out,
+    ``nonfinite``) pairs. With no finite pair to compare (``count`` 0: empty, or every pair holds a NaN or an
+    Inf) the four metrics are ``None``, not a perfect score.
+
+    >>> import numpy as np
+    >>> error(np.array([np.nan, 1.0], np.float32), np.array([1.0, np.inf], np.float32))["sqnr_db"] is None
+    True
+    """
     a = np.ascontiguousarray(x, dtype=np.float32)
     b = np.ascontiguousarray(x_hat, dtype=np.float32)
     if a.shape != b.shape:
         raise QuantError(f"x_hat: shape {b.shape} differs from x's {a.shape}", "x_hat")
-    out: dict[str, float] = _core.error(a, b)
+    out: dict[str, float | None] = dict(_core.error(a, b))
+    if out["count"] == 0:
+        out.update(sqnr_db=None, cosine=None, mse=None, max_abs=None)
     return out
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from kvwire import quant
+from kvwire import _args, quant
 from kvwire.errors import QuantError
 
 
@@ -49,7 +49,12 @@ def _best_seconds(fn: Any, repeat: int) -> float:
 def report(x: npt.NDArray[Any], axis: int = -1, repeat: int = 3, threads: int | None = None) -> pl.DataFrame:
     """One row per format: bits/value, bytes, ratio vs bf16 of this tensor, SQNR, cosine, max abs error,
     and quantise/dequantise throughput (GB/s of input float data, best of ``repeat``). Formats whose block
-    does not divide the axis get a note instead of figures."""
+    does not divide the axis get a note instead of figures.
+
+    Raises:
+        QuantError: ``threads`` is not a whole number from 1 to 1024 (checked once, before any format).
+    """
+    threads = _args.threads(threads, QuantError)
     x32 = np.ascontiguousarray(x.astype(np.float32)) if x.dtype != np.float32 else x
     bf16_bytes = x.size * 2
     rows = []
@@ -82,6 +87,11 @@ def report(x: npt.NDArray[Any], axis: int = -1, repeat: int = 3, threads: int | 
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
+def _fmt(x: float | None, spec: str) -> str:
+    """A figure, or ``-`` where there is none (no finite value was compared)."""
+    return "-" if x is None else format(x, spec)
+
+
 def render(df: pl.DataFrame, x: npt.NDArray[Any], source: str, axis: int) -> str:
     """The table as text."""
     lines = [
@@ -97,7 +107,7 @@ def render(df: pl.DataFrame, x: npt.NDArray[Any], source: str, axis: int) -> str
             continue
         lines.append(
             f"  {r['format']:<15}{r['bits_per_value']:>7.3f}{r['bytes']:>14,}{r['ratio_vs_bf16']:>8.3f}"
-            f"{r['sqnr_db']:>9.1f}{r['cosine']:>10.5f}{r['max_abs_error']:>10.4f}"
+            f"{_fmt(r['sqnr_db'], '.1f'):>9}{_fmt(r['cosine'], '.5f'):>10}{_fmt(r['max_abs_error'], '.4f'):>10}"
             f"{r['quantize_gb_per_s']:>12.2f}{r['dequantize_gb_per_s']:>14.2f}"
         )
     lines.append("")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvwire.presets import catalog
 from kvwire.run import SimResult
 from kvwire.summary import QUANTILES
 
@@ -20,48 +21,179 @@ def _num(x: float | None, fmt: str = ",.2f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def _named(obj: Any, section: str, by_name: bool = False) -> str:
+    """A preset reference from the echo: its key (its display name with ``by_name``), with the fields that differ
+    from the preset (``eth-25g (bandwidth_gb_per_s 10)``), or the name of an inline (custom) object."""
+    if not isinstance(obj, dict):
+        return str(obj)
+    key = obj.get("preset")
+    preset = catalog()[section].get(key) if key else None
+    if preset is None:
+        return f"{obj.get('name', 'custom')} (custom)"
+    changed = [f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in obj.items()
+               if k in preset and k not in ("name", "source") and v != preset[k]]  # fmt: skip
+    label = str(obj.get("name", key)) if by_name else str(key)
+    return f"{label} ({', '.join(changed)})" if changed else label
+
+
+def _pool(p: dict[str, Any]) -> str:
+    per = f"{p['devices_per_instance']}x" if p["devices_per_instance"] > 1 else ""
+    cap = f" capped {p['power_cap_w']:g} W" if p.get("power_cap_w") is not None else ""
+    kv = f", KV in {p['kv_format']}" if p.get("kv_format", "none") != "none" else ""
+    return f"{p['instances']} x {per}{_named(p['device'], 'devices')}{cap}{kv}"
+
+
+def _handoff(sc: dict[str, Any]) -> str:
+    """How the KV crosses: link (with overrides), channels, link model, and where compression, decompression
+    and layout conversion run."""
+    link = sc["link"]
+    parts = [_named(link, "links")]
+    if link.get("channels", 1) > 1:
+        parts.append(f"{link['channels']} channels")
+    if link.get("model") == "shared":
+        parts.append("shared bandwidth")
+    elif link.get("model") == "host_staged":
+        parts.append(f"host-staged over {_named(link.get('host_link'), 'links')}")
+    h = sc["handoff"]
+    comp = h.get("compression", "none")
+    if comp != "none":
+        decode_keeps = sc["decode"].get("kv_format") == comp
+        if h.get("compress_at") == "sender":
+            parts.append(f"{comp} compressed on the prefill GPU")
+        else:
+            parts.append(f"{comp} compressed in transit")
+        if h.get("decompress_at") == "receiver":
+            parts.append("decompressed on the decode GPU")
+        elif decode_keeps:
+            parts.append(f"kept as {comp} by decode")
+    if h.get("streaming") == "layer":
+        parts.append("streamed layer by layer")
+    conv = h.get("convert")
+    if conv:
+        parts.append(f"layout {conv['from']} -> {conv['to']} on the {conv['at']}")
+    return ", ".join(parts)
+
+
 def _topology(sc: dict[str, Any]) -> str:
-    pools = sc["pools"]
-
-    def pool(p: dict[str, Any]) -> str:
-        per = f"{p['devices_per_instance']}x" if p["devices_per_instance"] > 1 else ""
-        return f"{p['instances']} x {per}{p['device']}"
-
     if sc["mode"] == "colocated":
-        return f"colocated {pool(pools['colocated'])}"
-    comp = "" if sc["compression"] == "none" else f" ({sc['compression']} in transit)"
-    ch = f", {sc['channels']} channels" if sc["channels"] > 1 else ""
-    return f"prefill {pool(pools['prefill'])} -> {sc['link']}{ch}{comp} -> decode {pool(pools['decode'])}"
+        return f"colocated {_pool(sc['colocated'])}"
+    return f"prefill {_pool(sc['prefill'])} -> {_handoff(sc)} -> decode {_pool(sc['decode'])}"
 
 
-def render(res: SimResult) -> str:
-    """A readable report: topology, latency table, SLO, throughput, utilisation, energy, hot-spot."""
+def _cell(x: float | None, scale: float, fmt: str) -> str:
+    return "-" if x is None else format(x * scale, fmt)
+
+
+def _latency_table(latency: dict[str, dict[str, float | None]], names: list[str]) -> list[str]:
+    """The latency rows: milliseconds, or seconds when a value reaches 100,000 ms (a 1,449,318 ms TTFT of an
+    overloaded replay), in columns wide enough for the longest value so numbers never run together."""
+    values = [v for row in latency.values() for v in row.values() if v is not None]
+    seconds = max(values, default=0.0) >= 100.0
+    unit, scale, fmt = ("s", 1.0, ",.3f") if seconds else ("ms", 1e3, ",.1f")
+    cells = {m: [_cell(row[n], scale, fmt) for n in names] for m, row in latency.items()}
+    width = max(10, 2 + max((len(c) for row in cells.values() for c in row), default=0))
+    out = [f"  {f'latency ({unit})':<14}" + "".join(f"{n.replace('_', '.'):>{width}}" for n in names)]
+    out.extend(f"  {m.removesuffix('_s'):<14}" + "".join(f"{c:>{width}}" for c in row) for m, row in cells.items())
+    return out
+
+
+def _list(items: Any, limit: int = 8, sep: str = ", ") -> str:
+    """The first ``limit`` items joined by ``sep``, and a count of the rest."""
+    items = list(items)
+    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+    return sep.join(items[:limit]) + more
+
+
+def _occupancy(name: str, inst: dict[str, Any], sc: dict[str, Any]) -> str:
+    """How full an instance ran: decode batch and prefill tokens against their limits, KV against capacity."""
+    parts = []
+    if inst.get("decode_batch_occupancy") is not None:
+        mean = inst["decode_batch_occupancy"] * sc["scheduler"]["max_decode_batch"]
+        parts.append(f"batch {mean:,.1f} of {sc['scheduler']['max_decode_batch']:,}")
+    if inst.get("prefill_token_occupancy") is not None:
+        parts.append(
+            f"prefill tokens {_pct(inst['prefill_token_occupancy'])} of {sc['scheduler']['max_prefill_tokens']:,}"
+        )
+    if inst.get("kv_occupancy_mean") is not None:
+        parts.append(f"KV mean {_pct(inst['kv_occupancy_mean'])}, peak {_pct(inst['kv_occupancy_peak'])} of capacity")
+    return f"{name} {', '.join(parts)}" if parts else ""
+
+
+def _ceiling(load: dict[str, Any], resource: str) -> float | None:
+    value = load.get(f"{resource.replace('-', '_')}_req_per_s")
+    return None if value is None else float(value)
+
+
+def _pool_of(resource: str) -> str:
+    """The resource a hot-spot instance or hop belongs to in the ceilings: prefill, decode, kv-link, colocated."""
+    for pool in ("prefill", "decode", "colocated"):
+        if resource.startswith(pool + "-"):
+            return pool
+    return "kv-link"
+
+
+def _context_note(count: int, sc: dict[str, Any]) -> str:
+    """One line on the requests longer than the model's context and what was done with them."""
+    mode = sc["workload"].get("over_context", "warn")
+    done = {"warn": "run as given", "reject": "rejected", "clip": "clipped to fit"}[mode]
+    return (
+        f"context: {count:,} requests exceed {sc['model']['name']}'s {sc['model']['max_context_tokens']:,}-token "
+        f'context (prompt + output); {done} (workload.over_context "{mode}")'
+    )
+
+
+def render(res: SimResult, trace_file: str | None = None) -> str:
+    """A readable report: what ran (model, pools, link with its overrides, where compression runs, the trace
+    file), the latency table, SLO, throughput, utilisation, energy, hot-spot and any overload."""
     s = res.summary
     sc = res.scenario
     r = s["requests"]
+    source = f" from {trace_file}" if trace_file else ""
     lines = [
-        f"kvwire: {sc['model_spec']['name']}, {_topology(sc)}",
-        f"requests: {r['total']:,} ({r['completed']:,} completed, {r['rejected']:,} rejected, "
+        f"kvwire: {_named(sc['model'], 'models', by_name=True)}, {_topology(sc)}",
+        f"requests: {r['total']:,}{source} ({r['completed']:,} completed, {r['rejected']:,} rejected, "
         f"{r['measured']:,} measured after warm-up {sc['metrics']['warmup_fraction']:g}); "
         f"horizon {s['run']['horizon_s']:,.1f} s; {s['run']['events']:,} events, {s['run']['steps']:,} steps "
         f"in {s['run']['wall_s']:.3f} s",
-        "",
     ]
-    names = ["mean", *[n for n, _ in QUANTILES], "max"]
-    header = f"  {'latency (ms)':<14}" + "".join(f"{n.replace('_', '.'):>10}" for n in names)
-    lines.append(header)
-    for metric, row in s["latency"].items():
-        lines.append(f"  {metric.removesuffix('_s'):<14}" + "".join(f"{_ms(row[n]):>10}" for n in names))
+    if s.get("load") and s["load"]["overloaded"]:
+        lines.append(s["load"]["overload_note"])
+    if r.get("over_context"):
+        lines.append(_context_note(r["over_context"], sc))
     lines.append("")
+    names = ["mean", *[n for n, _ in QUANTILES], "max"]
+    lines.extend(_latency_table(s["latency"], names))
+    lines.append("")
+    first = sc["metrics"].get("first_token", "prefill")
+    lines.append(
+        'ttft ends at the first token out of prefill (metrics.first_token "prefill", the reference\'s)'
+        if first == "prefill"
+        else 'ttft ends at the first decode step, after the KV has landed (metrics.first_token "decode")'
+    )
     slo = s["slo"]
-    good = slo["goodput_req_per_s"]
+    good, window = slo["goodput_req_per_s"], slo.get("goodput_window_s")
     lines.append(
         f"SLO (TTFT <= {slo['ttft_s'] * 1e3:g} ms, TPOT <= {slo['tpot_s'] * 1e3:g} ms): "
         f"{_pct(slo['attainment'])} met, goodput {_num(good)} req/s"
+        + (f" (over the measured requests' arrival window, {window:,.1f} s)" if window else "")
     )
     t = s["throughput"]
-    lines.append(f"throughput: {_num(t['req_per_s'])} req/s, {_num(t['output_tokens_per_s'], ',.0f')} output tokens/s")
-    lines.append("utilisation: " + ", ".join(f"{k} {_pct(v)}" for k, v in s["utilisation"].items()))
+    lines.append(
+        f"throughput: {_num(t['req_per_s'])} req/s, {_num(t['output_tokens_per_s'], ',.0f')} output tokens/s "
+        f"(over the run, {t['window_s']:,.1f} s to the last completion)"
+    )
+    lines.append("utilisation (busy: share of the run with a step or transfer running): " + _list(
+        f"{k} {_pct(v)}" for k, v in s["utilisation"].items()
+    ))  # fmt: skip
+    occupancy = [_occupancy(k, v, sc) for k, v in s["instances"].items()]
+    if any(occupancy):
+        lines.append("occupancy: " + _list((o for o in occupancy if o), sep="; "))
+    load: dict[str, Any] = s.get("load") or {}
+    factors: dict[str, float] = load.get("load_factor") or {}
+    if factors:
+        lines.append("load (offered / ceiling): " + ", ".join(
+            f"{k} {_pct(v)} of {_num(_ceiling(load, k))} req/s" for k, v in factors.items()
+        ))  # fmt: skip
     e = s["energy"]
     b = e["breakdown"]
     total = e["total_j"] or 0.0
@@ -84,12 +216,15 @@ def render(res: SimResult) -> str:
         )
     h = s["hotspot"]
     if h["stage"] is not None:
-        lines.append(
-            f"hot-spot: {h['stage'].removesuffix('_s')} (mean {_ms(s['stages'][h['stage']])} ms) on "
-            f"{h['resource']} ({_pct(h['utilisation'])} busy)"
-        )
-    if h["busy_over_90"]:
-        lines.append("over 90% busy: " + ", ".join(h["busy_over_90"]))
+        pool = _pool_of(h["resource"]) if h["resource"] else None
+        where = f" on {h['resource']}" if h["resource"] else ""
+        at = f"; {pool} at {_pct(factors[pool])} of its ceiling" if pool in factors else ""
+        lines.append(f"hot-spot: {h['stage'].removesuffix('_s')} (mean {_ms(s['stages'][h['stage']])} ms){where}{at}")
+    near = {k: v for k, v in factors.items() if v >= 0.9}
+    if near:
+        lines.append("near capacity (offered load >= 90% of the ceiling): " + ", ".join(
+            f"{k} {_pct(v)}" for k, v in near.items()
+        ))  # fmt: skip
     return "\n".join(lines)
 
 

@@ -12,12 +12,70 @@ import numpy as np
 import polars as pl
 
 from kvwire import _core
-from kvwire.errors import TraceError
-from kvwire.scenario import scenario_json
+from kvwire.errors import ResourceError, TraceError
+from kvwire.scenario import load_scenario, scenario_json
 from kvwire.summary import percentiles as _percentiles
 from kvwire.summary import requests_frame, summarise
 
 REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+
+#: Memory a run holds per request at its peak — the core's table and the Polars summary built from it — with
+#: margin: measured 150-280 B per request (1M and 200k requests, peak RSS, ``benches/README.md``), taken as 400.
+BYTES_PER_REQUEST = 400
+
+
+def available_memory_bytes() -> int | None:
+    """Memory this process may still use, bytes: the lowest of Linux's MemAvailable and the cgroup limit minus
+    its usage; ``None`` where neither can be read (then no run is refused up front)."""
+    limits: list[int] = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                limits.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
+        try:
+            limit, usage = Path(limit_file).read_text().strip(), Path(usage_file).read_text().strip()
+            if limit != "max" and int(limit) < 2**60:
+                limits.append(max(0, int(limit) - int(usage)))
+        except (OSError, ValueError):
+            continue
+    return min(limits) if limits else None
+
+
+def check_memory(n: int, path: str, available: int | None = None) -> None:
+    """Refuse a run of ``n`` requests that cannot fit in memory, before it starts.
+
+    Raises:
+        ResourceError: ``n`` x :data:`BYTES_PER_REQUEST` exceeds ``available`` (default: what
+            :func:`available_memory_bytes` reads); the message gives both figures.
+    """
+    free = available_memory_bytes() if available is None else available
+    need = n * BYTES_PER_REQUEST
+    if free is not None and need > free:
+        raise ResourceError(
+            f"{path}: a run of {n:,} requests needs about {need / 1e9:,.1f} GB (about {BYTES_PER_REQUEST} B per "
+            f"request for its results and summary) but {free / 1e9:,.1f} GB of memory is available; run fewer "
+            "requests or split the study",
+            path,
+        )
+
+
+def _generated_requests(scenario: Mapping[str, Any] | str | Path | None) -> int | None:
+    """The request count a scenario dict asks the generator for (800 by default), if it is a plain integer."""
+    if not isinstance(scenario, Mapping):
+        return None
+    workload = scenario.get("workload")
+    if workload is None:
+        return 800
+    if not isinstance(workload, Mapping) or "trace" in workload or workload.get("external"):
+        return None
+    n = workload.get("requests", 800)
+    return n if isinstance(n, int) and not isinstance(n, bool) and 0 < n < 2**63 else None
 
 
 class SimResult:
@@ -28,12 +86,20 @@ class SimResult:
         summary: the summary dict (JSON-serialisable; ``None`` where a figure does not exist, never NaN).
         scenario: the resolved scenario that ran (presets expanded, defaults filled).
         stats: the core's raw run totals (per instance, link, ITL).
+        ceilings: the scenario's analytic ceilings for the requests that ran (:func:`kvwire.ceilings`).
     """
 
-    def __init__(self, requests: pl.DataFrame, stats: dict[str, Any], scenario: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        requests: pl.DataFrame,
+        stats: dict[str, Any],
+        scenario: dict[str, Any],
+        ceilings: dict[str, Any] | None = None,
+    ) -> None:
         self.requests = requests
         self.stats = stats
         self.scenario = scenario
+        self.ceilings = ceilings
 
     def percentiles(self) -> pl.DataFrame:
         """Latency percentiles: one row per metric (``ttft_s, tpot_s, itl_s, e2e_s, handoff_s``), columns
@@ -46,7 +112,7 @@ class SimResult:
 
     @cached_property
     def summary(self) -> dict[str, Any]:
-        return summarise(self.requests, self._percentiles, self.stats, self.scenario)
+        return summarise(self.requests, self._percentiles, self.stats, self.scenario, self.ceilings)
 
     def __repr__(self) -> str:
         s = self.stats
@@ -95,6 +161,17 @@ def _column(requests: Any, name: str) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
+def request_arrays(requests: pl.DataFrame | Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three columns of an explicit request table as the contiguous arrays the core reads (``arrival_s``
+    float64, ``prompt_tokens`` and ``output_tokens`` int64), checked here for what numpy can tell.
+
+    Raises:
+        TraceError: a column is missing, null, not numeric, not 1-D, or holds non-whole token counts.
+    """
+    a, p, o = (_column(requests, c) for c in REQUEST_COLUMNS)
+    return a, p, o
+
+
 def simulate(
     scenario: Mapping[str, Any] | str | Path | None = None,
     requests: pl.DataFrame | Mapping[str, Any] | None = None,
@@ -111,8 +188,14 @@ def simulate(
     Returns:
         A :class:`SimResult`. The GIL is released while the Rust core validates and runs the scenario.
 
+    Ctrl-C (any Python signal whose handler raises) stops a running simulation within milliseconds with
+    ``KeyboardInterrupt``; the process stays usable.
+
     Raises:
-        ScenarioError: a field is wrong (``e.path`` names it); subclasses for unknown presets
+        ResourceError: the run would not fit in memory (a ``MemoryError``, raised before it starts with the
+            estimate).
+        ScenarioError: a field is wrong (``e.path`` names it), or the run took more than ``engine.max_steps``
+            batch steps (that path); subclasses for unknown presets
             (:class:`~kvwire.errors.UnknownPresetError`), models that do not fit
             (:class:`~kvwire.errors.DoesNotFitError`) and malformed request tables
             (:class:`~kvwire.errors.TraceError`).
@@ -124,15 +207,21 @@ def simulate(
     >>> res.percentiles().columns
     ['metric', 'count', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99_9', 'max']
     """
+    if isinstance(scenario, str | Path):
+        scenario = load_scenario(scenario)
     text = scenario_json(scenario)
     if requests is None:
+        n = _generated_requests(scenario)
+        if n is not None:
+            check_memory(n, "workload.requests")
         out = _core.simulate(text)
     else:
-        a, p, o = (_column(requests, c) for c in REQUEST_COLUMNS)
-        out = _core.simulate(text, a, p, o)
+        arrays = request_arrays(requests)
+        check_memory(len(arrays[0]), "requests")
+        out = _core.simulate(text, *arrays)
     stats = json.loads(out["stats_json"])
     echo = json.loads(out["scenario_json"])
-    return SimResult(requests_frame(out["columns"]), stats, echo)
+    return SimResult(requests_frame(out["columns"]), stats, echo, json.loads(out["ceilings_json"]))
 
 
-__all__ = ["SimResult", "simulate"]
+__all__ = ["SimResult", "request_arrays", "simulate"]

@@ -100,6 +100,8 @@ class WorkloadDict(TypedDict, total=False):
     prompt_tokens: LengthDict
     output_tokens: LengthDict
     trace: TraceDict
+    external: bool
+    over_context: Literal["warn", "reject", "clip"]
 
 
 class SloDict(TypedDict, total=False):
@@ -109,6 +111,7 @@ class SloDict(TypedDict, total=False):
 
 class MetricsDict(TypedDict, total=False):
     warmup_fraction: float
+    first_token: Literal["prefill", "decode"]
 
 
 class CostDict(TypedDict, total=False):
@@ -142,6 +145,7 @@ class RouterDict(TypedDict, total=False):
 class EngineDict(TypedDict, total=False):
     macro_steps: bool
     per_slice_streaming: bool
+    max_steps: int
 
 
 class ScenarioDict(TypedDict, total=False):
@@ -187,6 +191,12 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ScenarioError(f"{p}: cannot read scenario file: {e.strerror or e}", str(p)) from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(
+            f"{p}: not UTF-8 text (byte {e.start}: {e.reason}); scenario files are UTF-8 JSON or TOML, not binary "
+            "or UTF-16",
+            str(p),
+        ) from None
     suffix = p.suffix.lower()
     try:
         if suffix == ".toml":
@@ -199,16 +209,35 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
         raise ScenarioError(f"{p}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", str(p)) from None
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{p}: invalid TOML: {e}", str(p)) from None
+    except RecursionError:
+        raise ScenarioError(f"{p}: nested too deeply to be a scenario", str(p)) from None
+    except ValueError as e:
+        why = "it holds an integer of more than 4,300 digits" if "4300 digits" in str(e) else str(e)
+        raise ScenarioError(f"{p}: cannot read the file: {why}", str(p)) from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{p}: a scenario must be a JSON object / TOML table", str(p))
     return data
 
 
-def _plain(value: Any, path: str) -> Any:
-    """Convert to JSON-able builtins, refusing non-finite numbers and non-string keys with their path."""
+#: Deepest nesting a scenario may have (the real schema is 4 levels deep).
+MAX_DEPTH = 32
+
+
+def _plain(value: Any, path: str, depth: int = 0) -> Any:
+    """Convert to JSON-able builtins, refusing non-finite numbers, integers beyond 64 bits, non-string keys and
+    nesting deeper than :data:`MAX_DEPTH` with their path."""
+    if depth > MAX_DEPTH:
+        raise ScenarioError(f"{path}: nested more than {MAX_DEPTH} levels deep; a scenario is a few levels", path)
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, int):
+        if not -(2**63) <= value < 2**64:
+            digits = len(str(abs(value))) if value.bit_length() < 14_000 else int(value.bit_length() * 0.30103) + 1
+            raise ScenarioError(
+                f"{path or 'scenario'}: an integer of {digits:,} digits is out of range (the largest any field "
+                "takes is 18,446,744,073,709,551,615)",
+                path,
+            )
         return int(value)
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -219,13 +248,13 @@ def _plain(value: Any, path: str) -> Any:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ScenarioError(f"{path or 'scenario'}: keys must be strings, got {k!r}", path)
-            out[k] = _plain(v, f"{path}.{k}" if path else k)
+            out[k] = _plain(v, f"{path}.{k}" if path else k, depth + 1)
         return out
     if isinstance(value, Sequence):
-        return [_plain(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_plain(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
     # numpy scalars and arrays, without importing numpy here.
     if hasattr(value, "tolist") and callable(value.tolist):
-        return _plain(value.tolist(), path)
+        return _plain(value.tolist(), path, depth)
     raise ScenarioError(f"{path or 'scenario'}: unsupported value of type {type(value).__name__}: {value!r}", path)
 
 
@@ -242,6 +271,33 @@ def scenario_json(scenario: Mapping[str, Any] | str | Path | None) -> str:
     return json.dumps(_plain(scenario, ""), allow_nan=False)
 
 
+def _drop_nulls(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
+def to_toml(scenario: Mapping[str, Any]) -> str:
+    """The scenario as TOML text (written by ``tomli-w``). TOML has no null: a ``None`` field means "the
+    default" in a scenario, so it is left out, which means the same. ``load_scenario`` reads the text back.
+
+    >>> print(to_toml({"link": "eth-25g", "workload": {"arrivals": {"rate_per_s": 14.0}, "seed": None}}))
+    link = "eth-25g"
+    <BLANKLINE>
+    [workload.arrivals]
+    rate_per_s = 14.0
+    <BLANKLINE>
+
+    Raises:
+        ScenarioError: a value TOML cannot hold (a non-finite number, a non-string key).
+    """
+    import tomli_w
+
+    return tomli_w.dumps(_drop_nulls(_plain(scenario, "")))
+
+
 def validate(scenario: Mapping[str, Any] | str | Path | None) -> None:
     """Check a scenario without running it; raises the same errors as :func:`kvwire.simulate`.
 
@@ -250,14 +306,19 @@ def validate(scenario: Mapping[str, Any] | str | Path | None) -> None:
     _core.validate(scenario_json(scenario))
 
 
-def with_override(scenario: Mapping[str, Any], assignment: str) -> dict[str, Any]:
-    """Return a copy of ``scenario`` with ``"dotted.path=value"`` applied (the CLI's ``--set``).
+#: Fields that name a preset: a string there is a preset name, and may be given before or after its overrides.
+PRESET_PATHS = ("model", "link", "link.host_link", "prefill.device", "decode.device", "colocated.device")
+#: Fields that choose which sibling fields apply (a length distribution's ``dist``, the arrival ``process``),
+#: and the siblings each kind uses (the core refuses the others).
+KIND_FIELDS: dict[str, dict[str, set[str]]] = {
+    "dist": {"fixed": {"value"}, "uniform": {"min", "max"}, "lognormal": {"mean", "cv", "min", "max"}},
+    "process": {"poisson": {"rate_per_s"}, "gamma": {"rate_per_s", "cv"}},
+}
+#: Workload fields a request table replaces (``kvwire run --trace``, :func:`without_generator`).
+GENERATOR_FIELDS = ("requests", "seed", "arrivals", "prompt_tokens", "output_tokens", "trace", "external")
 
-    The value is parsed as JSON when it parses (numbers, booleans, objects), else taken as a string. An
-    object the scenario does not have yet starts from its default when that default is a flat table (so
-    ``link.channels=2`` keeps the default link and ``workload.prompt_tokens.mean=1000`` the default
-    distribution); a preset name becomes ``{"preset": name}`` so that its fields can be overridden.
-    """
+
+def _parse_assignment(assignment: str) -> tuple[list[str], Any]:
     if "=" not in assignment:
         raise ScenarioError(f"--set {assignment!r}: expected dotted.path=value", assignment)
     key, raw = assignment.split("=", 1)
@@ -266,26 +327,100 @@ def with_override(scenario: Mapping[str, Any], assignment: str) -> dict[str, Any
         raise ScenarioError(f"--set {assignment!r}: empty path segment", key)
     try:
         value: Any = json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         value = raw
+    except ValueError:  # an integer of more than 4,300 digits
+        raise ScenarioError(
+            f"--set {key.strip()}: an integer of more than 4,300 digits is out of range", key.strip()
+        ) from None
+    return parts, value
+
+
+def with_overrides(scenario: Mapping[str, Any], assignments: Sequence[str]) -> dict[str, Any]:
+    """Return a copy of ``scenario`` with every ``"dotted.path=value"`` applied (the CLI's ``--set``).
+
+    The value is parsed as JSON when it parses (numbers, booleans, null, objects, lists), else taken as a
+    string. Rules, so that the order of the assignments does not change their meaning:
+
+    * **Presets first**: a preset name (``model=``, ``link=``, ``link.host_link=``, ``prefill.device=`` ...) is
+      applied before the field assignments, and keeps the fields already set beside it, so ``link.channels=2``
+      and ``link=eth-25g`` give two channels of 25 GbE in either order.
+    * An object the scenario does not have yet starts from its default when that default is a flat table (so
+      ``link.channels=2`` keeps the default link and ``workload.prompt_tokens.mean=1000`` the default
+      distribution); a preset name becomes ``{"preset": name}`` so that its fields can be overridden.
+    * Changing a distribution's ``dist`` (or the arrival ``process``) drops the fields the new kind does not use
+      that only came from the old default, so ``workload.prompt_tokens.dist=fixed`` then ``.value=1000``
+      works; a field the scenario or an assignment set stays, and the core refuses it if the new kind does not
+      use it.
+
+    >>> sc = with_overrides({}, ["link.channels=2", "link=eth-25g"])
+    >>> sc["link"]["preset"], sc["link"]["channels"]
+    ('eth-25g', 2)
+    >>> with_overrides({}, ["workload.prompt_tokens.dist=fixed", "workload.prompt_tokens.value=1000"])["workload"]
+    {'prompt_tokens': {'dist': 'fixed', 'value': 1000}}
+    """
+    parsed = [_parse_assignment(a) for a in assignments]
+    preset = [isinstance(v, str) and ".".join(parts) in PRESET_PATHS for parts, v in parsed]
+    ordered = [x for x, p in zip(parsed, preset, strict=True) if p] + [
+        x for x, p in zip(parsed, preset, strict=True) if not p
+    ]
     out = copy.deepcopy(dict(scenario))
+    defaulted: set[str] = set()
+    for parts, value in ordered:
+        _assign(out, parts, value, defaulted)
+    return out
+
+
+def _assign(out: dict[str, Any], parts: list[str], value: Any, defaulted: set[str]) -> None:
+    """Apply one assignment, recording in ``defaulted`` the paths filled from defaults (not set by anyone)."""
     node: dict[str, Any] = out
     default: Any = default_scenario()
+    where = ".".join(parts)
     for i, part in enumerate(parts[:-1]):
         child = node.get(part)
         default = default.get(part) if isinstance(default, dict) else None
+        here = ".".join(parts[: i + 1])
         if child is None:
             flat = isinstance(default, dict) and not any(isinstance(v, dict) for v in default.values())
             child = node[part] = copy.deepcopy(default) if flat else {}
+            defaulted.update(f"{here}.{k}" for k in child)
         elif isinstance(child, str):
             # A preset name written as a string becomes {"preset": name} so fields can be overridden.
             child = node[part] = {"preset": child}
         elif not isinstance(child, dict):
-            raise ScenarioError(
-                f"--set {assignment!r}: {'.'.join(parts[: i + 1])} is not an object", ".".join(parts[: i + 1])
-            )
+            raise ScenarioError(f"--set {where}: {here} is not an object", here)
         node = child
-    node[parts[-1]] = value
+    key = parts[-1]
+    current = node.get(key)
+    if isinstance(value, str) and where in PRESET_PATHS and isinstance(current, dict) and "preset" in current:
+        current["preset"] = value  # a new preset under the fields already set beside it
+    else:
+        uses = KIND_FIELDS.get(key, {}).get(value) if isinstance(value, str) else None
+        if uses is not None and current is not None and value != current:
+            prefix = ".".join(parts[:-1])
+            for k in [k for k in node if k != key and k not in uses and f"{prefix}.{k}" in defaulted]:
+                del node[k]
+        node[key] = value
+    defaulted.discard(where)
+
+
+def with_override(scenario: Mapping[str, Any], assignment: str) -> dict[str, Any]:
+    """One ``"dotted.path=value"`` assignment: ``with_overrides(scenario, [assignment])``."""
+    return with_overrides(scenario, [assignment])
+
+
+def without_generator(scenario: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``scenario`` for a run given a request table: the workload's generator fields
+    (``requests``, ``seed``, ``arrivals``, the length distributions, an inline ``trace``) are dropped, since
+    the table replaces them; the other workload fields (``over_context``) stay.
+
+    >>> without_generator({"workload": {"requests": 10, "over_context": "clip"}, "link": "eth-25g"})
+    {'workload': {'over_context': 'clip'}, 'link': 'eth-25g'}
+    """
+    out = copy.deepcopy(dict(scenario))
+    workload = out.get("workload")
+    if isinstance(workload, dict):
+        out["workload"] = {k: v for k, v in workload.items() if k not in GENERATOR_FIELDS}
     return out
 
 
@@ -294,6 +429,9 @@ __all__ = [
     "default_scenario",
     "load_scenario",
     "scenario_json",
+    "to_toml",
     "validate",
     "with_override",
+    "with_overrides",
+    "without_generator",
 ]

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from kvwire.ceilings import load
+
 #: Percentile columns of :func:`percentiles` / keys of each ``summary["latency"][metric]``.
 QUANTILES: tuple[tuple[str, float], ...] = (
     ("p50", 0.5),
@@ -43,13 +45,22 @@ def requests_frame(columns: dict[str, np.ndarray]) -> pl.DataFrame:
     """
     df = pl.DataFrame({name: columns[name] for name in columns})
     col = pl.col
-    return df.with_columns(
+    seen = "first_token_seen_s" if "first_token_seen_s" in df.columns else "first_token_s"
+    df = df.with_columns(
         *[col(c).fill_nan(None) for c in _TIME_COLUMNS],
         *[pl.when(col(c) >= 0).then(col(c)).alias(c) for c in ("prefill_instance", "decode_instance")],
-    ).with_columns(
-        (col("first_token_s") - col("arrival_s")).alias("ttft_s"),
+    )
+    if seen == "first_token_s":
+        df = df.with_columns(col("first_token_s").alias("first_token_seen_s"))
+    else:
+        df = df.with_columns(col(seen).fill_nan(None))
+    # The seen column after finish_s whichever way it came (alias of first_token_s by default).
+    order = [c for c in df.columns if c != "first_token_seen_s"]
+    df = df.select(*order[: order.index("finish_s") + 1], "first_token_seen_s", *order[order.index("finish_s") + 1 :])
+    return df.with_columns(
+        (col("first_token_seen_s") - col("arrival_s")).alias("ttft_s"),
         pl.when(col("output_tokens") >= 2)
-        .then((col("finish_s") - col("first_token_s")) / (col("output_tokens").cast(pl.Float64) - 1.0))
+        .then((col("finish_s") - col("first_token_seen_s")) / (col("output_tokens").cast(pl.Float64) - 1.0))
         .alias("tpot_s"),
         (col("finish_s") - col("arrival_s")).alias("e2e_s"),
         (col("kv_ready_s") - col("first_token_s")).alias("handoff_s"),
@@ -101,12 +112,48 @@ def percentiles(df: pl.DataFrame, itl: dict[str, Any]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
+def _occupancy(i: dict[str, Any], horizon: float, scheduler: dict[str, Any]) -> dict[str, float | None]:
+    """How full an instance ran, besides busy time (which reads ~100% for any decoding instance): mean decode
+    batch / max_decode_batch, mean prefill tokens per step / max_prefill_tokens (> 1 when an oversize prompt
+    runs alone), and KV reserved over the run (time-mean and peak) / KV capacity."""
+    cap = i["kv_capacity_tokens"]
+    return {
+        "decode_batch_occupancy": _safe_div(i["decode_batch_sum"], i["decode_steps"] * scheduler["max_decode_batch"]),
+        "prefill_token_occupancy": _safe_div(
+            i["prefill_tokens_sum"], i["prefill_steps"] * scheduler["max_prefill_tokens"]
+        ),
+        "kv_occupancy_mean": _safe_div(i["kv_token_s"], horizon * cap) if cap else None,
+        "kv_occupancy_peak": _safe_div(i["kv_peak_tokens"], cap) if cap else None,
+    }
+
+
+def _stage_exprs() -> list[tuple[str, pl.Expr]]:
+    """Each stage's duration per request (null where the request skipped the stage: no hand-off or decode
+    for outputs of 0-1 tokens, no link when colocated or kept local). They sum to E2E."""
+    col = pl.col
+    return [
+        ("prefill_queue_s", col("prefill_start_s") - col("arrival_s")),
+        ("prefill_s", col("first_token_s") - col("prefill_start_s")),
+        ("kv_wait_s", col("kv_start_s") - col("first_token_s")),
+        ("kv_transfer_s", col("kv_ready_s") - col("kv_start_s")),
+        ("decode_queue_s", col("decode_start_s") - pl.coalesce(col("kv_ready_s"), col("decode_start_s"))),
+        ("decode_s", col("finish_s") - col("decode_start_s")),
+    ]
+
+
 def _safe_div(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
 
-def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
-    """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere."""
+def summarise(
+    df: pl.DataFrame,
+    pct: pl.DataFrame,
+    stats: dict[str, Any],
+    scenario: dict[str, Any],
+    ceilings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere. ``ceilings``
+    (the core's analytic ceilings for the run) become the ``load`` entry."""
     col = pl.col
     horizon = float(stats["horizon_s"])
     slo = scenario["slo"]
@@ -123,12 +170,8 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
         pl.len().alias("n"),
         col("arrival_s").min().alias("first"),
         col("arrival_s").max().alias("last"),
-        (col("prefill_start_s") - col("arrival_s")).mean().alias("prefill_queue_s"),
-        (col("first_token_s") - col("prefill_start_s")).mean().alias("prefill_s"),
-        (col("kv_start_s") - col("first_token_s")).mean().alias("kv_wait_s"),
-        (col("kv_ready_s") - col("kv_start_s")).mean().alias("kv_transfer_s"),
-        (col("decode_start_s") - pl.coalesce(col("kv_ready_s"), col("decode_start_s"))).mean().alias("decode_queue_s"),
-        (col("finish_s") - col("decode_start_s")).mean().alias("decode_s"),
+        *[e.fill_null(0.0).mean().alias(name) for name, e in _stage_exprs()],
+        *[e.mean().alias(f"present:{name}") for name, e in _stage_exprs()],
     ).row(0, named=True)
     n_measured = int(agg["n"])
     ok = int(agg["ok"] or 0)
@@ -138,6 +181,9 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
         "tpot_s": slo["tpot_s"],
         "attainment": ok / n_measured if n_measured else None,
         "goodput_req_per_s": _opt(ok / window) if window > 0 else None,
+        # The reference's goodput divides by the measured requests' arrival window (first to last arrival),
+        # throughput by the whole run (to the last completion), so goodput can exceed throughput.
+        "goodput_window_s": window if n_measured >= 2 else None,
     }
     if slo_out["goodput_req_per_s"] is None:
         slo_out["goodput_note"] = "fewer than two measured requests, or their arrival window is too short to divide by"
@@ -163,7 +209,10 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
     static_j = float(stats["static_j"])
     total_j = static_j + compute_j + memory_j + link_j + transit_j + convert_j
 
+    # A skipped stage counts as 0 (the reference's rule), so the stage means sum to the mean E2E; the means
+    # over the requests that had each stage are kept under "stages_present".
     stages = {s: _opt(agg[s]) for s in STAGES}
+    stages_present = {s: _opt(agg[f"present:{s}"]) for s in STAGES}
     hot_stage, hot_owner = None, None
     candidates = {k: v for k, v in stages.items() if k != "decode_s" and v is not None}
     if candidates:
@@ -194,12 +243,15 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
             "completed": completed,
             "rejected": int(stats["rejected"]),
             "measured": n_measured,
+            # prompt + output above the model's context (run, rejected or clipped by workload.over_context)
+            "over_context": int(df["over_context"].sum()),
         },
         "latency": latency,
         "slo": slo_out,
         "throughput": {
             "req_per_s": _safe_div(completed, horizon),
             "output_tokens_per_s": _safe_div(out_tokens, horizon),
+            "window_s": horizon,
         },
         "utilisation": utilisation,
         "energy": {
@@ -216,6 +268,7 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
             },
         },
         "stages": stages,
+        "stages_present": stages_present,
         "hotspot": {
             "stage": hot_stage,
             "resource": hot_resource,
@@ -236,6 +289,7 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
                 "mbu": _safe_div(i["bytes"], horizon * i["peak_bytes_per_s"]),
                 "kv_capacity_tokens": i["kv_capacity_tokens"],
                 "kv_peak_tokens": i["kv_peak_tokens"],
+                **_occupancy(i, horizon, scenario["scheduler"]),
             }
             for i in instances
         },
@@ -267,6 +321,7 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
             for lk in links
         ],
         "little": {"l": little_l, "lambda_w": lam_w},
+        "load": None if ceilings is None else load(ceilings),
         "run": {
             "events": int(stats["events"]),
             "horizon_s": horizon,

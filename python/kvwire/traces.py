@@ -16,6 +16,7 @@ wall-clock timestamps with up to 7 fractional digits, optionally a ``+00:00`` zo
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import polars as pl
@@ -34,9 +35,21 @@ def _check_sorted(df: pl.DataFrame, path: str) -> pl.DataFrame:
     return df
 
 
+def _check_text(p: str) -> None:
+    """Refuse a file that is not UTF-8 text (a binary file, or UTF-16 with its byte-order mark or NULs)."""
+    try:
+        with open(p, "rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        raise TraceError(f"{p}: cannot read trace: {e.strerror or e}", p) from None
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head:
+        raise TraceError(f"{p}: not UTF-8 text (UTF-16 or binary); traces are UTF-8 CSV or JSON Lines", p)
+
+
 def read_azure_csv(path: str | Path) -> pl.DataFrame:
     """Read an Azure LLM inference trace (2023 or 2024 release)."""
     p = str(path)
+    _check_text(p)
     try:
         raw = pl.read_csv(p, infer_schema=False)  # every column as text; parsed strictly below
     except (OSError, pl.exceptions.PolarsError) as e:
@@ -73,6 +86,7 @@ def read_azure_csv(path: str | Path) -> pl.DataFrame:
 def read_mooncake_jsonl(path: str | Path) -> pl.DataFrame:
     """Read a Mooncake trace (``timestamp`` ms, ``input_length``, ``output_length``; ``hash_ids`` ignored)."""
     p = str(path)
+    _check_text(p)
     rows: list[tuple[float, int, int]] = []
     try:
         with open(p, encoding="utf-8") as f:
@@ -82,16 +96,22 @@ def read_mooncake_jsonl(path: str | Path) -> pl.DataFrame:
                 try:
                     r = json.loads(line)
                     ts, inp, out = r["timestamp"], r["input_length"], r["output_length"]
-                    if isinstance(ts, bool) or not isinstance(ts, int | float):
-                        raise TypeError(f"timestamp must be a number of milliseconds, got {ts!r}")
+                    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+                        raise TypeError(f"timestamp must be a finite number of milliseconds, got {ts!r}")
                     for name, v in (("input_length", inp), ("output_length", out)):
                         if isinstance(v, bool) or not isinstance(v, int):
                             raise TypeError(f"{name} must be a whole number of tokens, got {v!r}")
+                        if not 0 <= v < 2**32:
+                            raise TypeError(f"{name} must be a whole number of tokens below 2^32, got {v}")
                     rows.append((float(ts) / 1e3, inp, out))
-                except (ValueError, KeyError, TypeError) as e:
+                except RecursionError:
+                    raise TraceError(f"{p}: line {i + 1}: nested too deeply", f"{p}:{i + 1}") from None
+                except (ValueError, KeyError, TypeError, OverflowError) as e:
                     raise TraceError(f"{p}: line {i + 1}: not a Mooncake record ({e})", f"{p}:{i + 1}") from None
     except OSError as e:
         raise TraceError(f"{p}: cannot read Mooncake trace: {e}", p) from None
+    except UnicodeDecodeError as e:
+        raise TraceError(f"{p}: not UTF-8 text (byte {e.start}: {e.reason})", p) from None
     df = pl.DataFrame(
         rows,
         schema={"arrival_s": pl.Float64, "prompt_tokens": pl.Int64, "output_tokens": pl.Int64},

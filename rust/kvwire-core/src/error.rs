@@ -44,6 +44,15 @@ pub enum Error {
     #[error("{path}: {reason}")]
     Layout { path: String, reason: String },
 
+    /// A run that would not fit the machine's memory (or an allocation that failed), refused before it
+    /// started with the estimate.
+    #[error("{path}: {reason}")]
+    Resource { path: String, reason: String },
+
+    /// The run was cancelled from outside (Ctrl-C in Python) before it finished.
+    #[error("the run was cancelled before it finished")]
+    Cancelled,
+
     /// A broken internal invariant. Never expected; reported instead of panicking across the FFI boundary.
     #[error("internal error (please report): {0}")]
     Internal(String),
@@ -53,6 +62,14 @@ impl Error {
     /// Shorthand for [`Error::Field`].
     pub fn field(path: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Field { path: path.into(), reason: reason.into() }
+    }
+
+    /// An allocation of `n` items of `what` for `path` failed.
+    pub fn alloc(path: &str, what: &str, n: usize) -> Self {
+        Error::Resource {
+            path: path.to_string(),
+            reason: format!("not enough memory for {n} {what}; run fewer requests"),
+        }
     }
 
     /// Shorthand for [`Error::Trace`].
@@ -68,8 +85,9 @@ impl Error {
             | Error::DoesNotFit { path, .. }
             | Error::Trace { path, .. }
             | Error::Quant { path, .. }
-            | Error::Layout { path, .. } => path,
-            Error::Internal(_) => "",
+            | Error::Layout { path, .. }
+            | Error::Resource { path, .. } => path,
+            Error::Internal(_) | Error::Cancelled => "",
         }
     }
 }

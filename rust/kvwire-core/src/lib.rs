@@ -16,6 +16,7 @@
 //! KV layouts and conversions), `workload` (arrivals, lengths, traces), `metrics` (result columns, totals).
 
 pub mod catalog;
+pub mod ceilings;
 pub mod cost;
 pub mod engine;
 pub mod error;
@@ -27,6 +28,6 @@ pub mod quant;
 pub mod scenario;
 pub mod workload;
 
-pub use engine::{simulate, SimOutput};
+pub use engine::{simulate, simulate_with, SimOutput};
 pub use error::{Error, Result};
 pub use scenario::Scenario;

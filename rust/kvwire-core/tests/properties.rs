@@ -1106,6 +1106,19 @@ proptest! {
         check_all(&out, &Facts::of(&sc)).map_err(|e| fail(&sc, "invariant", e))?;
     }
 
+    /// The echo of a validated scenario (`Scenario::echo_json`, the input schema) validates back to the same
+    /// scenario, and running it gives the same table.
+    #[test]
+    fn echo_reproduces_the_scenario(g in scenario_gen(40, 30)) {
+        let json = g.scenario().to_string();
+        let sc = Scenario::from_json(&json, None).map_err(|e| TestCaseError::fail(format!("{json}: {e}")))?;
+        let echo = sc.echo_json().to_string();
+        let again = Scenario::from_json(&echo, None).map_err(|e| TestCaseError::fail(format!("{echo}: {e}")))?;
+        prop_assert_eq!(&again, &sc, "echo {}", echo);
+        let (a, b) = (simulate(sc).unwrap(), simulate(again).unwrap());
+        same_table(&a.table, &b.table).map_err(|e| TestCaseError::fail(format!("{json}: {e}")))?;
+    }
+
     /// Determinism, and the macro-step fast path against the step-by-step reference: bit-identical tables
     /// and totals (only the kernel event count may differ).
     #[test]

@@ -11,6 +11,7 @@ pyo3::import_exception!(kvwire.errors, TraceError);
 pyo3::import_exception!(kvwire.errors, QuantError);
 pyo3::import_exception!(kvwire.errors, LayoutError);
 pyo3::import_exception!(kvwire.errors, InternalError);
+pyo3::import_exception!(kvwire.errors, ResourceError);
 
 /// Map a core error to its Python exception: `Class(message, path)`.
 pub fn to_py(e: Error) -> PyErr {
@@ -23,6 +24,8 @@ pub fn to_py(e: Error) -> PyErr {
         Error::Trace { .. } => TraceError::new_err((msg, path)),
         Error::Quant { .. } => QuantError::new_err((msg, path)),
         Error::Layout { .. } => LayoutError::new_err((msg, path)),
+        Error::Resource { .. } => ResourceError::new_err((msg, path)),
+        Error::Cancelled => pyo3::exceptions::PyKeyboardInterrupt::new_err(msg),
         Error::Internal(_) => InternalError::new_err((msg, path)),
     }
 }

@@ -55,7 +55,12 @@ pub fn layout_describe<'py>(py: Python<'py>, spec: Spec) -> PyResult<Bound<'py, 
 /// Exact bytes a request of `tokens` tokens occupies in the layout.
 #[pyfunction]
 pub fn layout_request_bytes(spec: Spec, tokens: u64) -> PyResult<u64> {
-    Ok(resolve("layout", &spec)?.request_bytes(tokens))
+    resolve("layout", &spec)?.request_bytes(tokens).ok_or_else(|| {
+        to_py(kvwire_core::Error::Layout {
+            path: "tokens".into(),
+            reason: format!("{tokens} tokens of this layout take more than 2^64 bytes"),
+        })
+    })
 }
 
 /// The catalog: one dict per layout (name, engine, version, mla, paged, kv_packing, description).

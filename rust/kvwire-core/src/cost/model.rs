@@ -175,7 +175,7 @@ impl ModelCost {
     }
 
     /// Work of a decode step for `batch` sequences whose cached context sums to `ctx` tokens.
-    #[inline]
+    #[inline(always)]
     pub fn decode(&self, ctx: u64, batch: u64) -> StepWork {
         let b = batch as u128;
         let positions = ctx as u128 + b;

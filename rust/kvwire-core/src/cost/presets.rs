@@ -67,6 +67,10 @@ pub struct ModelSpec {
     /// Bytes per cached K or V element (2.0 = BF16).
     #[serde(default = "two")]
     pub kv_bytes_per_value: f64,
+    /// Longest sequence (prompt + output tokens) the model accepts: its `max_position_embeddings`. `None`
+    /// (an inline model that does not give it): not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_context_tokens: Option<u32>,
     /// Where the preset's numbers come from.
     #[serde(default)]
     pub source: String,
@@ -138,6 +142,8 @@ const DEEPSEEK_V3_SRC: &str = "deepseek-ai/DeepSeek-V3 (MLA: 512-rank latent + 6
 
 const SHAPE_SRC: &str =
     "shape from the model's config.json; weights and KV in BF16 as in the reference simulator (spec/simulator.md (a))";
+/// Where every preset's `max_context_tokens` comes from.
+const CONTEXT_SRC: &str = "max_context_tokens is config.json's max_position_embeddings";
 /// DeepSeek-V3's precision note, in place of [`SHAPE_SRC`]: its weights are not BF16.
 const SHAPE_SRC_FP8_WEIGHTS: &str = "shape from the model's config.json; weights FP8 as released (1 byte per \
      parameter), KV in BF16 as in the reference simulator (spec/simulator.md (a))";
@@ -152,6 +158,7 @@ fn model(
     head_dim: u32,
     d_ff: u32,
     vocab: u32,
+    max_context_tokens: u32,
     source: &str,
 ) -> ModelSpec {
     ModelSpec {
@@ -176,7 +183,8 @@ fn model(
         dense_layers: 0,
         weight_bytes_per_param: 2.0,
         kv_bytes_per_value: 2.0,
-        source: format!("{source}; {SHAPE_SRC}"),
+        max_context_tokens: Some(max_context_tokens),
+        source: format!("{source}; {SHAPE_SRC}; {CONTEXT_SRC}"),
     }
 }
 
@@ -185,11 +193,11 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
     vec![
         (
             "llama3-8b",
-            model("Llama-3-8B", 32, 4096, 32, 8, 128, 14336, 128256, "meta-llama/Meta-Llama-3-8B"),
+            model("Llama-3-8B", 32, 4096, 32, 8, 128, 14336, 128256, 8192, "meta-llama/Meta-Llama-3-8B"),
         ),
         (
             "llama3-70b",
-            model("Llama-3-70B", 80, 8192, 64, 8, 128, 28672, 128256, "meta-llama/Meta-Llama-3-70B"),
+            model("Llama-3-70B", 80, 8192, 64, 8, 128, 28672, 128256, 8192, "meta-llama/Meta-Llama-3-70B"),
         ),
         (
             "mistral-7b",
@@ -202,12 +210,13 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
                 128,
                 14336,
                 32000,
+                32768,
                 "mistralai/Mistral-7B-v0.1 (sliding window ignored)",
             ),
         ),
         (
             "yi-34b",
-            model("Yi-34B", 60, 7168, 56, 8, 128, 20480, 64000, "01-ai/Yi-34B"),
+            model("Yi-34B", 60, 7168, 56, 8, 128, 20480, 64000, 4096, "01-ai/Yi-34B"),
         ),
         (
             "opt-13b",
@@ -220,6 +229,7 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
                 128,
                 13653,
                 50272,
+                2048,
                 "facebook/opt-13b (GELU MLP of 20480 approximated as a 3-matrix MLP with d_ff 13653, as the reference does)",
             ),
         ),
@@ -234,6 +244,7 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
                 128,
                 24576,
                 50272,
+                2048,
                 "facebook/opt-66b (GELU MLP of 36864 approximated as a 3-matrix MLP with d_ff 24576, as for opt-13b); \
                  Splitwise's 1.13 GB hand-off of a 512-token prompt is this model's 2·64·9216·2 B per token",
             ),
@@ -253,6 +264,7 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
                     128,
                     14336,
                     32000,
+                    32768,
                     "mistralai/Mixtral-8x7B-v0.1 (8 experts, top-2; router weights counted)",
                 )
             },
@@ -273,13 +285,13 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
                 dense_layers: 3,
                 // The released checkpoint is FP8 (block-scaled E4M3) weights; the KV cache stays BF16.
                 weight_bytes_per_param: 1.0,
-                source: format!("{DEEPSEEK_V3_SRC}; {SHAPE_SRC_FP8_WEIGHTS}"),
-                ..model("DeepSeek-V3", 61, 7168, 128, 128, 128, 18432, 129280, DEEPSEEK_V3_SRC)
+                source: format!("{DEEPSEEK_V3_SRC}; {SHAPE_SRC_FP8_WEIGHTS}; {CONTEXT_SRC}"),
+                ..model("DeepSeek-V3", 61, 7168, 128, 128, 128, 18432, 129280, 163_840, DEEPSEEK_V3_SRC)
             },
         ),
         (
             "llama3.2-1b",
-            model("Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, "meta-llama/Llama-3.2-1B"),
+            model("Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, 131_072, "meta-llama/Llama-3.2-1B"),
         ),
     ]
 }

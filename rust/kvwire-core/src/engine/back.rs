@@ -46,7 +46,7 @@ impl LoadView for Backs<'_> {
     }
 }
 
-impl Sim {
+impl Sim<'_> {
     /// The decode instance for a hand-off, chosen now.
     pub(super) fn route_to_back(&mut self, r: u32) -> usize {
         let d = self.back_router.pick(&Backs(&self.backs));
@@ -76,7 +76,7 @@ impl Sim {
     /// every pending event (macro-steps), otherwise as a kernel event.
     pub(super) fn schedule_back(&mut self, d: usize, mut end: Option<f64>) {
         while let Some(e) = end {
-            if self.macro_steps && e < self.q.next_time() {
+            if self.macro_steps && e < self.q.next_time() && !self.tick() {
                 end = self.back_step_end(d, e);
             } else {
                 self.q.push(e, Priority::Normal, Ev::BackDone(d as u32));
@@ -96,8 +96,13 @@ impl Sim {
             kv_capacity: inst.dec.kv_capacity,
         };
         let n = decode_admit_len(&inst.queue, &t.prompt_tokens, &t.output_tokens, occ);
+        // With metrics.first_token "decode", the admitted requests' first token is seen when this step ends.
+        let seen_later = !t.first_token_seen_s.is_empty();
         for _ in 0..n {
             let Some(r) = inst.queue.pop_front() else { break };
+            if seen_later {
+                self.admitted.push(r);
+            }
             let i = r as usize;
             inst.dec.kv_used += reservation(t.prompt_tokens[i], t.output_tokens[i]);
             t.decode_start_s[i] = now;
@@ -117,6 +122,12 @@ impl Sim {
         inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(inst.dec.kv_used);
         let end = start_decode(&mut inst.dec, &inst.timer, &mut inst.stats, &self.back_model, &t.prompt_tokens, now);
         inst.busy = end.is_some();
+        if let Some(e) = end {
+            for &r in &self.admitted {
+                t.first_token_seen_s[r as usize] = e;
+            }
+        }
+        self.admitted.clear();
         end
     }
 
@@ -158,7 +169,7 @@ pub(super) fn start_decode(
         work.bytes += dec.pending_pass.bytes;
         dec.pending_pass = StepWork { flops: 0.0, bytes: 0.0 };
     }
-    stats.add_step(work, timing, b, false);
+    stats.add_step(work, timing, b, 0, false, dec.kv_used);
     Some(now + timing.time_s)
 }
 

@@ -68,7 +68,7 @@ impl LoadView for Fronts<'_> {
     }
 }
 
-impl Sim {
+impl Sim<'_> {
     /// Whether front instances decode (colocated, or conditional disaggregation).
     fn fronts_decode(&self) -> bool {
         self.colocated || matches!(self.disaggregate, Disaggregate::Conditional { .. })
@@ -98,7 +98,7 @@ impl Sim {
     /// as a kernel event.
     pub(super) fn schedule_front(&mut self, i: usize, mut end: Option<f64>) {
         while let Some(e) = end {
-            if self.macro_steps && self.fronts_decode() && e < self.q.next_time() {
+            if self.macro_steps && self.fronts_decode() && e < self.q.next_time() && !self.tick() {
                 end = self.front_step_end(i, e);
             } else {
                 self.q.push(e, Priority::Normal, Ev::FrontDone(i as u32));
@@ -194,12 +194,18 @@ impl Sim {
             work.flops += pass.flops;
             work.bytes += pass.bytes;
         }
-        inst.stats.add_step(work, timing, n as u64, true);
+        inst.stats.add_step(work, timing, n as u64, tokens, true, inst.dec.kv_used);
         inst.busy = true;
         inst.step = StepKind::Prefill;
         let end = now + timing.time_s;
         for &r in &inst.batch {
             t.first_token_s[r as usize] = end;
+        }
+        if !t.first_token_seen_s.is_empty() {
+            // Seen now unless handed off (then at the end of its first decode step, `back.rs`).
+            for &r in &inst.batch {
+                t.first_token_seen_s[r as usize] = end;
+            }
         }
         if streams && self.path.streaming() {
             // The first layer's slices may leave after 1/L of the step.

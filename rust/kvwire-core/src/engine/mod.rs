@@ -19,11 +19,17 @@ pub mod kernel;
 mod path;
 pub mod running;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
+
+/// Work units (kernel events and inline decode steps) between two checks of the cancel flag and of
+/// `engine.max_steps`.
+pub const CHECK_EVERY: u64 = 1 << 14;
 
 use kernel::{EventQueue, Priority};
 use running::{Cols, RunningSet};
 
+use crate::ceilings::Ceilings;
 use crate::cost::model::{ModelCost, StepWork};
 use crate::cost::roofline::{kv_capacity_tokens, StepTimer};
 use crate::error::{Error, Result};
@@ -33,8 +39,7 @@ use crate::metrics::table::RequestTable;
 use crate::policy::batching::ever_fits;
 use crate::policy::router::{Router, Rule};
 use crate::quant::Format;
-use crate::scenario::{Conversion, Disaggregate, Pool, Scenario, Topology, Workload};
-use crate::workload::{generate, Trace};
+use crate::scenario::{Conversion, Disaggregate, OverContext, Pool, Requests, Scenario, Topology};
 
 use back::BackInst;
 use front::FrontInst;
@@ -45,6 +50,8 @@ use path::Path;
 pub struct SimOutput {
     pub table: RequestTable,
     pub stats: RunStats,
+    /// The scenario's analytic ceilings for the requests that ran.
+    pub ceilings: Ceilings,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -105,7 +112,14 @@ impl Decoder {
     }
 }
 
-struct Sim {
+struct Sim<'c> {
+    /// Set from outside to stop the run ([`simulate_with`]).
+    cancel: Option<&'c AtomicBool>,
+    /// Work units done (events + inline steps), for the periodic checks.
+    work: u64,
+    max_steps: u64,
+    /// Why the run must stop (set by a check; the event loop returns it).
+    stop: Option<Error>,
     t: RequestTable,
     q: EventQueue<Ev>,
     /// Hand-off bytes per prompt token (the KV in its model dtype, before any compression).
@@ -145,30 +159,25 @@ struct Sim {
     horizon: f64,
     itl: ItlHistogram,
     finished: Vec<u32>,
+    /// Requests admitted at the current decode boundary (scratch; used with metrics.first_token "decode").
+    admitted: Vec<u32>,
 }
 
 /// Run a validated scenario to completion.
 pub fn simulate(scenario: Scenario) -> Result<SimOutput> {
+    simulate_with(scenario, None)
+}
+
+/// [`simulate`], stopping with [`Error::Cancelled`] soon after `cancel` is set (it is read every
+/// [`CHECK_EVERY`] events or inline steps, a few milliseconds of work).
+pub fn simulate_with(scenario: Scenario, cancel: Option<&AtomicBool>) -> Result<SimOutput> {
     let start = Instant::now();
-    let trace = match &scenario.workload {
-        Workload::Generated { requests, seed, arrivals, prompt, output } => {
-            let t = generate(*requests, *seed, *arrivals, *prompt, *output);
-            if let Some(i) = t.arrival_s().iter().position(|a| !a.is_finite()) {
-                return Err(Error::field(
-                    "workload.arrivals",
-                    format!("the arrival process produced a non-finite time at request {i}"),
-                ));
-            }
-            t
-        }
-        Workload::Trace(_) => match scenario.workload.clone() {
-            Workload::Trace(t) => t,
-            Workload::Generated { .. } => return Err(Error::Internal("workload changed kind".into())),
-        },
-    };
-    let mut sim = Sim::new(&scenario, trace)?;
+    let requests = scenario.requests()?;
+    let ceilings = crate::ceilings::ceilings(&scenario, &requests);
+    let mut sim = Sim::new(&scenario, requests)?;
+    sim.cancel = cancel;
     sim.run()?;
-    let mut out = sim.finish();
+    let mut out = sim.finish(ceilings);
     out.stats.wall_s = start.elapsed().as_secs_f64();
     Ok(out)
 }
@@ -202,8 +211,9 @@ fn capacity(sc: &Scenario, p: &Pool, model: &ModelCost) -> Result<u64> {
     .map_err(|_| Error::Internal("KV capacity checked at validation".into()))
 }
 
-impl Sim {
-    fn new(sc: &Scenario, trace: Trace) -> Result<Self> {
+impl Sim<'_> {
+    fn new(sc: &Scenario, requests: Requests) -> Result<Self> {
+        let Requests { trace, over_context } = requests;
         let base = ModelCost::new(&sc.model.spec, sc.lm_head);
         let ratio = |p: &Pool| p.kv_format.map_or(1.0, |f| f.ratio_vs_bf16());
         let (front_pool, back_pool, colocated) = match &sc.topology {
@@ -241,14 +251,20 @@ impl Sim {
         if n > u32::MAX as usize {
             return Err(Error::field("workload", format!("at most {} requests per run", u32::MAX)));
         }
-        let mut t = RequestTable::new(arrival, prompt, output);
+        let mut t = RequestTable::new(arrival, prompt, output)?;
+        if sc.first_token == crate::scenario::FirstToken::Decode && !colocated {
+            t.first_token_seen_s = crate::metrics::table::try_filled(n, f64::NAN)?;
+        }
         // Rejection depends only on sizes, so the measured set (completed requests after the warm-up
         // fraction, in arrival order) is known before the run.
         let mut completed = 0u64;
-        for i in 0..n {
-            t.rejected[i] = !ever_fits(t.prompt_tokens[i], t.output_tokens[i], reject_capacity);
+        let refuse_long = sc.over_context == OverContext::Reject;
+        for (i, &long) in over_context.iter().enumerate() {
+            t.rejected[i] =
+                !ever_fits(t.prompt_tokens[i], t.output_tokens[i], reject_capacity) || (refuse_long && long);
             completed += !t.rejected[i] as u64;
         }
+        t.over_context = over_context;
         let warmup = (sc.warmup_fraction * completed as f64).floor() as u64;
         let mut seen = 0u64;
         for i in 0..n {
@@ -273,6 +289,10 @@ impl Sim {
         let receiver_convert =
             convert_at(crate::scenario::ConvertAt::Receiver, value_bytes / back_pool.map_or(1.0, ratio));
         Ok(Sim {
+            cancel: None,
+            work: 0,
+            max_steps: sc.max_steps,
+            stop: None,
             t,
             q: EventQueue::new(),
             path: Path::new(sc, front_pool.instances, back_pool.map_or(0, |p| p.instances))?,
@@ -307,6 +327,7 @@ impl Sim {
             horizon: 0.0,
             itl: ItlHistogram::default(),
             finished: Vec::new(),
+            admitted: Vec::new(),
         })
     }
 
@@ -315,6 +336,10 @@ impl Sim {
             self.q.push(a, Priority::Normal, Ev::Arrival);
         }
         while self.remaining > 0 {
+            if let Some(e) = self.stop.take() {
+                return Err(e);
+            }
+            self.tick();
             let Some((now, ev)) = self.q.pop() else {
                 return Err(Error::Internal(format!(
                     "event queue ran dry with {} requests unfinished",
@@ -346,7 +371,49 @@ impl Sim {
                 }
             }
         }
-        Ok(())
+        // Checked during the run every CHECK_EVERY units of work, and here exactly.
+        match self.over_max_steps() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Count one unit of work; every [`CHECK_EVERY`] units, stop on cancellation or past `engine.max_steps`.
+    /// Returns whether the run must stop (the caller leaves its inline loop; the event loop returns).
+    #[inline(always)]
+    fn tick(&mut self) -> bool {
+        self.work += 1;
+        self.work % CHECK_EVERY == 0 && self.check()
+    }
+
+    /// The periodic check of [`Self::tick`]: records why the run must stop, if it must.
+    #[cold]
+    #[inline(never)]
+    fn check(&mut self) -> bool {
+        if self.stop.is_none() {
+            if self.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                self.stop = Some(Error::Cancelled);
+            } else {
+                self.stop = self.over_max_steps();
+            }
+        }
+        self.stop.is_some()
+    }
+
+    /// The `engine.max_steps` error, if the instances have taken more batch steps than that.
+    fn over_max_steps(&self) -> Option<Error> {
+        let steps: u64 =
+            self.fronts.iter().map(|f| f.stats.steps).chain(self.backs.iter().map(|b| b.stats.steps)).sum();
+        (steps > self.max_steps).then(|| {
+            Error::field(
+                "engine.max_steps",
+                format!(
+                    "the run took more than {} batch steps; raise engine.max_steps or simulate fewer or shorter \
+                     requests",
+                    self.max_steps
+                ),
+            )
+        })
     }
 
     fn population_change(&mut self, now: f64, up: bool) {
@@ -383,21 +450,24 @@ impl Sim {
         }
     }
 
-    fn finish(self) -> SimOutput {
+    fn finish(self, ceilings: Ceilings) -> SimOutput {
         let mut instances = Vec::new();
         for f in self.fronts {
             let mut s = f.stats;
             s.kv_end_tokens = f.dec.kv_used;
+            s.finish();
             instances.push(s);
         }
         for b in self.backs {
             let mut s = b.stats;
             s.kv_end_tokens = b.dec.kv_used;
+            s.finish();
             instances.push(s);
         }
         let static_j = instances.iter().map(|s| s.idle_w * self.horizon).sum();
         let measured = self.t.measured.iter().filter(|&&m| m).count() as u64;
         SimOutput {
+            ceilings,
             table: self.t,
             stats: RunStats {
                 instances,
@@ -416,13 +486,15 @@ impl Sim {
     }
 }
 
-impl Sim {
+impl Sim<'_> {
     /// KV bytes a hand-off of request `r` carries before compression.
     fn handoff_bytes(&self, r: u32) -> f64 {
         self.t.prompt_tokens[r as usize] as f64 * self.handoff_bytes_per_token
     }
 }
 
+/// The columns a decode step reads; inter-token gaps start from when the user saw the first token.
 fn cols(t: &RequestTable) -> Cols<'_> {
-    Cols { prompt: &t.prompt_tokens, output: &t.output_tokens, first_token_s: &t.first_token_s, measured: &t.measured }
+    let seen = if t.first_token_seen_s.is_empty() { &t.first_token_s } else { &t.first_token_seen_s };
+    Cols { prompt: &t.prompt_tokens, output: &t.output_tokens, first_token_s: seen, measured: &t.measured }
 }

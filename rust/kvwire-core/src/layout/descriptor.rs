@@ -40,6 +40,9 @@ fn lerr(path: &str, reason: impl Into<String>) -> Error {
     Error::Layout { path: path.into(), reason: reason.into() }
 }
 
+/// Largest bytes per block (or per token of a contiguous layout) a layout may have: 2^40, a terabyte.
+pub const MAX_BLOCK_BYTES: u64 = 1 << 40;
+
 impl Layout {
     /// Resolve `name` with `dtype`; `path` prefixes error messages (e.g. `"src_layout"`).
     pub fn new(path: &str, name: &str, dtype: &str, block_size: usize, geometry: Geometry) -> Result<Layout> {
@@ -86,7 +89,30 @@ impl Layout {
                 ));
             }
         }
-        Ok(Layout { def, dtype: dt, block_size: if def.paged() { block_size } else { 1 }, geometry })
+        // Bytes per block (or token) in checked arithmetic: every byte count, stride and index of the kernels
+        // is then far from overflowing (a block of 2^40 bytes, a terabyte, is the ceiling).
+        let paged_block = if def.paged() { block_size } else { 1 };
+        let components = if def.mla { 1 } else { 2 };
+        let mut bytes = 1u128;
+        for (field, factor) in [
+            ("head_dim", dt.vector_bytes(head_dim) * components),
+            ("heads", heads),
+            ("block_size", paged_block),
+            ("layers", layers),
+        ] {
+            bytes *= factor as u128;
+            if bytes > MAX_BLOCK_BYTES as u128 {
+                return Err(lerr(
+                    &format!("{path}.{field}"),
+                    format!(
+                        "the cache geometry (layers {layers} × heads {heads} × head_dim {head_dim} × block_size \
+                         {block_size}, {}) needs more than {MAX_BLOCK_BYTES} bytes per block",
+                        dt.name()
+                    ),
+                ));
+            }
+        }
+        Ok(Layout { def, dtype: dt, block_size: paged_block, geometry })
     }
 
     /// 2 (K and V), or 1 for MLA.
@@ -172,10 +198,16 @@ impl Layout {
     }
 
     /// Exact bytes a request of `tokens` tokens occupies: whole blocks for paged layouts (the last one
-    /// partly filled), plus separate scales. Saturates at `u64::MAX` (never reached by a real request).
-    pub fn request_bytes(&self, tokens: u64) -> u64 {
+    /// partly filled), plus separate scales; `None` when that does not fit in 64 bits.
+    pub fn request_bytes(&self, tokens: u64) -> Option<u64> {
         let counts = tokens.div_ceil(self.tokens_per_count() as u64);
-        counts.saturating_mul(self.bytes_per_count() as u64).saturating_add(self.separate_scale_bytes() as u64)
+        counts.checked_mul(self.bytes_per_count() as u64)?.checked_add(self.separate_scale_bytes() as u64)
+    }
+
+    /// [`Self::request_bytes`] as a float (exact below 2^53 bytes), for the cost model; never overflows.
+    pub fn request_bytes_f64(&self, tokens: u64) -> f64 {
+        let counts = tokens.div_ceil(self.tokens_per_count() as u64);
+        counts as f64 * self.bytes_per_count() as f64 + self.separate_scale_bytes() as f64
     }
 
     /// Byte strides of every axis in buffer `plane` holding `count` blocks or tokens.
@@ -202,6 +234,30 @@ mod tests {
         Layout::new("x", name, dtype, bs, G).unwrap()
     }
 
+    /// Geometries whose bytes per block would pass 2^40 are refused naming the factor that crossed it (they
+    /// wrapped to 0 bytes before); a request too large for 64 bits has no byte count, not a saturated one.
+    #[test]
+    fn huge_geometries_are_refused_not_wrapped() {
+        let big = Geometry { layers: 1 << 20, heads: 1, head_dim: 1 << 20 };
+        let e = Layout::new("layout", "vllm_nhd", "bfloat16", 1 << 20, big).unwrap_err();
+        assert_eq!(e.path(), "layout.block_size");
+        assert!(e.to_string().contains("more than 1099511627776 bytes per block"), "{e}");
+        let wide = Geometry { layers: 1, heads: 1 << 20, head_dim: 1 << 20 };
+        assert_eq!(Layout::new("layout", "neutral", "float32", 1, wide).unwrap_err().path(), "layout.heads");
+        let ok = Layout::new(
+            "layout",
+            "vllm_nhd",
+            "float32",
+            1 << 10,
+            Geometry { layers: 1 << 10, heads: 1 << 4, head_dim: 1 << 10 },
+        )
+        .unwrap();
+        assert_eq!(ok.bytes_per_count(), 1 << 37);
+        assert_eq!(ok.request_bytes(1 << 10), Some(1 << 37));
+        assert_eq!(ok.request_bytes(u64::MAX), None);
+        assert_eq!(ok.request_bytes_f64(1 << 10), (1u64 << 37) as f64);
+    }
+
     #[test]
     fn shapes_are_the_engines() {
         assert_eq!(l("vllm_hnd", "bfloat16", 16).shape(0, 10), vec![2, 10, 4, 16, 32]);
@@ -223,16 +279,16 @@ mod tests {
     #[test]
     fn request_bytes_count_whole_blocks_and_separate_scales() {
         // 2 layers · 2 · 4 heads · 16 · 2 B = 512 B per token.
-        assert_eq!(l("neutral", "bfloat16", 16).request_bytes(17), 17 * 512);
-        assert_eq!(l("vllm_hnd", "bfloat16", 16).request_bytes(17), 32 * 512);
-        assert_eq!(l("vllm_hnd", "bfloat16", 16).request_bytes(16), 16 * 512);
-        assert_eq!(l("sglang", "bfloat16", 1).request_bytes(17), 17 * 512);
-        assert_eq!(l("vllm_hnd", "fp8_e4m3", 16).request_bytes(16), 16 * 256 + 4 * 2 * 2);
-        assert_eq!(l("vllm_hnd", "fp8_per_token_head", 16).request_bytes(16), 16 * 2 * 2 * 4 * 20);
+        assert_eq!(l("neutral", "bfloat16", 16).request_bytes(17), Some(17 * 512));
+        assert_eq!(l("vllm_hnd", "bfloat16", 16).request_bytes(17), Some(32 * 512));
+        assert_eq!(l("vllm_hnd", "bfloat16", 16).request_bytes(16), Some(16 * 512));
+        assert_eq!(l("sglang", "bfloat16", 1).request_bytes(17), Some(17 * 512));
+        assert_eq!(l("vllm_hnd", "fp8_e4m3", 16).request_bytes(16), Some(16 * 256 + 4 * 2 * 2));
+        assert_eq!(l("vllm_hnd", "fp8_per_token_head", 16).request_bytes(16), Some(16 * 2 * 2 * 4 * 20));
         let mla = Geometry { layers: 61, heads: 1, head_dim: 576 };
         let ds = Layout::new("x", "mla", "fp8_ds_mla", 64, mla).unwrap();
-        assert_eq!(ds.request_bytes(64), 64 * 61 * 656);
-        assert_eq!(Layout::new("x", "mla", "bfloat16", 64, mla).unwrap().request_bytes(1), 64 * 61 * 1152);
+        assert_eq!(ds.request_bytes(64), Some(64 * 61 * 656));
+        assert_eq!(Layout::new("x", "mla", "bfloat16", 64, mla).unwrap().request_bytes(1), Some(64 * 61 * 1152));
     }
 
     #[test]

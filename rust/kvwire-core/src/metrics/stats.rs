@@ -22,6 +22,13 @@ pub struct InstanceStats {
     pub decode_steps: u64,
     /// Σ batch sizes (prompts in prefill steps, sequences in decode steps).
     pub batch_sum: u64,
+    /// Σ sequences over decode steps only (mean decode batch = decode_batch_sum / decode_steps).
+    pub decode_batch_sum: u64,
+    /// Σ prompt tokens over prefill steps (mean prefill batch in tokens = prefill_tokens_sum / prefill_steps).
+    pub prefill_tokens_sum: u64,
+    /// ∫ KV tokens reserved dt over the run, token·s (mean KV occupancy = kv_token_s / (horizon · capacity)).
+    /// Reservations change only at step boundaries, so one product per step gives it exactly.
+    pub kv_token_s: f64,
     /// Busy time of steps stretched by the power roof, s.
     pub power_bound_s: f64,
     /// Busy time of compute-bound steps, s.
@@ -45,17 +52,28 @@ pub struct InstanceStats {
 }
 
 impl InstanceStats {
-    /// Account one step.
+    /// Finish the totals at the end of a run: `decode_batch_sum` held the prefill steps' batches until now.
+    pub fn finish(&mut self) {
+        self.decode_batch_sum = self.batch_sum - self.decode_batch_sum;
+    }
+
+    /// Account one step of `batch` prompts holding `tokens` prompt tokens (`is_prefill`) or of `batch`
+    /// sequences (decode), with `kv_tokens` of KV reserved on the instance while it runs.
     #[inline]
-    pub fn add_step(&mut self, w: StepWork, t: StepTiming, batch: u64, is_prefill: bool) {
+    pub fn add_step(&mut self, w: StepWork, t: StepTiming, batch: u64, tokens: u64, is_prefill: bool, kv_tokens: u64) {
         self.busy_s += t.time_s;
         self.steps += 1;
         if is_prefill {
             self.prefill_steps += 1;
+            self.prefill_tokens_sum += tokens;
+            // Decode steps are the many: their batch sum is batch_sum − this, in `finish`.
+            self.decode_batch_sum += batch;
         } else {
             self.decode_steps += 1;
         }
         self.batch_sum += batch;
+        // Through i64: one instruction (a KV reservation is far below 2⁶³ tokens), where u64 → f64 takes several.
+        self.kv_token_s += kv_tokens as i64 as f64 * t.time_s;
         match t.bound {
             Bound::Power => self.power_bound_s += t.time_s,
             Bound::Compute => self.compute_bound_s += t.time_s,

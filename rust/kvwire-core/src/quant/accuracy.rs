@@ -1,7 +1,7 @@
 //! Accuracy of a reconstruction: SQNR, cosine similarity, MSE and maximum absolute error, in one pass
 //! with `f64` accumulation. Pairs where either value is not finite are left out and counted.
 
-/// Error metrics of `x_hat` against `x`.
+/// Error metrics of `x_hat` against `x`. With no finite pair to compare (`count` 0) every metric is NaN.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Accuracy {
     /// 10·log10(Σx² / Σ(x − x̂)²), dB (+∞ for an exact reconstruction).
@@ -33,6 +33,18 @@ pub fn error(x: &[f32], x_hat: &[f32]) -> Accuracy {
         max_abs = max_abs.max(d.abs());
         count += 1;
     }
+    if count == 0 {
+        // Nothing compared: no figure at all, rather than the "perfect" one an empty sum would give.
+        let nan = f64::NAN;
+        return Accuracy {
+            sqnr_db: nan,
+            cosine: nan,
+            mse: nan,
+            max_abs: nan,
+            count,
+            nonfinite: x.len().min(x_hat.len()),
+        };
+    }
     let sqnr_db = if se == 0.0 {
         f64::INFINITY
     } else if sx == 0.0 {
@@ -45,19 +57,22 @@ pub fn error(x: &[f32], x_hat: &[f32]) -> Accuracy {
         (true, false) | (false, true) => 0.0,
         _ => sxy / (sx * syy).sqrt(),
     };
-    Accuracy {
-        sqnr_db,
-        cosine,
-        mse: if count == 0 { 0.0 } else { se / count as f64 },
-        max_abs,
-        count,
-        nonfinite: x.len().min(x_hat.len()) - count,
-    }
+    Accuracy { sqnr_db, cosine, mse: se / count as f64, max_abs, count, nonfinite: x.len().min(x_hat.len()) - count }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No finite pair (all NaN/Inf, or empty): NaN metrics and count 0, not SQNR +∞ and cosine 1.
+    #[test]
+    fn nothing_compared_gives_no_figures() {
+        for (x, y) in [(&[f32::NAN, f32::INFINITY][..], &[f32::NAN, 1.0][..]), (&[][..], &[][..])] {
+            let e = error(x, y);
+            assert_eq!((e.count, e.nonfinite), (0, x.len()));
+            assert!(e.sqnr_db.is_nan() && e.cosine.is_nan() && e.mse.is_nan() && e.max_abs.is_nan(), "{e:?}");
+        }
+    }
 
     #[test]
     fn closed_forms() {

@@ -229,10 +229,12 @@ impl BlockScheme for Nvfp4 {
     }
 }
 
-/// FP8 (E4M3FN or E5M2) with an fp32 scale per block (`scale = amax/max`, or 1 when that is below the
-/// smallest normal), or one tensor scale (`tensor: Some(scale)`). Elements are x / scale rounded with
-/// saturation (vLLM's `cvt(x / scale, satfinite)`); in per-tensor mode a NaN element stays NaN and ±Inf
-/// becomes NaN (E4M3FN) or ±Inf (E5M2).
+/// FP8 (E4M3FN or E5M2) with an fp32 scale per block, or one tensor scale (`tensor: Some(scale)`), computed
+/// from the largest finite magnitude as `scale = amax/max` exactly — an f32 subnormal too, so a tiny tensor
+/// keeps its values (x / scale is still near max) — with 1 for an all-zero block and 2^-149 (the smallest
+/// positive f32) when the quotient underflows to 0. Elements are x / scale rounded with saturation (vLLM's
+/// `cvt(x / scale, satfinite)`): beyond ±max, ±Inf included, to ±max; a NaN element stays NaN. (A block holding
+/// NaN or ±Inf gets a NaN scale instead, and NaN codes.)
 #[derive(Clone, Copy, Debug)]
 pub struct Fp8Scaled<E: Element> {
     elem: PhantomData<E>,
@@ -245,11 +247,14 @@ impl<E: Element> Fp8Scaled<E> {
         Fp8Scaled { elem: PhantomData, tensor }
     }
 
-    /// The scale for a largest finite magnitude `amax`.
+    /// The scale for a largest finite magnitude `amax` (≥ 0): amax/max, subnormal included; 1 when amax is 0;
+    /// the smallest positive f32 when the quotient underflows.
     pub fn scale_for(&self, amax: f32) -> f32 {
         let s = amax / E::F.max_value();
-        if s < f32::MIN_POSITIVE {
+        if amax == 0.0 {
             1.0
+        } else if s == 0.0 {
+            f32::from_bits(1)
         } else {
             s
         }
@@ -291,14 +296,13 @@ impl<E: Element> BlockScheme for Fp8Scaled<E> {
     #[inline(always)]
     fn encode(&self, scale: &f32, x: f32) -> u8 {
         let v = x / *scale;
-        let finite = mf_encode(&E::F, v, true);
-        let special = mf_encode(&E::F, v, false);
         if scale.is_nan() {
             E::F.sign_bit() - 1
-        } else if x.is_finite() {
-            finite
+        } else if x.is_nan() {
+            mf_encode(&E::F, v, false)
         } else {
-            special
+            // satfinite: ±Inf (and anything beyond ±max) to ±max.
+            mf_encode(&E::F, v, true)
         }
     }
     #[inline(always)]
@@ -416,6 +420,36 @@ impl<const BITS: u32, const SYM: bool> BlockScheme for IntGroup<BITS, SYM> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// FP8 scales (issue 9 item 10): amax/max exactly, an f32 subnormal included (it was 1, which zeroed a
+    /// tiny tensor); 1 for amax 0; the smallest positive f32 when the quotient underflows.
+    #[test]
+    fn fp8_scale_keeps_subnormal_quotients() {
+        let s = Fp8Scaled::<E4m3fn>::new(None);
+        assert_eq!(s.scale_for(3.5), 3.5 / 448.0);
+        let tiny = 1e-40_f32;
+        let want = tiny / 448.0;
+        assert!(want > 0.0 && want < f32::MIN_POSITIVE);
+        assert_eq!(s.scale_for(tiny), want);
+        assert_eq!(s.scale_for(0.0), 1.0);
+        assert_eq!(s.scale_for(f32::from_bits(1)), f32::from_bits(1)); // 2^-149 / 448 underflows to 0
+                                                                       // The tiny value's own code is the top of the range, not 0.
+        assert_ne!(s.encode(&want, tiny), 0);
+    }
+
+    /// Per-tensor FP8 saturates ±Inf to ±max (satfinite), keeps NaN, and a NaN scale (a non-finite block)
+    /// gives NaN codes.
+    #[test]
+    fn fp8_per_tensor_saturates_infinities() {
+        let e4 = Fp8Scaled::<E4m3fn>::new(Some(1.0));
+        assert_eq!((e4.encode(&1.0, f32::INFINITY), e4.encode(&1.0, f32::NEG_INFINITY)), (0x7E, 0xFE));
+        assert_eq!(e4.encode(&1.0, 1e9), 0x7E);
+        assert_eq!(e4.encode(&1.0, f32::NAN) & 0x7F, 0x7F);
+        assert_eq!(e4.encode(&f32::NAN, 1.0), 0x7F);
+        let e5 = Fp8Scaled::<E5m2>::new(Some(1.0));
+        assert_eq!((e5.encode(&1.0, f32::INFINITY), e5.encode(&1.0, f32::NEG_INFINITY)), (0x7B, 0xFB));
+        assert!(e5.decode(&1.0, e5.encode(&1.0, f32::NAN)).is_nan());
+    }
     use crate::quant::minifloat::{E2m1, E4m3fn, E5m2, E5M2};
 
     fn mx4() -> Mx<E2m1> {
@@ -512,7 +546,8 @@ mod tests {
         assert!(r.2.iter().all(|v| v.is_nan()));
     }
 
-    /// Per-block fp8 scales: amax maps to the format max; a NaN block is NaN; per-tensor keeps NaN elements.
+    /// Per-block fp8 scales: amax maps to the format max; a NaN block is NaN; per-tensor keeps NaN elements and
+    /// saturates +Inf to max (satfinite).
     #[test]
     fn fp8_scaled() {
         let s = Fp8Scaled::<E4m3fn>::new(None);
@@ -526,7 +561,7 @@ mod tests {
         assert_eq!(r.0, 1.0);
         let t = Fp8Scaled::<E5m2>::new(Some(0.5));
         let r = quant_block(&t, &[1.0, f32::NAN, f32::INFINITY, 1e9]);
-        assert_eq!(r.1, vec![mf_encode(&E5M2, 2.0, true), 0x7E, 0x7C, 0x7B]);
+        assert_eq!(r.1, vec![mf_encode(&E5M2, 2.0, true), 0x7E, 0x7B, 0x7B]);
     }
 
     /// Integer groups: symmetric int8 never produces −128; asymmetric int4 maps min → 0 and max → 15;

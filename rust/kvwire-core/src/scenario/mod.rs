@@ -1,6 +1,7 @@
 //! The scenario: parsed once at the boundary ([`Scenario::from_json`]), validated with field-path errors,
 //! presets resolved. Everything downstream works on the checked [`Scenario`].
 
+mod echo;
 pub mod spec;
 mod validate;
 
@@ -11,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::quant::formats::Format;
 use crate::workload::{Arrivals, LengthDist, Trace};
 
-pub use spec::{CompressAt, ConvertAt, DecompressAt, ScenarioSpec, Streaming};
+pub use spec::{CompressAt, ConvertAt, DecompressAt, FirstToken, OverContext, ScenarioSpec, Streaming};
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
 #[derive(Clone, Debug, PartialEq)]
@@ -83,7 +84,7 @@ impl Conversion {
     /// HBM traffic of converting a request of `tokens` tokens on a GPU, bytes: read the whole `from` blocks,
     /// write the whole `to` blocks; `bytes_per_value` scales from bf16 (2 B) to the cache's value size there.
     pub fn gpu_bytes(&self, tokens: u64, bytes_per_value: f64) -> f64 {
-        (self.from.request_bytes(tokens) + self.to.request_bytes(tokens)) as f64 * bytes_per_value / 2.0
+        (self.from.request_bytes_f64(tokens) + self.to.request_bytes_f64(tokens)) * bytes_per_value / 2.0
     }
 }
 
@@ -100,8 +101,35 @@ pub enum Disaggregate {
 /// Where the requests come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Workload {
-    Generated { requests: usize, seed: u64, arrivals: Arrivals, prompt: LengthDist, output: LengthDist },
+    Generated {
+        requests: usize,
+        seed: u64,
+        arrivals: Arrivals,
+        prompt: LengthDist,
+        output: LengthDist,
+    },
+    /// A request table given in the scenario (`workload.trace`).
     Trace(Trace),
+    /// A request table given beside the scenario (the Python `requests=` argument; `workload.external`).
+    Requests(Trace),
+}
+
+impl Workload {
+    /// The explicit request table, if the workload is one.
+    pub fn table(&self) -> Option<&Trace> {
+        match self {
+            Workload::Trace(t) | Workload::Requests(t) => Some(t),
+            Workload::Generated { .. } => None,
+        }
+    }
+}
+
+/// The requests of a run ([`Scenario::requests`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Requests {
+    pub trace: Trace,
+    /// Whether each request's prompt + output exceeded the model's context (before any clipping).
+    pub over_context: Vec<bool>,
 }
 
 /// Prefill routing policy.
@@ -134,9 +162,13 @@ pub struct Scenario {
     pub disaggregate: Disaggregate,
     pub per_slice_streaming: bool,
     pub workload: Workload,
+    /// Requests longer than the model's context (`model.spec.max_context_tokens`).
+    pub over_context: OverContext,
     pub ttft_slo_s: f64,
     pub tpot_slo_s: f64,
     pub warmup_fraction: f64,
+    /// When the user sees a handed-off request's first token.
+    pub first_token: FirstToken,
     pub lm_head: LmHead,
     pub roofline: RooflineParams,
     pub mem_util: f64,
@@ -146,6 +178,8 @@ pub struct Scenario {
     pub decode_routing: LoadRouting,
     pub colocated_routing: LoadRouting,
     pub macro_steps: bool,
+    /// `engine.max_steps`: the most batch steps a run may take.
+    pub max_steps: u64,
 }
 
 impl Scenario {
@@ -156,51 +190,30 @@ impl Scenario {
         validate::validate(spec, requests)
     }
 
-    /// The resolved scenario as JSON: presets expanded to their values, defaults filled in. Returned with
-    /// every result so that a run documents exactly what it simulated.
-    pub fn echo_json(&self) -> serde_json::Value {
-        use serde_json::json;
-        let pool = |p: &Pool| {
-            json!({
-                "device": p.device.key, "device_spec": p.device.spec, "instances": p.instances,
-                "devices_per_instance": p.devices_per_instance, "power_cap_w": p.power_cap_w,
-            })
-        };
-        let (mode, pools) = match &self.topology {
-            Topology::Disaggregated { prefill, decode } => {
-                ("disaggregated", json!({"prefill": pool(prefill), "decode": pool(decode)}))
+    /// The requests this scenario runs — generated from its seed, or its table — with requests longer than the
+    /// model's context clipped when `workload.over_context` is `"clip"`, and which requests were over it.
+    pub fn requests(&self) -> Result<Requests> {
+        let mut trace = match &self.workload {
+            Workload::Generated { requests, seed, arrivals, prompt, output } => {
+                let t = crate::workload::generate(*requests, *seed, *arrivals, *prompt, *output)?;
+                if let Some(i) = t.arrival_s().iter().position(|a| !a.is_finite()) {
+                    return Err(Error::field(
+                        "workload.arrivals",
+                        format!("the arrival process produced a non-finite time at request {i}"),
+                    ));
+                }
+                t
             }
-            Topology::Colocated { pool: p } => ("colocated", json!({"colocated": pool(p)})),
+            Workload::Trace(t) | Workload::Requests(t) => t.clone(),
         };
-        let workload = match &self.workload {
-            Workload::Generated { requests, seed, arrivals, prompt, output } => json!({
-                "requests": requests, "seed": seed, "arrivals": arrivals,
-                "prompt_tokens": prompt, "output_tokens": output,
-            }),
-            Workload::Trace(t) => json!({"trace_rows": t.len()}),
+        let over_context = match self.model.spec.max_context_tokens {
+            Some(max) => trace.over_context(max)?,
+            None => crate::metrics::table::try_filled(trace.len(), false)?,
         };
-        json!({
-            "model": self.model.key, "model_spec": self.model.spec, "mode": mode, "pools": pools,
-            "link": self.link.spec.key, "link_spec": self.link.spec.spec, "channels": self.link.channels,
-            "compression": self.compression.map_or("none", |f| f.name),
-            "convert": self.convert.as_ref().map(|c| json!({
-                "from": c.from.def.name, "to": c.to.def.name,
-                "at": match c.at { ConvertAt::Sender => "sender", ConvertAt::Receiver => "receiver", ConvertAt::Host => "host" },
-                "from_block_size": c.from.block_size, "to_block_size": c.to.block_size,
-                "host_gb_per_s": c.host_gb_per_s, "host_threads": c.host_threads,
-                "host_w_per_thread": c.host_w_per_thread,
-            })),
-            "workload": workload,
-            "slo": {"ttft_s": self.ttft_slo_s, "tpot_s": self.tpot_slo_s},
-            "metrics": {"warmup_fraction": self.warmup_fraction},
-            "cost": {
-                "step_overhead_s": self.roofline.step_overhead_s, "mem_util": self.mem_util,
-                "prefill_lm_head": match self.lm_head { LmHead::All => "all", LmHead::Last => "last" },
-                "enforce_tdp": self.roofline.enforce_tdp, "dvfs": self.roofline.dvfs, "s_min": self.roofline.s_min,
-            },
-            "scheduler": {"max_prefill_tokens": self.max_prefill_tokens, "max_decode_batch": self.max_decode_batch},
-            "engine": {"macro_steps": self.macro_steps},
-        })
+        if let (OverContext::Clip, Some(max)) = (self.over_context, self.model.spec.max_context_tokens) {
+            trace.clip_to_context(max);
+        }
+        Ok(Requests { trace, over_context })
     }
 
     /// The pool that runs prefill (the colocated pool in colocated mode).
@@ -220,10 +233,125 @@ impl Scenario {
 /// The built-in default scenario, written out in full (what `{}` means).
 pub const DEFAULT_SCENARIO_JSON: &str = include_str!("default.json");
 
-/// Deserialize with the JSON path of any error (`workload.arrivals.rate_per_s`).
+/// Deserialize with the JSON path of any error (`workload.arrivals.rate_per_s`). Lists are refused everywhere
+/// but in the request-table columns: serde would otherwise read `{"slo": [5, 6]}` as `ttft_s` 5, `tpot_s` 6.
 pub fn parse_spec(json: &str) -> Result<ScenarioSpec> {
+    no_lists(json)?;
     let de = &mut serde_json::Deserializer::from_str(json);
     serde_path_to_error::deserialize(de).map_err(|e| serde_error(e.path().to_string(), e.inner().to_string()))
+}
+
+/// The only places a scenario holds lists.
+const LIST_FIELDS: [&str; 3] =
+    ["workload.trace.arrival_s", "workload.trace.prompt_tokens", "workload.trace.output_tokens"];
+
+/// Walk the JSON text once and refuse a list anywhere but [`LIST_FIELDS`], naming its path. Other errors
+/// (syntax, depth) are left to the typed parse, which reports them with their path.
+fn no_lists(json: &str) -> Result<()> {
+    let mut path = Vec::new();
+    let mut bad = None;
+    let mut de = serde_json::Deserializer::from_str(json);
+    let _ = serde::de::DeserializeSeed::deserialize(NoLists { path: &mut path, bad: &mut bad }, &mut de);
+    match bad {
+        Some(p) => Err(Error::field(
+            if p.is_empty() { "scenario".to_string() } else { p },
+            "expected an object or a value, got a list (lists are only the columns of workload.trace)",
+        )),
+        None => Ok(()),
+    }
+}
+
+struct NoLists<'a> {
+    path: &'a mut Vec<String>,
+    bad: &'a mut Option<String>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for NoLists<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NoLists<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a scenario value")
+    }
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        let NoLists { path, bad } = self;
+        while let Some(key) = map.next_key::<String>()? {
+            path.push(key);
+            map.next_value_seed(NoLists { path: &mut *path, bad: &mut *bad })?;
+            path.pop();
+        }
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        let here = self.path.join(".");
+        if LIST_FIELDS.contains(&here.as_str()) {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(())
+        } else {
+            *self.bad = Some(here);
+            Err(serde::de::Error::custom("a list"))
+        }
+    }
+}
+
+/// serde's wording with Rust's type names (`expected u32`, ``floating point `1.5` ``) said in words.
+fn in_words(msg: &str) -> String {
+    const TYPES: [(&str, &str); 9] = [
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65,535"),
+        ("expected u32", "expected a whole number from 0 to 4,294,967,295"),
+        ("expected u64", "expected a whole number ≥ 0"),
+        ("expected usize", "expected a whole number ≥ 0"),
+        ("expected i64", "expected a whole number"),
+        ("expected i32", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+    ];
+    const VALUES: [(&str, &str); 6] = [
+        ("floating point `", "the number `"),
+        ("integer `", "the number `"),
+        ("invalid type: string ", "invalid type: the text "),
+        ("invalid type: sequence", "invalid type: a list"),
+        ("invalid type: map", "invalid type: an object"),
+        ("invalid type: boolean `", "invalid type: `"),
+    ];
+    let mut out = msg.to_string();
+    for (from, to) in TYPES {
+        // Whole words only: "expected u32" must not turn "expected u320..." into nonsense.
+        if let Some(i) = out.find(from) {
+            let end = i + from.len();
+            if !out[end..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
+                out.replace_range(i..end, to);
+            }
+        }
+    }
+    for (from, to) in VALUES {
+        out = out.replace(from, to);
+    }
+    out
 }
 
 /// Turn a serde error into a field error: drop serde_json's "at line L column C" (users pass dicts, not text)
@@ -233,6 +361,7 @@ pub(crate) fn serde_error(path: String, msg: String) -> Error {
         Some(i) if msg[i..].contains(" column ") => msg[..i].to_string(),
         _ => msg,
     };
+    let msg = in_words(&msg);
     let path = if path == "." { String::new() } else { path };
     if let Some(rest) = msg.strip_prefix("unknown field `") {
         if let Some(end) = rest.find('`') {
@@ -250,4 +379,68 @@ pub(crate) fn serde_error(path: String, msg: String) -> Error {
     }
     let path = if path.is_empty() { "scenario".to_string() } else { path };
     Error::field(path, msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path_of(json: &str) -> String {
+        Scenario::from_json(json, None).unwrap_err().path().to_string()
+    }
+
+    /// serde's Rust type names are said in words (and only whole words are replaced).
+    #[test]
+    fn serde_messages_in_words() {
+        let msg = |json: &str| Scenario::from_json(json, None).unwrap_err().to_string();
+        let m = msg(r#"{"scheduler": {"max_decode_batch": -1}}"#);
+        assert!(m.contains("the number `-1`, expected a whole number from 0 to 4,294,967,295"), "{m}");
+        let m = msg(r#"{"slo": {"ttft_s": "x"}}"#);
+        assert!(m.contains(r#"the text "x", expected a number"#), "{m}");
+        let m = msg(r#"{"workload": {"seed": 1.5}}"#);
+        assert!(m.contains("the number `1.5`, expected a whole number ≥ 0"), "{m}");
+        let m = msg(r#"{"engine": {"macro_steps": {}}}"#);
+        assert!(m.contains("invalid type: an object, expected a boolean"), "{m}");
+        assert_eq!(in_words("expected u320 things"), "expected u320 things");
+        assert_eq!(in_words("expected u16"), "expected a whole number from 0 to 65,535");
+    }
+
+    /// Lists are refused everywhere but the request-table columns (serde would read a struct from one).
+    #[test]
+    fn lists_only_in_trace_columns() {
+        assert_eq!(path_of(r#"{"slo": [5, 6]}"#), "slo");
+        assert_eq!(path_of(r#"[1]"#), "scenario");
+        assert_eq!(path_of(r#"{"workload": {"prompt_tokens": [1, 2]}}"#), "workload.prompt_tokens");
+        assert_eq!(path_of(r#"{"link": {"preset": "ib-ndr", "channels": [2]}}"#), "link.channels");
+        let ok = r#"{"workload": {"trace": {"arrival_s": [0, 1], "prompt_tokens": [1, 2], "output_tokens": [0, 3]}}}"#;
+        assert!(Scenario::from_json(ok, None).is_ok());
+        // A list inside a column is still a type error of the typed parse, with its path.
+        let nested = r#"{"workload": {"trace": {"arrival_s": [[0]], "prompt_tokens": [1], "output_tokens": [0]}}}"#;
+        assert!(path_of(nested).starts_with("workload.trace.arrival_s"));
+    }
+
+    /// Rates the simulation divides by have a floor of 1e-6 (a smaller one overflows the times); the floor and
+    /// the ceiling themselves are accepted.
+    #[test]
+    fn rates_have_a_floor() {
+        for (json, path) in [
+            (r#"{"workload": {"arrivals": {"rate_per_s": 1e-306}}}"#, "workload.arrivals.rate_per_s"),
+            (r#"{"link": {"preset": "eth-25g", "bandwidth_gb_per_s": 5e-324}}"#, "link.bandwidth_gb_per_s"),
+            (r#"{"decode": {"device": {"preset": "h100", "hbm_tb_per_s": 9e-7}}}"#, "decode.device.hbm_tb_per_s"),
+            (r#"{"prefill": {"device": {"preset": "h100", "flops_eff": 9e-7}}}"#, "prefill.device.flops_eff"),
+            (r#"{"cost": {"s_min": 0.009}}"#, "cost.s_min"),
+            (r#"{"workload": {"arrivals": {"rate_per_s": 2e9}}}"#, "workload.arrivals.rate_per_s"),
+        ] {
+            assert_eq!(path_of(json), path, "{json}");
+        }
+        for json in [
+            r#"{"workload": {"arrivals": {"rate_per_s": 1e-6}}}"#,
+            r#"{"workload": {"arrivals": {"rate_per_s": 1e9}}}"#,
+            r#"{"link": {"preset": "eth-25g", "bandwidth_gb_per_s": 1e-6}, "cost": {"s_min": 0.01}}"#,
+        ] {
+            assert!(Scenario::from_json(json, None).is_ok(), "{json}");
+        }
+        let late = r#"{"workload": {"trace": {"arrival_s": [1e12, 1.0000001e12], "prompt_tokens": [1, 1], "output_tokens": [1, 1]}}}"#;
+        assert_eq!(path_of(late), "workload.trace.arrival_s[1]");
+    }
 }

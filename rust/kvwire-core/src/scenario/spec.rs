@@ -10,12 +10,18 @@ use serde_json::Value;
 #[serde(deny_unknown_fields)]
 pub struct ScenarioSpec {
     /// Model preset name or inline object (`{"preset": ..., overrides...}` or every field).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<ModeSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prefill: Option<PoolSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub decode: Option<PoolSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub colocated: Option<PoolSpec>,
     /// Link preset name or object `{"preset": ..., "channels": ..., overrides...}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub link: Option<Value>,
     #[serde(default)]
     pub handoff: HandoffSpec,
@@ -50,13 +56,16 @@ pub struct PoolSpec {
     #[serde(default = "default_device")]
     pub device: Value,
     /// Number of instances (default 1; 2 for a colocated pool given without `instances`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub instances: Option<u32>,
     #[serde(default = "one")]
     pub devices_per_instance: u32,
     /// Per-device power cap, W (applies to this pool only).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub power_cap_w: Option<f64>,
     /// Format the pool keeps its KV cache in (decode and colocated pools; default `"none"` = BF16). A
     /// compressed cache raises KV capacity and lowers the KV bytes each decode step reads.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_format: Option<String>,
 }
 
@@ -72,11 +81,13 @@ fn one() -> u32 {
 pub struct HandoffSpec {
     /// A format from the format table (`"none"`, `"fp8"`, `"mxfp4"`, ...). Default: the decode pool's
     /// `kv_format`, else `"none"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub compression: Option<String>,
     pub compress_at: CompressAt,
     pub decompress_at: DecompressAt,
     pub streaming: Streaming,
     /// A layout conversion on the hand-off path (the engines on the two sides store KV differently).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub convert: Option<ConvertSpec>,
 }
 
@@ -91,14 +102,19 @@ pub struct ConvertSpec {
     /// Where the conversion runs.
     pub at: ConvertAt,
     /// Tokens per block of `from` (paged layouts; default 16).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub from_block_size: Option<u32>,
     /// Tokens per block of `to` (paged layouts; default 16).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub to_block_size: Option<u32>,
     /// Host conversion throughput per thread, GB/s of cache converted (default: kvwire's measured kernel).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host_gb_per_s: Option<f64>,
     /// Host threads converting concurrently, per prefill instance (default 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host_threads: Option<u32>,
     /// Power of one busy host thread, W (default 3.75: AMD EPYC 9654, 360 W TDP / 96 cores).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host_w_per_thread: Option<f64>,
 }
 
@@ -152,14 +168,44 @@ pub enum Streaming {
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSpec {
     /// Number of generated requests (default 800). Not allowed with `trace`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
     /// Seed of the generator (default 1). Not allowed with `trace`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub arrivals: Option<ArrivalSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<LengthSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<LengthSpec>,
     /// Explicit requests, as columns.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceSpec>,
+    /// `true`: the requests are a table passed beside the scenario (Python `requests=`, CLI `--trace`), as the
+    /// echo of such a run says; running the scenario without the table is then an error, not a default
+    /// workload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub external: Option<bool>,
+    /// What to do with requests whose prompt + output exceed the model's context (`model.max_context_tokens`):
+    /// `"warn"` (run them, count them; default), `"reject"` (refuse them at arrival), `"clip"` (cut the prompt
+    /// to context − 1 tokens, then the output to what is left).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_context: Option<OverContext>,
+}
+
+/// Requests longer than the model's context.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OverContext {
+    /// Run them as given, counted and reported. Default.
+    #[default]
+    Warn,
+    /// Refuse them at arrival (counted with the rejected requests).
+    Reject,
+    /// Cut the prompt to context − 1 tokens (the most a prompt can be with one output token), then the
+    /// output to context − prompt, as a server capping `max_tokens` does.
+    Clip,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -169,6 +215,7 @@ pub struct ArrivalSpec {
     pub process: ProcessSpec,
     pub rate_per_s: f64,
     /// Coefficient of variation of the gaps (gamma only; 1 = Poisson, > 1 = bursty).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cv: Option<f64>,
 }
 
@@ -189,14 +236,19 @@ pub enum ProcessSpec {
 pub struct LengthSpec {
     pub dist: DistSpec,
     /// fixed: the length.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<u32>,
     /// lognormal: mean before rounding and clipping.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mean: Option<f64>,
     /// lognormal: coefficient of variation (0 = always `mean`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cv: Option<f64>,
     /// Smallest length (clipping bound for lognormal, inclusive bound for uniform).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub min: Option<u32>,
     /// Largest length.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max: Option<u32>,
 }
 
@@ -235,12 +287,27 @@ impl Default for SloSpec {
 pub struct MetricsSpec {
     /// Fraction of completed requests (first by arrival) left out of latency and SLO figures.
     pub warmup_fraction: f64,
+    /// When the user sees the first token of a handed-off request (TTFT's end).
+    pub first_token: FirstToken,
 }
 
 impl Default for MetricsSpec {
     fn default() -> Self {
-        MetricsSpec { warmup_fraction: 0.1 }
+        MetricsSpec { warmup_fraction: 0.1, first_token: FirstToken::Prefill }
     }
+}
+
+/// When the first token of a handed-off request reaches the user.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FirstToken {
+    /// At the end of its prefill step, before the hand-off (the reference simulator's and DistServe's
+    /// definition). Default.
+    #[default]
+    Prefill,
+    /// At the end of its first decode step, after the KV has landed (vLLM's P/D proxy, Dynamo): TTFT includes
+    /// the hand-off and the decode queue.
+    Decode,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -312,6 +379,7 @@ pub struct DisaggregateSpec {
     /// Keep local when the output has fewer tokens than this.
     pub min_output_tokens: u32,
     /// Keep local when the estimated wait for the link exceeds this, s.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_link_wait_s: Option<f64>,
 }
 
@@ -363,10 +431,17 @@ pub struct EngineSpec {
     /// closed-form representation, which costs one event per transfer, up to floating-point rounding: the
     /// slices' end times are sums, the closed form a product, so they may differ by ~1e-12 s).
     pub per_slice_streaming: bool,
+    /// The most batch steps (prefill and decode, all instances together) a run may take before it is stopped
+    /// with an error: a bound on the work one scenario can ask for (the default is about ten minutes of a
+    /// 2-core machine's time).
+    pub max_steps: u64,
 }
+
+/// Default `engine.max_steps`.
+pub const DEFAULT_MAX_STEPS: u64 = 10_000_000_000;
 
 impl Default for EngineSpec {
     fn default() -> Self {
-        EngineSpec { macro_steps: true, per_slice_streaming: false }
+        EngineSpec { macro_steps: true, per_slice_streaming: false, max_steps: DEFAULT_MAX_STEPS }
     }
 }

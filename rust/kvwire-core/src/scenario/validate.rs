@@ -6,7 +6,8 @@ use serde_json::{Map, Value};
 
 use super::spec::{
     ArrivalSpec, CompressAt, ConvertAt, ConvertSpec, DecompressAt, DisaggregatePolicy, DistSpec, LengthSpec,
-    LmHeadSpec, LoadRouterSpec, ModeSpec, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec, Streaming,
+    LmHeadSpec, LoadRouterSpec, ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec,
+    Streaming,
 };
 use super::{
     serde_error, Conversion, Disaggregate, Link, LinkModel, LoadRouting, Named, Pool, PrefillRouting, Scenario,
@@ -30,6 +31,9 @@ pub const MAX_DEVICES_PER_INSTANCE: u32 = 1024;
 pub const MAX_CHANNELS: u32 = 4096;
 /// Largest value any positive physical quantity may take (keeps every derived quantity finite).
 pub const MAX_QUANTITY: f64 = 1e9;
+/// Smallest rate (requests/s, GB/s, TFLOP/s, TB/s, derating factor) the simulation divides by: with it and
+/// [`MAX_QUANTITY`] every simulated time stays below ~1e20 s and every energy finite.
+pub const MIN_RATE: f64 = 1e-6;
 
 pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scenario> {
     let model_value = s.model.unwrap_or_else(|| Value::String("llama3-8b".into()));
@@ -39,7 +43,8 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
     let mem_util = s.cost.mem_util;
     in_range("cost.mem_util", mem_util, 0.0, 1.0, false, true)?;
     positive("cost.step_overhead_s", s.cost.step_overhead_s, true)?;
-    in_range("cost.s_min", s.cost.s_min, 0.0, 1.0, false, true)?;
+    // The clock floor divides compute time: a floor near 0 would stretch a step without bound.
+    in_range("cost.s_min", s.cost.s_min, 0.01, 1.0, true, true)?;
     let lm_head = match s.cost.prefill_lm_head {
         LmHeadSpec::Last => LmHead::Last,
         LmHeadSpec::All => LmHead::All,
@@ -169,6 +174,13 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         }
     };
 
+    let over_context = s.workload.over_context.unwrap_or_default();
+    if over_context != OverContext::Warn && model.spec.max_context_tokens.is_none() {
+        return Err(Error::field(
+            "workload.over_context",
+            "needs the model's context length: give model.max_context_tokens (the model presets have it)",
+        ));
+    }
     let workload = workload(s.workload, requests)?;
 
     positive("slo.ttft_s", s.slo.ttft_s, false)?;
@@ -176,6 +188,9 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
     in_range("metrics.warmup_fraction", s.metrics.warmup_fraction, 0.0, 1.0, true, false)?;
     if s.scheduler.max_prefill_tokens == 0 {
         return Err(Error::field("scheduler.max_prefill_tokens", "must be ≥ 1"));
+    }
+    if s.engine.max_steps == 0 {
+        return Err(Error::field("engine.max_steps", "must be ≥ 1"));
     }
     if s.scheduler.max_decode_batch == 0 {
         return Err(Error::field("scheduler.max_decode_batch", "must be ≥ 1"));
@@ -192,9 +207,11 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         disaggregate,
         per_slice_streaming: s.engine.per_slice_streaming,
         workload,
+        over_context,
         ttft_slo_s: s.slo.ttft_s,
         tpot_slo_s: s.slo.tpot_s,
         warmup_fraction: s.metrics.warmup_fraction,
+        first_token: s.metrics.first_token,
         lm_head,
         roofline: RooflineParams {
             step_overhead_s: s.cost.step_overhead_s,
@@ -212,6 +229,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         decode_routing: load_routing(s.router.decode),
         colocated_routing: load_routing(s.router.colocated),
         macro_steps: s.engine.macro_steps,
+        max_steps: s.engine.max_steps,
     })
 }
 
@@ -264,7 +282,7 @@ fn conversion(c: &ConvertSpec, model: &ModelSpec, colocated: bool, link: &Link) 
         ));
     }
     let host_gb_per_s = c.host_gb_per_s.unwrap_or(DEFAULT_HOST_CONVERT_GB_PER_S);
-    positive("handoff.convert.host_gb_per_s", host_gb_per_s, false)?;
+    rate("handoff.convert.host_gb_per_s", host_gb_per_s)?;
     let host_w_per_thread = c.host_w_per_thread.unwrap_or(DEFAULT_HOST_W_PER_THREAD);
     in_range("handoff.convert.host_w_per_thread", host_w_per_thread, 0.0, 1e4, true, true)?;
     let host_threads = c.host_threads.unwrap_or(1);
@@ -408,18 +426,24 @@ fn check_model(m: &ModelSpec) -> Result<()> {
             ));
         }
     }
+    if let Some(c) = m.max_context_tokens {
+        if !(2..=1 << 31).contains(&c) {
+            return Err(Error::field("model.max_context_tokens", format!("must be in [2, {}], got {c}", 1u32 << 31)));
+        }
+    }
     positive("model.weight_bytes_per_param", m.weight_bytes_per_param, false)?;
     positive("model.kv_bytes_per_value", m.kv_bytes_per_value, false)
 }
 
 fn check_device(d: &DeviceSpec, path: &str) -> Result<()> {
-    for (name, v) in
-        [("peak_tflops", d.peak_tflops), ("hbm_tb_per_s", d.hbm_tb_per_s), ("hbm_gb", d.hbm_gb), ("tdp_w", d.tdp_w)]
-    {
+    for (name, v) in [("peak_tflops", d.peak_tflops), ("hbm_tb_per_s", d.hbm_tb_per_s)] {
+        rate(&format!("{path}.{name}"), v)?;
+    }
+    for (name, v) in [("hbm_gb", d.hbm_gb), ("tdp_w", d.tdp_w)] {
         positive(&format!("{path}.{name}"), v, false)?;
     }
-    in_range(&format!("{path}.flops_eff"), d.flops_eff, 0.0, 1.0, false, true)?;
-    in_range(&format!("{path}.bw_eff"), d.bw_eff, 0.0, 1.0, false, true)?;
+    in_range(&format!("{path}.flops_eff"), d.flops_eff, MIN_RATE, 1.0, true, true)?;
+    in_range(&format!("{path}.bw_eff"), d.bw_eff, MIN_RATE, 1.0, true, true)?;
     for (name, v) in [("idle_w", d.idle_w), ("pj_per_flop", d.pj_per_flop), ("pj_per_byte", d.pj_per_byte)] {
         positive(&format!("{path}.{name}"), v, true)?;
     }
@@ -578,7 +602,7 @@ fn link(v: Option<Value>) -> Result<Link> {
 }
 
 fn check_link(l: &LinkSpec, path: &str) -> Result<()> {
-    positive(&format!("{path}.bandwidth_gb_per_s"), l.bandwidth_gb_per_s, false)?;
+    rate(&format!("{path}.bandwidth_gb_per_s"), l.bandwidth_gb_per_s)?;
     positive(&format!("{path}.latency_us"), l.latency_us, true)?;
     positive(&format!("{path}.pj_per_bit"), l.pj_per_bit, true)
 }
@@ -591,30 +615,49 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
         ("workload.prompt_tokens", w.prompt_tokens.is_some()),
         ("workload.output_tokens", w.output_tokens.is_some()),
     ];
+    let external = w.external == Some(true);
     let explicit = match (requests, w.trace) {
         (Some(_), Some(_)) => {
             return Err(Error::field("workload.trace", "a request table was passed as well: give the requests once"))
         }
-        (Some(t), None) => Some((t, "requests")),
-        (None, Some(ts)) => Some((
-            Trace::from_columns(
+        (Some(t), None) => Some((Workload::Requests(t), "requests")),
+        (None, Some(ts)) => {
+            if external {
+                return Err(Error::field(
+                    "workload.external",
+                    "says the requests are a table passed beside the scenario, but workload.trace gives them: \
+                     remove one",
+                ));
+            }
+            Some((
+                Workload::Trace(Trace::from_columns(
+                    "workload.trace",
+                    &ts.arrival_s,
+                    &ts.prompt_tokens.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+                    &ts.output_tokens.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+                )?),
                 "workload.trace",
-                &ts.arrival_s,
-                &ts.prompt_tokens.iter().map(|&x| x as i64).collect::<Vec<_>>(),
-                &ts.output_tokens.iter().map(|&x| x as i64).collect::<Vec<_>>(),
-            )?,
-            "workload.trace",
-        )),
-        (None, None) => None,
+            ))
+        }
+        (None, None) => {
+            if external {
+                return Err(Error::field(
+                    "workload.external",
+                    "this scenario's requests are a table passed beside it (Python requests=, CLI --trace): pass \
+                     the table again",
+                ));
+            }
+            None
+        }
     };
-    if let Some((trace, source)) = explicit {
+    if let Some((workload, source)) = explicit {
         if let Some((field, _)) = generator_fields.iter().find(|(_, given)| *given) {
             return Err(Error::field(
                 *field,
                 format!("not used with explicit requests ({source}); remove it or drop the request table"),
             ));
         }
-        return Ok(Workload::Trace(trace));
+        return Ok(workload);
     }
     let requests = w.requests.unwrap_or(800);
     if requests == 0 {
@@ -644,7 +687,7 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
 }
 
 fn arrivals(a: ArrivalSpec) -> Result<Arrivals> {
-    positive("workload.arrivals.rate_per_s", a.rate_per_s, false)?;
+    rate("workload.arrivals.rate_per_s", a.rate_per_s)?;
     match a.process {
         ProcessSpec::Poisson => {
             if a.cv.is_some() {
@@ -724,6 +767,21 @@ fn positive(path: &str, v: f64, zero_ok: bool) -> Result<()> {
     } else {
         let want = if zero_ok { "≥ 0" } else { "> 0" };
         Err(Error::field(path, format!("must be a finite number {want} and ≤ {MAX_QUANTITY:e}, got {v}")))
+    }
+}
+
+/// A rate the simulation divides by: in [[`MIN_RATE`], [`MAX_QUANTITY`]].
+fn rate(path: &str, v: f64) -> Result<()> {
+    if (MIN_RATE..=MAX_QUANTITY).contains(&v) {
+        Ok(())
+    } else {
+        Err(Error::field(
+            path,
+            format!(
+                "must be a finite number > 0, from {MIN_RATE:e} to {MAX_QUANTITY:e} (a smaller rate makes the \
+                 simulated times overflow), got {v}"
+            ),
+        ))
     }
 }
 

@@ -65,11 +65,22 @@ impl Arrivals {
 
 /// Generate `n` requests. For each request in order: the gap (t += gap, so the first arrival is > 0), then
 /// the prompt length, then the output length — the reference simulator's draw order.
-pub fn generate(n: usize, seed: u64, arrivals: Arrivals, prompt: LengthDist, output: LengthDist) -> Trace {
+/// Allocation failure is an error ([`crate::error::Error::Resource`]), not an abort.
+pub fn generate(
+    n: usize,
+    seed: u64,
+    arrivals: Arrivals,
+    prompt: LengthDist,
+    output: LengthDist,
+) -> crate::error::Result<Trace> {
     let mut rng = CpythonRandom::new(seed);
-    let mut arrival_s = Vec::with_capacity(n);
-    let mut prompt_tokens = Vec::with_capacity(n);
-    let mut output_tokens = Vec::with_capacity(n);
+    let oom = |_| crate::error::Error::alloc("workload.requests", "generated requests", n);
+    let mut arrival_s = Vec::new();
+    arrival_s.try_reserve_exact(n).map_err(oom)?;
+    let mut prompt_tokens = Vec::new();
+    prompt_tokens.try_reserve_exact(n).map_err(oom)?;
+    let mut output_tokens = Vec::new();
+    output_tokens.try_reserve_exact(n).map_err(oom)?;
     let mut t = 0.0;
     for _ in 0..n {
         t += arrivals.gap(&mut rng);
@@ -77,7 +88,7 @@ pub fn generate(n: usize, seed: u64, arrivals: Arrivals, prompt: LengthDist, out
         prompt_tokens.push(prompt.draw(&mut rng));
         output_tokens.push(output.draw(&mut rng));
     }
-    Trace::from_parts_unchecked(arrival_s, prompt_tokens, output_tokens)
+    Ok(Trace::from_parts_unchecked(arrival_s, prompt_tokens, output_tokens))
 }
 
 #[cfg(test)]
@@ -90,7 +101,7 @@ mod tests {
     /// The published fingerprint of the seed-1 reference workload at 8 req/s × 800 (spec/simulator.md (e)).
     #[test]
     fn reference_workload_fingerprint() {
-        let t = generate(800, 1, Arrivals::Poisson { rate_per_s: 8.0 }, REF_PROMPT, REF_OUTPUT);
+        let t = generate(800, 1, Arrivals::Poisson { rate_per_s: 8.0 }, REF_PROMPT, REF_OUTPUT).unwrap();
         assert_eq!((t.arrival_s()[0] * 1e9).round() / 1e9, 0.018036383);
         assert_eq!((t.prompt_tokens()[0], t.output_tokens()[0]), (1236, 204));
         assert_eq!(t.prompt_tokens().iter().map(|&x| x as u64).sum::<u64>(), 1_642_027);
@@ -99,9 +110,9 @@ mod tests {
 
     #[test]
     fn same_seed_same_workload_other_seed_differs() {
-        let a = generate(500, 7, Arrivals::Gamma { rate_per_s: 3.0, cv: 2.0 }, REF_PROMPT, REF_OUTPUT);
-        let b = generate(500, 7, Arrivals::Gamma { rate_per_s: 3.0, cv: 2.0 }, REF_PROMPT, REF_OUTPUT);
-        let c = generate(500, 8, Arrivals::Gamma { rate_per_s: 3.0, cv: 2.0 }, REF_PROMPT, REF_OUTPUT);
+        let a = generate(500, 7, Arrivals::Gamma { rate_per_s: 3.0, cv: 2.0 }, REF_PROMPT, REF_OUTPUT).unwrap();
+        let b = generate(500, 7, Arrivals::Gamma { rate_per_s: 3.0, cv: 2.0 }, REF_PROMPT, REF_OUTPUT).unwrap();
+        let c = generate(500, 8, Arrivals::Gamma { rate_per_s: 3.0, cv: 2.0 }, REF_PROMPT, REF_OUTPUT).unwrap();
         assert_eq!(a, b);
         assert_ne!(a, c);
     }
@@ -115,7 +126,7 @@ mod tests {
             (Arrivals::Gamma { rate_per_s: 4.0, cv: 3.0 }, 3.0),
             (Arrivals::Gamma { rate_per_s: 4.0, cv: 0.5 }, 0.5),
         ] {
-            let t = generate(n, 3, arr, LengthDist::Fixed { value: 5 }, LengthDist::Fixed { value: 1 });
+            let t = generate(n, 3, arr, LengthDist::Fixed { value: 5 }, LengthDist::Fixed { value: 1 }).unwrap();
             let a = t.arrival_s();
             let gaps: Vec<f64> = (0..n).map(|i| a[i] - if i == 0 { 0.0 } else { a[i - 1] }).collect();
             let mean = gaps.iter().sum::<f64>() / n as f64;
@@ -130,7 +141,8 @@ mod tests {
             Arrivals::Poisson { rate_per_s: 1.0 },
             LengthDist::Uniform { min: 10, max: 20 },
             LengthDist::Lognormal { mean: 300.0, cv: 0.8, min: 1, max: 1_000_000 },
-        );
+        )
+        .unwrap();
         assert!(t.prompt_tokens().iter().all(|&p| (10..=20).contains(&p)));
         let hits20 = t.prompt_tokens().iter().filter(|&&p| p == 20).count() as f64 / n as f64;
         assert!((hits20 - 1.0 / 11.0).abs() < 0.005, "{hits20}");
@@ -146,7 +158,8 @@ mod tests {
             Arrivals::Poisson { rate_per_s: 1.0 },
             LengthDist::Lognormal { mean: 100.0, cv: 2.0, min: 50, max: 120 },
             LengthDist::Lognormal { mean: 7.5, cv: 0.0, min: 1, max: 100 },
-        );
+        )
+        .unwrap();
         assert!(t.prompt_tokens().iter().all(|&p| (50..=120).contains(&p)));
         assert!(t.prompt_tokens().contains(&50) && t.prompt_tokens().contains(&120));
         // round(7.5) half to even = 8.

@@ -2,6 +2,10 @@
 
 use crate::error::{Error, Result};
 
+/// Latest arrival time a request table may hold, s (about 31,700 years): later ones would make the simulated
+/// times and energies overflow.
+pub const MAX_ARRIVAL_S: f64 = 1e12;
+
 /// Requests sorted by arrival: `arrival_s` (s, finite, ≥ 0, non-decreasing), `prompt_tokens` (≥ 1),
 /// `output_tokens` (≥ 0; 0 and 1 finish at the end of prefill).
 #[derive(Clone, Debug, PartialEq)]
@@ -29,10 +33,10 @@ impl Trace {
         }
         let mut prev = 0.0_f64;
         for (i, &a) in arrival_s.iter().enumerate() {
-            if !a.is_finite() || a < 0.0 {
+            if !(0.0..=MAX_ARRIVAL_S).contains(&a) {
                 return Err(Error::trace(
                     format!("{path}.arrival_s[{i}]"),
-                    format!("arrival time must be a finite number of seconds ≥ 0, got {a}"),
+                    format!("arrival time must be a finite number of seconds ≥ 0 and ≤ {MAX_ARRIVAL_S:e}, got {a}"),
                 ));
             }
             if a < prev {
@@ -68,6 +72,24 @@ impl Trace {
     pub fn output_tokens(&self) -> &[u32] {
         &self.output_tokens
     }
+    /// Whether each request's prompt + output exceeds `max_context` tokens.
+    pub fn over_context(&self, max_context: u32) -> Result<Vec<bool>> {
+        let mut out = crate::metrics::table::try_filled(self.len(), false)?;
+        for ((x, &p), &o) in out.iter_mut().zip(&self.prompt_tokens).zip(&self.output_tokens) {
+            *x = p as u64 + o as u64 > max_context as u64;
+        }
+        Ok(out)
+    }
+
+    /// Fit every request into `max_context` (≥ 2) tokens: the prompt cut to at most `max_context − 1`, then
+    /// the output to at most `max_context − prompt`. Requests that fit are unchanged.
+    pub fn clip_to_context(&mut self, max_context: u32) {
+        for (p, o) in self.prompt_tokens.iter_mut().zip(self.output_tokens.iter_mut()) {
+            *p = (*p).min(max_context - 1);
+            *o = (*o).min(max_context - *p);
+        }
+    }
+
     /// Take the columns back (moved into the result table).
     pub fn into_parts(self) -> (Vec<f64>, Vec<u32>, Vec<u32>) {
         (self.arrival_s, self.prompt_tokens, self.output_tokens)

@@ -91,7 +91,8 @@ def _derived(cols: Columns) -> dict[str, np.ndarray]:
 
 def _present(x: np.ndarray) -> np.ndarray:
     """The non-missing values of a float column (the core marks a missing time with NaN)."""
-    return x[~np.isnan(x)]
+    present: np.ndarray = x[~np.isnan(x)]
+    return present
 
 
 def _mean(x: np.ndarray) -> float | None:

@@ -670,7 +670,8 @@ def sweep(
                     row = fut.result()
                 except BaseException as e:  # re-raised once the points in flight are written
                     if failure is None:
-                        e.add_note(f"kvwire.sweep: point {task['point']}, replicate {task['replicate']}: {task['values']}")
+                        where = f"point {task['point']}, replicate {task['replicate']}"
+                        e.add_note(f"kvwire.sweep: {where}: {task['values']}")
                         failure = e
                     continue
                 rows.append(row)

@@ -24,7 +24,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ import polars as pl
 
 from kvwire import _core
 from kvwire.errors import Cancelled, KvwireError, ScenarioError, SweepError
+from kvwire.progress import ProgressFn, progress_bar
 from kvwire.run import simulate
 from kvwire.scenario import _defaults, _plain, load_scenario, scenario_json, with_value
 
@@ -64,9 +65,6 @@ MANIFEST_FORMAT = "kvwire-sweep/1"
 FLUSH_INTERVAL_S = 1.0
 #: Points kept in flight on an executor the caller passed, when ``workers`` is not given.
 DEFAULT_IN_FLIGHT = 256
-
-ProgressFn = Callable[[int, int], None]
-
 
 # --------------------------------------------------------------------------------------------------
 # Definitions
@@ -572,7 +570,7 @@ def sweep(
     executor: Executor | None = None,
     out: str | Path | None = None,
     resume: bool = False,
-    progress: ProgressFn | None = None,
+    progress: ProgressFn | bool | None = None,
     cancel: threading.Event | None = None,
 ) -> pl.DataFrame:
     """Run every point of a sweep and return one row per point and replicate.
@@ -593,7 +591,8 @@ def sweep(
             completes, ``results.parquet`` holds the returned table.
         resume: continue the sweep in ``out``: points already written are not run again.
         progress: ``progress(done, total)``, called from this thread once at the start and after each
-            finished point.
+            finished point; ``True`` draws a progress bar (:func:`kvwire.progress.progress_bar`) on a
+            terminal or in a notebook.
         cancel: a ``threading.Event``; once set, no new point starts, the points in flight finish and are
             written, and :class:`kvwire.Cancelled` is raised.
 
@@ -616,6 +615,14 @@ def sweep(
     >>> "slo.attainment:ci95" in df.columns
     True
     """
+    if progress is True:
+        with progress_bar("sweep") as bar:
+            return sweep(
+                base, grid, zip=zip, replicates=replicates, workers=workers, executor=executor, out=out,
+                resume=resume, progress=bar, cancel=cancel,
+            )  # fmt: skip
+    if progress is False:
+        progress = None
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ScenarioError(f"workers: expected a whole number >= 1, got {workers!r}", "workers")
     definition = _definition(base, grid, zip, replicates)

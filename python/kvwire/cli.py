@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import polars as pl
 
 from kvwire import __version__
 from kvwire.errors import KvwireError
@@ -355,6 +356,60 @@ def sweep_cmd(
     leading = swept + (["replicate"] if definition["replicates"] > 1 else [])
     _print_table(df, leading, SWEEP_SHOWN)
     click.echo(f"{df.height} rows in {time.perf_counter() - start:.1f} s -> {out_dir / 'results.parquet'}", err=True)
+
+
+PLOT_KINDS = ("cdf", "sweep", "split", "stages")
+
+
+@main.command("plot")
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--kind", type=click.Choice(PLOT_KINDS), required=True,
+    help="cdf: latency CDF of per-request tables (kvwire run -o); sweep: metrics vs a swept field; "
+    "split: capacity per prefill:decode split (kvwire best-split --json); stages: stage breakdown of a sweep.",
+)  # fmt: skip
+@click.option("-o", "--output", "out_file", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Image file: .png or .svg.")  # fmt: skip
+@click.option("--metric", multiple=True, help="cdf: ttft_s (default), tpot_s, e2e_s, handoff_s; sweep: columns.")
+@click.option("--x", "x_field", default=None, help="sweep: the swept field on the x axis (default: the first).")
+@click.option("--by", multiple=True, help="sweep: columns telling configurations apart (default: other swept).")
+def plot_cmd(
+    results: tuple[Path, ...], kind: str, out_file: Path, metric: tuple[str, ...], x_field: str | None,
+    by: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Draw RESULTS (sweep directories, .parquet/.csv tables or .json results) into a PNG or SVG file."""
+    if out_file.suffix.lower() not in (".png", ".svg"):
+        raise click.BadParameter("the file name must end in .png or .svg", param_hint="'-o' / '--output'")
+    try:
+        from kvwire import plot
+    except ImportError as e:  # pragma: no cover - the extra is missing
+        raise click.ClickException(f"plots need matplotlib: pip install 'kvwire[plot]' ({e})") from None
+    try:
+        tables = [plot.read_table(p) for p in results]
+        if kind == "cdf":
+            named = {p.stem: t for p, t in zip(results, tables, strict=True)}
+            fig = plot.latency_cdf(named, metric[0] if metric else "ttft_s")  # type: ignore[arg-type]
+        elif kind == "split":
+            fig = plot.capacity_vs_split(tables[0])
+        else:
+            table = tables[0]
+            if not isinstance(table, pl.DataFrame):
+                raise click.ClickException(f"{results[0]}: expected a sweep table (a directory or .parquet)")
+            if kind == "stages":
+                fig = plot.stage_breakdown(table)
+            else:
+                swept = table.columns[1 : table.columns.index("replicate")] if "replicate" in table.columns else []
+                x = x_field or (swept[0] if swept else None)
+                if x is None:
+                    raise click.ClickException("--x: name the swept field for the x axis")
+                kwargs: dict[str, Any] = {"by": list(by) if by else None}
+                if metric:
+                    kwargs["metrics"] = list(metric)
+                fig = plot.metric_vs(table, x, **kwargs)
+        fig.savefig(out_file)
+    except KvwireError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"wrote {out_file}", err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -358,6 +358,150 @@ def sweep_cmd(
     click.echo(f"{df.height} rows in {time.perf_counter() - start:.1f} s -> {out_dir / 'results.parquet'}", err=True)
 
 
+def _scenario_arg(scenario_file: Path | None, overrides: tuple[str, ...]) -> dict[str, Any]:
+    sc: dict[str, Any] = load_scenario(scenario_file) if scenario_file else {}
+    for o in overrides:
+        sc = with_override(sc, o)
+    return sc
+
+
+def _planning_options(f: Any) -> Any:
+    """Options shared by capacity, best-split and compare."""
+    for option in reversed(
+        [
+            click.argument("scenario_file", required=False, type=click.Path(dir_okay=False, path_type=Path)),
+            click.option("--set", "overrides", multiple=True, metavar="PATH=VALUE", help="Override a field."),
+            click.option(
+                "--slo-attainment",
+                type=click.FloatRange(0, 1, min_open=True),
+                default=0.9,
+                show_default=True,
+                help="Share of measured requests that must meet the SLO.",
+            ),
+            click.option(
+                "--rel-tol",
+                type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
+                default=0.02,
+                show_default=True,
+                help="Relative width of the final bracket.",
+            ),
+            click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def _rate(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.3f}"
+
+
+def _print_ceilings(c: dict[str, Any] | None) -> None:
+    if not c:
+        return
+    parts = [
+        f"{name} {_rate(c.get(key))}"
+        for name, key in (
+            ("prefill", "prefill_req_per_s"),
+            ("decode", "decode_req_per_s"),
+            ("kv-link", "kv_link_req_per_s"),
+            ("colocated", "colocated_req_per_s"),
+        )
+        if c.get(key) is not None
+    ]
+    click.echo(f"analytic ceilings (req/s): {', '.join(parts)}; binding: {c['binding']}")
+
+
+@main.command("capacity")
+@_planning_options
+@click.option("--field", default="workload.arrivals.rate_per_s", show_default=True, help="The field to search.")
+@click.option("--bounds", type=(float, float), default=None, metavar="LOW HIGH",
+              help="Search between these values (needed for a field other than the rate).")  # fmt: skip
+def capacity_cmd(
+    scenario_file: Path | None, overrides: tuple[str, ...], slo_attainment: float, rel_tol: float, as_json: bool,
+    field: str, bounds: tuple[float, float] | None,
+) -> None:  # fmt: skip
+    """The highest arrival rate (or --field value) at which SCENARIO_FILE still meets its SLO."""
+    from kvwire.capacity import capacity
+    from kvwire.progress import progress_bar
+
+    try:
+        sc = _scenario_arg(scenario_file, overrides)
+        with progress_bar("capacity", enabled=False if as_json else None) as bar:
+            r = capacity(sc, slo_attainment=slo_attainment, field=field, rel_tol=rel_tol, bounds=bounds,
+                         progress=bar)  # fmt: skip
+    except KvwireError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(r.to_dict(), indent=2))
+        return
+    _print_ceilings(r.ceilings)
+    _print_table(r.points, [field, "met"], SWEEP_SHOWN)
+    click.echo(
+        f"capacity: {_rate(r.capacity)} (SLO met by >= {slo_attainment:.0%}), missed at {_rate(r.failed_at)}; "
+        f"{r.evaluations} simulations"
+    )
+    if r.note:
+        click.echo(f"note: {r.note}")
+
+
+@main.command("best-split")
+@_planning_options
+@click.option("--instances", type=click.IntRange(min=2), required=True, help="Instances to share between the pools.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Splits searched at once (default: cores).")
+def best_split_cmd(
+    scenario_file: Path | None, overrides: tuple[str, ...], slo_attainment: float, rel_tol: float, as_json: bool,
+    instances: int, workers: int | None,
+) -> None:  # fmt: skip
+    """Capacity of every prefill:decode split of --instances instances, and the best split."""
+    from kvwire.capacity import best_split
+    from kvwire.progress import progress_bar
+
+    try:
+        sc = _scenario_arg(scenario_file, overrides)
+        with progress_bar("splits", enabled=False if as_json else None) as bar:
+            r = best_split(sc, instances, slo_attainment=slo_attainment, rel_tol=rel_tol, workers=workers,
+                           progress=bar)  # fmt: skip
+    except KvwireError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(r.to_dict(), indent=2))
+        return
+    click.echo(f"{'prefill:decode':>14}  {'capacity req/s':>14}  {'ceiling':>9}  {'binding':<9}  simulations")
+    for s in r.splits:
+        mark = "  <- best" if r.best is s else ""
+        click.echo(
+            f"{s['prefill']:>8}:{s['decode']:<5}  {_rate(s['capacity']):>14}  {_rate(s['ceiling']):>9}  "
+            f"{s['binding'] or '-':<9}  {s['evaluations']:>11}{mark}"
+        )
+
+
+@main.command("compare")
+@_planning_options
+@click.option("--capacity/--no-capacity", "with_capacity", default=True, show_default=True,
+              help="Also search each mode's highest sustainable rate.")  # fmt: skip
+def compare_cmd(
+    scenario_file: Path | None, overrides: tuple[str, ...], slo_attainment: float, rel_tol: float, as_json: bool,
+    with_capacity: bool,
+) -> None:  # fmt: skip
+    """SCENARIO_FILE disaggregated and colocated on the same instances, side by side."""
+    from kvwire.capacity import compare
+    from kvwire.progress import progress_bar
+
+    try:
+        sc = _scenario_arg(scenario_file, overrides)
+        with progress_bar("compare", enabled=False if as_json else None) as bar:
+            r = compare(sc, with_capacity=with_capacity, slo_attainment=slo_attainment, rel_tol=rel_tol,
+                        progress=bar)  # fmt: skip
+    except KvwireError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(r.to_dict(), indent=2))
+        return
+    shown = (*SWEEP_SHOWN, ("capacity", "capacity req/s", "{:.3f}"))
+    _print_table(r.points, ["mode"], shown)
+
+
 PLOT_KINDS = ("cdf", "sweep", "split", "stages")
 
 

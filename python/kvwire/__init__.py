@@ -13,6 +13,7 @@ decode pool — with results as Polars DataFrames.
 
 from kvwire import layout, quant
 from kvwire._core import __version__
+from kvwire.capacity import CapacityResult, CompareResult, SplitResult, best_split, capacity, compare
 from kvwire.errors import (
     Cancelled,
     DoesNotFitError,
@@ -33,7 +34,9 @@ from kvwire.sweep import load_sweep, sweep, sweep_points
 from kvwire.traces import read_azure_csv, read_mooncake_jsonl, read_trace
 
 __all__ = [
+    "CapacityResult",
     "Cancelled",
+    "CompareResult",
     "DoesNotFitError",
     "InternalError",
     "KvwireError",
@@ -42,11 +45,15 @@ __all__ = [
     "ScenarioDict",
     "ScenarioError",
     "SimResult",
+    "SplitResult",
     "SweepError",
     "TraceError",
     "UnknownPresetError",
     "__version__",
+    "best_split",
+    "capacity",
     "catalog",
+    "compare",
     "default_scenario",
     "handoff",
     "layout",

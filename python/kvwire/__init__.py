@@ -34,8 +34,8 @@ from kvwire.sweep import load_sweep, sweep, sweep_points
 from kvwire.traces import read_azure_csv, read_mooncake_jsonl, read_trace
 
 __all__ = [
-    "CapacityResult",
     "Cancelled",
+    "CapacityResult",
     "CompareResult",
     "DoesNotFitError",
     "InternalError",

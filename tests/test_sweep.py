@@ -445,3 +445,13 @@ def test_kvwire_sweep_cli(tmp_path: Path) -> None:
     f.write_text('[grid]\nlink = ["ib-ndr", "eth-1g"]\n')
     bad = runner.invoke(main, ["sweep", str(f), "-o", str(tmp_path / "o2")])
     assert bad.exit_code != 0 and "point 1" in bad.output and "eth-1g" in bad.output
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.parametrize("name", ["sweep_links.toml", "sweep_split.toml"])
+def test_example_sweep_files_validate(name: str) -> None:
+    """The example sweep files load and every point validates (the sizes their comments state)."""
+    tasks = kvwire.sweep_points(EXAMPLES / name)
+    assert len(tasks) == {"sweep_links.toml": 4 * 4 * 3, "sweep_split.toml": 3 * 3}[name]

@@ -353,8 +353,15 @@ def sweep_cmd(
         if client is not None:
             client.close()
     swept = [*definition["grid"], *definition["zip"]]
-    leading = swept + (["replicate"] if definition["replicates"] > 1 else [])
-    _print_table(df, leading, SWEEP_SHOWN)
+    n = definition["replicates"]
+    if n > 1:  # one line per point: the means over its replicates
+        click.echo(f"(means over {n} replicates; the 95% half-widths are the ':ci95' columns of the results)")
+        points = df.filter(pl.col("replicate") == 0).select(
+            *swept, *[pl.col(f"{c[0]}:mean").alias(c[0]) for c in SWEEP_SHOWN if f"{c[0]}:mean" in df.columns]
+        )
+        _print_table(points, swept, SWEEP_SHOWN)
+    else:
+        _print_table(df, swept, SWEEP_SHOWN)
     click.echo(f"{df.height} rows in {time.perf_counter() - start:.1f} s -> {out_dir / 'results.parquet'}", err=True)
 
 

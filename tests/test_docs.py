@@ -9,9 +9,12 @@ import pytest
 
 MODULES = [
     "kvwire",
+    "kvwire.capacity",
     "kvwire.errors",
     "kvwire.handoff",
     "kvwire.layout",
+    "kvwire.plot",
+    "kvwire.progress",
     "kvwire.presets",
     "kvwire.quant",
     "kvwire.run",

@@ -38,7 +38,7 @@ def attainment(scenario: dict[str, Any], rate: float) -> float:
 
 
 def check_edge(scenario: dict[str, Any], r: kvwire.CapacityResult) -> None:
-    """The issue's acceptance: attainment ≥ target at the returned rate, below it at rate × (1 + 2·rel_tol)."""
+    """The issue's acceptance: attainment ≥ target at the returned rate, below it at rate x (1 + 2·rel_tol)."""
     assert r.capacity is not None and r.failed_at is not None
     assert r.failed_at <= r.capacity * (1 + r.rel_tol) + 1e-9
     assert attainment(scenario, r.capacity) >= r.slo_attainment

@@ -366,9 +366,12 @@ def sweep_cmd(
 
 
 def _scenario_arg(scenario_file: Path | None, overrides: tuple[str, ...]) -> dict[str, Any]:
-    sc: dict[str, Any] = load_scenario(scenario_file) if scenario_file else {}
-    for o in overrides:
-        sc = with_override(sc, o)
+    try:
+        sc: dict[str, Any] = load_scenario(scenario_file) if scenario_file else {}
+        for o in overrides:
+            sc = with_override(sc, o)
+    except KvwireError as e:
+        raise click.ClickException(str(e)) from None
     return sc
 
 
@@ -397,6 +400,21 @@ def _planning_options(f: Any) -> Any:
     ):
         f = option(f)
     return f
+
+
+def _plan(label: str, as_json: bool, call: Any) -> Any:
+    """Run a planning call with a progress bar (none for --json); print its JSON and return None for --json."""
+    from kvwire.progress import progress_bar
+
+    try:
+        with progress_bar(label, enabled=False if as_json else None) as bar:
+            result = call(bar)
+    except KvwireError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return None
+    return result
 
 
 def _rate(x: float | None) -> str:
@@ -430,17 +448,11 @@ def capacity_cmd(
 ) -> None:  # fmt: skip
     """The highest arrival rate (or --field value) at which SCENARIO_FILE still meets its SLO."""
     from kvwire.capacity import capacity
-    from kvwire.progress import progress_bar
 
-    try:
-        sc = _scenario_arg(scenario_file, overrides)
-        with progress_bar("capacity", enabled=False if as_json else None) as bar:
-            r = capacity(sc, slo_attainment=slo_attainment, field=field, rel_tol=rel_tol, bounds=bounds,
-                         progress=bar)  # fmt: skip
-    except KvwireError as e:
-        raise click.ClickException(str(e)) from None
-    if as_json:
-        click.echo(json.dumps(r.to_dict(), indent=2))
+    sc = _scenario_arg(scenario_file, overrides)
+    r = _plan("capacity", as_json, lambda bar: capacity(
+        sc, slo_attainment=slo_attainment, field=field, rel_tol=rel_tol, bounds=bounds, progress=bar))  # fmt: skip
+    if r is None:
         return
     _print_ceilings(r.ceilings)
     _print_table(r.points, [field, "met"], SWEEP_SHOWN)
@@ -462,17 +474,11 @@ def best_split_cmd(
 ) -> None:  # fmt: skip
     """Capacity of every prefill:decode split of --instances instances, and the best split."""
     from kvwire.capacity import best_split
-    from kvwire.progress import progress_bar
 
-    try:
-        sc = _scenario_arg(scenario_file, overrides)
-        with progress_bar("splits", enabled=False if as_json else None) as bar:
-            r = best_split(sc, instances, slo_attainment=slo_attainment, rel_tol=rel_tol, workers=workers,
-                           progress=bar)  # fmt: skip
-    except KvwireError as e:
-        raise click.ClickException(str(e)) from None
-    if as_json:
-        click.echo(json.dumps(r.to_dict(), indent=2))
+    sc = _scenario_arg(scenario_file, overrides)
+    r = _plan("splits", as_json, lambda bar: best_split(
+        sc, instances, slo_attainment=slo_attainment, rel_tol=rel_tol, workers=workers, progress=bar))  # fmt: skip
+    if r is None:
         return
     click.echo(f"{'prefill:decode':>14}  {'capacity req/s':>14}  {'ceiling':>9}  {'binding':<9}  simulations")
     for s in r.splits:
@@ -493,17 +499,11 @@ def compare_cmd(
 ) -> None:  # fmt: skip
     """SCENARIO_FILE disaggregated and colocated on the same instances, side by side."""
     from kvwire.capacity import compare
-    from kvwire.progress import progress_bar
 
-    try:
-        sc = _scenario_arg(scenario_file, overrides)
-        with progress_bar("compare", enabled=False if as_json else None) as bar:
-            r = compare(sc, with_capacity=with_capacity, slo_attainment=slo_attainment, rel_tol=rel_tol,
-                        progress=bar)  # fmt: skip
-    except KvwireError as e:
-        raise click.ClickException(str(e)) from None
-    if as_json:
-        click.echo(json.dumps(r.to_dict(), indent=2))
+    sc = _scenario_arg(scenario_file, overrides)
+    r = _plan("compare", as_json, lambda bar: compare(
+        sc, with_capacity=with_capacity, slo_attainment=slo_attainment, rel_tol=rel_tol, progress=bar))  # fmt: skip
+    if r is None:
         return
     shown = (*SWEEP_SHOWN, ("capacity", "capacity req/s", "{:.3f}"))
     _print_table(r.points, ["mode"], shown)

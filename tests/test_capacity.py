@@ -19,11 +19,11 @@ import kvwire
 import polars as pl
 import pytest
 
-#: Near-deterministic arrivals (gamma, cv 0.05) and fixed lengths: queues form only above the bottleneck.
+#: Near-deterministic arrivals (gamma, cv 0.01) and fixed lengths: queues form only above the bottleneck.
 STEADY: dict[str, Any] = {
     "requests": 3000,
     "seed": 3,
-    "arrivals": {"process": "gamma", "cv": 0.05, "rate_per_s": 1.0},
+    "arrivals": {"process": "gamma", "cv": 0.01, "rate_per_s": 1.0},
     "prompt_tokens": {"dist": "fixed", "value": 2048},
 }
 

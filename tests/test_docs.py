@@ -10,6 +10,7 @@ import pytest
 MODULES = [
     "kvwire",
     "kvwire.capacity",
+    "kvwire.ceilings",
     "kvwire.errors",
     "kvwire.handoff",
     "kvwire.layout",

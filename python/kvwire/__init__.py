@@ -14,6 +14,7 @@ decode pool — with results as Polars DataFrames.
 from kvwire import layout, quant
 from kvwire._core import __version__
 from kvwire.capacity import CapacityResult, CompareResult, SplitResult, best_split, capacity, compare
+from kvwire.ceilings import ceilings
 from kvwire.errors import (
     Cancelled,
     DoesNotFitError,
@@ -53,6 +54,7 @@ __all__ = [
     "best_split",
     "capacity",
     "catalog",
+    "ceilings",
     "compare",
     "default_scenario",
     "handoff",

@@ -10,7 +10,7 @@ prompt and output lengths); with common random numbers (the same seed at every r
 draw scaled) attainment is in practice monotone in the rate.
 
 >>> import kvwire
->>> r = kvwire.capacity({"workload": {"requests": 400}, "link": "eth-25g"})
+>>> r = kvwire.capacity({"workload": {"requests": 2000}, "link": "eth-25g"})
 >>> r.binding, r.evaluations <= 8, r.capacity < r.ceilings["ceiling_req_per_s"]
 ('kv-link', True, True)
 """

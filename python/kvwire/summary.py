@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from kvwire.ceilings import load
+
 #: Percentile columns of :func:`percentiles` / keys of each ``summary["latency"][metric]``.
 QUANTILES: tuple[tuple[str, float], ...] = (
     ("p50", 0.5),
@@ -188,11 +190,13 @@ def summarise(
     pct: pl.DataFrame | list[dict[str, Any]],
     stats: dict[str, Any],
     scenario: dict[str, Any],
+    ceilings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere.
 
     ``df`` is the per-request table or the core's raw columns; ``pct`` the :func:`percentiles` table (or its
-    rows). Computed with numpy on the columns, without building the Polars table.
+    rows). Computed with numpy on the columns, without building the Polars table. ``ceilings`` (the core's
+    analytic ceilings for the run) become the ``load`` entry.
     """
     cols = _core_columns(df)
     horizon = float(stats["horizon_s"])
@@ -354,6 +358,7 @@ def summarise(
             for lk in links
         ],
         "little": {"l": little_l, "lambda_w": lam_w},
+        "load": None if ceilings is None else load(ceilings),
         "run": {
             "events": int(stats["events"]),
             "horizon_s": horizon,

@@ -170,6 +170,17 @@ def test_one_and_two_workers_give_identical_tables() -> None:
     assert_frame_equal(deterministic(one), deterministic(three))
 
 
+def test_process_pool_gives_the_same_table() -> None:
+    """Points also run in worker processes (a spawn ProcessPoolExecutor: each with its own GIL): same table."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    defn = {"base": {"workload": {"requests": 400}}, "grid": GRID}
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        procs = kvwire.sweep(defn, executor=pool, workers=2)
+    assert_frame_equal(deterministic(procs), deterministic(kvwire.sweep(defn, workers=1)))
+
+
 # --------------------------------------------------------------------------------------------------
 # Validation before any work
 

@@ -681,7 +681,8 @@ def sweep(
                         e.add_note(f"kvwire.sweep: {where}: {task['values']}")
                         failure = e
                     continue
-                rows.append(row)
+                if output is None:
+                    rows.append(row)  # with out=DIR the table is read back from the parts instead
                 unwritten.append(row)
                 done_count += 1
                 if progress is not None:

@@ -71,8 +71,9 @@ class SweepError(ScenarioError):
     """Points of a sweep that do not validate, all of them, found before any point runs.
 
     Attributes:
-        errors: one dict per bad point and field: ``{"point": int, "values": {path: value}, "path": str,
-            "message": str}`` (``point`` is -1 for an error of the definition itself).
+        errors: one dict per bad point: ``{"point": int, "values": {path: value}, "path": str, "message": str}``
+            (a malformed definition itself — a key, an empty list, zip lists of different lengths — is a plain
+            :class:`ScenarioError` naming the key).
     """
 
     def __init__(self, message: str, path: str = "", errors: list[dict[str, Any]] | None = None) -> None:

@@ -89,6 +89,11 @@ class Cancelled(KvwireError):
     (written to ``out`` for a sweep)."""
 
 
+class PlotError(KvwireError, ValueError):
+    """Data that cannot be drawn as asked by :mod:`kvwire.plot` (a missing column, no values, a file that
+    cannot be read); ``path`` names the argument or column."""
+
+
 class InternalError(KvwireError, RuntimeError):
     """A broken internal invariant of the simulator. Never expected: please report it."""
 
@@ -99,6 +104,7 @@ __all__ = [
     "InternalError",
     "KvwireError",
     "LayoutError",
+    "PlotError",
     "QuantError",
     "ScenarioError",
     "SweepError",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from kvwire.errors import KvwireError
+from kvwire.errors import PlotError
 from kvwire.run import SimResult
 from kvwire.summary import STAGES
 
@@ -55,10 +55,6 @@ STAGE_LABELS = {
     "decode_queue_s": "decode queue",
     "decode_s": "decode",
 }
-
-
-class PlotError(KvwireError, ValueError):
-    """Data that cannot be drawn as asked (a missing column, no values); ``path`` names the argument."""
 
 
 def _figure(width_in: float = 7.0, height_in: float = 4.5, ncols: int = 1) -> Figure:

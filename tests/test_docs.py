@@ -9,14 +9,18 @@ import pytest
 
 MODULES = [
     "kvwire",
+    "kvwire.capacity",
     "kvwire.ceilings",
     "kvwire.errors",
     "kvwire.handoff",
     "kvwire.layout",
+    "kvwire.plot",
+    "kvwire.progress",
     "kvwire.presets",
     "kvwire.quant",
     "kvwire.run",
     "kvwire.scenario",
+    "kvwire.sweep",
     "kvwire.traces",
 ]
 

@@ -13,8 +13,10 @@ decode pool — with results as Polars DataFrames.
 
 from kvwire import layout, quant
 from kvwire._core import __version__
+from kvwire.capacity import CapacityResult, CompareResult, SplitResult, best_split, capacity, compare
 from kvwire.ceilings import ceilings
 from kvwire.errors import (
+    Cancelled,
     DoesNotFitError,
     InternalError,
     KvwireError,
@@ -22,6 +24,7 @@ from kvwire.errors import (
     QuantError,
     ResourceError,
     ScenarioError,
+    SweepError,
     TraceError,
     UnknownPresetError,
 )
@@ -29,9 +32,13 @@ from kvwire.handoff import handoff
 from kvwire.presets import catalog
 from kvwire.run import SimResult, simulate
 from kvwire.scenario import ScenarioDict, default_scenario, load_scenario, validate
+from kvwire.sweep import load_sweep, sweep, sweep_points
 from kvwire.traces import read_azure_csv, read_mooncake_jsonl, read_trace
 
 __all__ = [
+    "Cancelled",
+    "CapacityResult",
+    "CompareResult",
     "DoesNotFitError",
     "InternalError",
     "KvwireError",
@@ -41,19 +48,27 @@ __all__ = [
     "ScenarioDict",
     "ScenarioError",
     "SimResult",
+    "SplitResult",
+    "SweepError",
     "TraceError",
     "UnknownPresetError",
     "__version__",
+    "best_split",
+    "capacity",
     "catalog",
     "ceilings",
+    "compare",
     "default_scenario",
     "handoff",
     "layout",
     "load_scenario",
+    "load_sweep",
     "quant",
     "read_azure_csv",
     "read_mooncake_jsonl",
     "read_trace",
     "simulate",
+    "sweep",
+    "sweep_points",
     "validate",
 ]

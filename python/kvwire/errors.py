@@ -16,6 +16,7 @@ workload.arrivals.rate_per_s
 from __future__ import annotations
 
 import re
+from typing import Any
 
 #: Longest run of the offending input an error message quotes, characters.
 QUOTE_LIMIT = 200
@@ -94,6 +95,31 @@ class ResourceError(KvwireError, MemoryError):
     """A run that does not fit the machine: refused before it starts with the memory it would need and the
     memory available (or an allocation that failed). ``path`` names what sets its size
     (``"workload.requests"`` or ``"requests"``). A ``MemoryError``, so ``except MemoryError`` catches it."""
+class SweepError(ScenarioError):
+    """Points of a sweep that do not validate, all of them, found before any point runs.
+
+    Attributes:
+        errors: one dict per bad point: ``{"point": int, "values": {path: value}, "path": str, "message": str}``
+            (a malformed definition itself — a key, an empty list, zip lists of different lengths — is a plain
+            :class:`ScenarioError` naming the key).
+    """
+
+    def __init__(self, message: str, path: str = "", errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message, path)
+        self.errors: list[dict[str, Any]] = list(errors or [])
+
+    def __reduce__(self) -> tuple[type[SweepError], tuple[str, str, list[dict[str, Any]]]]:  # type: ignore[override]
+        return (type(self), (str(self), self.path, self.errors))
+
+
+class Cancelled(KvwireError):
+    """A sweep or search stopped because its ``cancel`` event was set; the points that finished were kept
+    (written to ``out`` for a sweep)."""
+
+
+class PlotError(KvwireError, ValueError):
+    """Data that cannot be drawn as asked by :mod:`kvwire.plot` (a missing column, no values, a file that
+    cannot be read); ``path`` names the argument or column."""
 
 
 class InternalError(KvwireError, RuntimeError):
@@ -101,13 +127,16 @@ class InternalError(KvwireError, RuntimeError):
 
 
 __all__ = [
+    "Cancelled",
     "DoesNotFitError",
     "InternalError",
     "KvwireError",
     "LayoutError",
+    "PlotError",
     "QuantError",
     "ResourceError",
     "ScenarioError",
+    "SweepError",
     "TraceError",
     "UnknownPresetError",
 ]

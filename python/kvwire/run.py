@@ -14,8 +14,7 @@ import polars as pl
 from kvwire import _core
 from kvwire.errors import ResourceError, TraceError
 from kvwire.scenario import load_scenario, scenario_json
-from kvwire.summary import percentiles as _percentiles
-from kvwire.summary import requests_frame, summarise
+from kvwire.summary import PCT_SCHEMA, percentile_rows, requests_frame, summarise, with_derived
 
 REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
@@ -91,15 +90,20 @@ class SimResult:
 
     def __init__(
         self,
-        requests: pl.DataFrame,
+        columns: Mapping[str, np.ndarray],
         stats: dict[str, Any],
         scenario: dict[str, Any],
         ceilings: dict[str, Any] | None = None,
     ) -> None:
-        self.requests = requests
+        self._columns = columns
         self.stats = stats
         self.scenario = scenario
         self.ceilings = ceilings
+
+    @cached_property
+    def requests(self) -> pl.DataFrame:
+        """One row per request (built on first use from the core's columns, without copying them)."""
+        return requests_frame(dict(self._columns))
 
     def percentiles(self) -> pl.DataFrame:
         """Latency percentiles: one row per metric (``ttft_s, tpot_s, itl_s, e2e_s, handoff_s``), columns
@@ -108,16 +112,25 @@ class SimResult:
 
     @cached_property
     def _percentiles(self) -> pl.DataFrame:
-        return _percentiles(self.requests, self.stats["itl_s"])
+        return pl.DataFrame(self._latency_rows, schema=PCT_SCHEMA)
+
+    @cached_property
+    def _summary_columns(self) -> Mapping[str, np.ndarray]:
+        return with_derived(self._columns)
+
+    @cached_property
+    def _latency_rows(self) -> list[dict[str, Any]]:
+        return percentile_rows(self._summary_columns, self.stats["itl_s"])
 
     @cached_property
     def summary(self) -> dict[str, Any]:
-        return summarise(self.requests, self._percentiles, self.stats, self.scenario, self.ceilings)
+        # From the core's columns with numpy: no Polars table is built for a summary alone (sweeps).
+        return summarise(self._summary_columns, self._latency_rows, self.stats, self.scenario, self.ceilings)
 
     def __repr__(self) -> str:
         s = self.stats
         return (
-            f"SimResult({self.requests.height} requests: {s['completed']} completed, "
+            f"SimResult({len(self._columns['id'])} requests: {s['completed']} completed, "
             f"{s['rejected']} rejected; horizon {s['horizon_s']:.3f} s)"
         )
 
@@ -221,7 +234,7 @@ def simulate(
         out = _core.simulate(text, *arrays)
     stats = json.loads(out["stats_json"])
     echo = json.loads(out["scenario_json"])
-    return SimResult(requests_frame(out["columns"]), stats, echo, json.loads(out["ceilings_json"]))
+    return SimResult(out["columns"], stats, echo, json.loads(out["ceilings_json"]))
 
 
 __all__ = ["SimResult", "request_arrays", "simulate"]

@@ -352,8 +352,7 @@ def sweep_cmd(
 def _scenario_arg(scenario_file: Path | None, overrides: tuple[str, ...]) -> dict[str, Any]:
     try:
         sc: dict[str, Any] = load_scenario(scenario_file) if scenario_file else {}
-        for o in overrides:
-            sc = with_override(sc, o)
+        sc = with_overrides(sc, overrides)
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
     return sc

@@ -95,6 +95,8 @@ class ResourceError(KvwireError, MemoryError):
     """A run that does not fit the machine: refused before it starts with the memory it would need and the
     memory available (or an allocation that failed). ``path`` names what sets its size
     (``"workload.requests"`` or ``"requests"``). A ``MemoryError``, so ``except MemoryError`` catches it."""
+
+
 class SweepError(ScenarioError):
     """Points of a sweep that do not validate, all of them, found before any point runs.
 

@@ -457,7 +457,6 @@ def without_generator(scenario: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-
 _DEFAULT: dict[str, Any] = {}
 
 

@@ -77,8 +77,15 @@ def _core_columns(requests: pl.DataFrame | Columns) -> Columns:
     if not isinstance(requests, pl.DataFrame):
         return requests
     out: dict[str, np.ndarray] = {}
-    for name in ("arrival_s", "output_tokens", "measured", "local_decode", "over_context", "first_token_seen_s",
-                 *_TIME_COLUMNS):
+    for name in (
+        "arrival_s",
+        "output_tokens",
+        "measured",
+        "local_decode",
+        "over_context",
+        "first_token_seen_s",
+        *_TIME_COLUMNS,
+    ):
         if name in requests.columns:
             series = requests[name]
             out[name] = series.to_numpy() if series.dtype == pl.Boolean else series.cast(pl.Float64).to_numpy()

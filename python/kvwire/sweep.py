@@ -17,7 +17,6 @@ that was interrupted, even by ``kill -9``.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import math

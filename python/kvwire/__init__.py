@@ -25,12 +25,14 @@ from kvwire.errors import (
 )
 from kvwire.handoff import handoff
 from kvwire.presets import catalog
+from kvwire.results import HandoffResultDict, SummaryDict
 from kvwire.run import SimResult, simulate
 from kvwire.scenario import ScenarioDict, default_scenario, load_scenario, validate
 from kvwire.traces import read_azure_csv, read_mooncake_jsonl, read_trace
 
 __all__ = [
     "DoesNotFitError",
+    "HandoffResultDict",
     "InternalError",
     "KvwireError",
     "LayoutError",
@@ -38,6 +40,7 @@ __all__ = [
     "ScenarioDict",
     "ScenarioError",
     "SimResult",
+    "SummaryDict",
     "TraceError",
     "UnknownPresetError",
     "__version__",

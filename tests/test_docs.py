@@ -16,6 +16,7 @@ MODULES = [
     "kvwire.quant",
     "kvwire.run",
     "kvwire.scenario",
+    "kvwire.sweep",
     "kvwire.traces",
 ]
 

@@ -14,12 +14,14 @@ decode pool — with results as Polars DataFrames.
 from kvwire import layout, quant
 from kvwire._core import __version__
 from kvwire.errors import (
+    Cancelled,
     DoesNotFitError,
     InternalError,
     KvwireError,
     LayoutError,
     QuantError,
     ScenarioError,
+    SweepError,
     TraceError,
     UnknownPresetError,
 )
@@ -28,9 +30,11 @@ from kvwire.presets import catalog
 from kvwire.results import HandoffResultDict, SummaryDict
 from kvwire.run import SimResult, simulate
 from kvwire.scenario import ScenarioDict, default_scenario, load_scenario, validate
+from kvwire.sweep import load_sweep, sweep, sweep_points
 from kvwire.traces import read_azure_csv, read_mooncake_jsonl, read_trace
 
 __all__ = [
+    "Cancelled",
     "DoesNotFitError",
     "HandoffResultDict",
     "InternalError",
@@ -41,6 +45,7 @@ __all__ = [
     "ScenarioError",
     "SimResult",
     "SummaryDict",
+    "SweepError",
     "TraceError",
     "UnknownPresetError",
     "__version__",
@@ -49,10 +54,13 @@ __all__ = [
     "handoff",
     "layout",
     "load_scenario",
+    "load_sweep",
     "quant",
     "read_azure_csv",
     "read_mooncake_jsonl",
     "read_trace",
     "simulate",
+    "sweep",
+    "sweep_points",
     "validate",
 ]

@@ -46,8 +46,23 @@ def main() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Replay requests from an Azure LLM CSV or Mooncake JSONL trace instead of generating them.",
 )
-def run(scenario_file: Path | None, as_json: bool, overrides: tuple[str, ...], trace_file: Path | None) -> None:
+@click.option(
+    "-o",
+    "--output",
+    "requests_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the per-request table to this .parquet or .csv file.",
+)
+def run(
+    scenario_file: Path | None,
+    as_json: bool,
+    overrides: tuple[str, ...],
+    trace_file: Path | None,
+    requests_file: Path | None,
+) -> None:
     """Run SCENARIO_FILE (.json or .toml), or the built-in default scenario when none is given."""
+    if requests_file is not None and requests_file.suffix.lower() not in (".parquet", ".csv"):
+        raise click.BadParameter("the file name must end in .parquet or .csv", param_hint="'-o' / '--output'")
     try:
         sc: dict[str, Any] = load_scenario(scenario_file) if scenario_file else {}
         for o in overrides:
@@ -56,6 +71,8 @@ def run(scenario_file: Path | None, as_json: bool, overrides: tuple[str, ...], t
         res = simulate(sc, requests=requests)
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
+    if requests_file is not None:
+        _write_table(res.requests, requests_file)
     if as_json:
         click.echo(json.dumps({"summary": res.summary, "scenario": res.scenario}, indent=2))
     else:
@@ -225,6 +242,119 @@ def _to_toml(d: dict[str, Any], prefix: str = "") -> str:
             out.append("")
             out.append(sub)
     return "\n".join(out)
+
+
+def _write_table(df: Any, path: Path) -> None:
+    """Write a table to .parquet or .csv (by suffix) through a temporary name, so a failure leaves no torn file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        if path.suffix.lower() == ".csv":
+            df.write_csv(tmp)
+        else:
+            df.write_parquet(tmp)
+        tmp.replace(path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise click.ClickException(f"{path}: cannot write: {e.strerror or e}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Sweeps and capacity planning (kvwire.sweep, kvwire.capacity)
+
+#: Columns `kvwire sweep` prints after the swept fields (the whole table is in DIR/results.parquet).
+SWEEP_SHOWN = (
+    ("slo.attainment", "SLO met", "{:.1%}"),
+    ("latency.ttft_s.p99", "TTFT p99 s", "{:.3f}"),
+    ("latency.tpot_s.p99", "TPOT p99 ms", "{:.1f}", 1e3),
+    ("throughput.req_per_s", "req/s", "{:.2f}"),
+    ("energy.j_per_output_token", "J/token", "{:.3f}"),
+)
+
+
+def _executor_for(scheduler: str | None) -> tuple[Any, Any]:
+    """(client, executor) for a Dask scheduler address, or (None, None)."""
+    if scheduler is None:
+        return None, None
+    try:
+        from distributed import Client
+    except ImportError:
+        raise click.ClickException("--scheduler needs Dask distributed: pip install 'kvwire[dask]'") from None
+    try:
+        client = Client(scheduler, timeout=30)  # type: ignore[no-untyped-call]
+    except OSError as e:
+        raise click.ClickException(f"--scheduler {scheduler}: cannot connect: {e}") from None
+    return client, client.get_executor()  # type: ignore[no-untyped-call]
+
+
+def _fmt(value: Any, fmt: str, scale: float = 1.0) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return fmt.format(value * scale)
+    return str(value)
+
+
+def _print_table(df: Any, leading: list[str], shown: tuple[tuple[Any, ...], ...], limit: int = 40) -> None:
+    cols = [(c, c, "{}", 1.0) for c in leading] + [
+        (spec[0], spec[1], spec[2], spec[3] if len(spec) > 3 else 1.0) for spec in shown if spec[0] in df.columns
+    ]
+    rows = [[_fmt(r.get(c), f, k) for c, _, f, k in cols] for r in df.head(limit).iter_rows(named=True)]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, (_, h, _, _) in enumerate(cols)]
+    click.echo("  ".join(h.rjust(w) for (_, h, _, _), w in zip(cols, widths, strict=True)))
+    for r in rows:
+        click.echo("  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)))
+    if df.height > limit:
+        click.echo(f"... {df.height - limit} more rows")
+
+
+@main.command("sweep")
+@click.argument("sweep_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for the Parquet parts, manifest.json and results.parquet.",
+)  # fmt: skip
+@click.option("--resume", is_flag=True, help="Continue the sweep in --out: points already written are not run.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads running points (default: cores).")
+@click.option(
+    "--scheduler", metavar="ADDRESS", default=None,
+    help="Run points on a Dask cluster (tcp://host:port); needs pip install 'kvwire[dask]'.",
+)  # fmt: skip
+@click.option("--replicates", type=click.IntRange(min=1), default=None, help="Seeds per point (overrides the file).")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+def sweep_cmd(
+    sweep_file: Path,
+    out_dir: Path,
+    resume: bool,
+    workers: int | None,
+    scheduler: str | None,
+    replicates: int | None,
+    progress: bool | None,
+) -> None:
+    """Run every point of SWEEP_FILE (.toml or .json: base, grid, zip, replicates) into --out DIR."""
+    import time
+
+    from kvwire.progress import progress_bar
+    from kvwire.sweep import load_sweep, sweep
+
+    client, executor = _executor_for(scheduler)
+    start = time.perf_counter()
+    try:
+        definition = load_sweep(sweep_file)
+        if replicates is not None:
+            definition["replicates"] = replicates
+        with progress_bar("sweep", enabled=progress) as bar:
+            df = sweep(definition, workers=workers, executor=executor, out=out_dir, resume=resume, progress=bar)
+    except KvwireError as e:
+        raise click.ClickException(str(e)) from None
+    except KeyboardInterrupt:
+        raise click.ClickException(f"interrupted; finished points are in {out_dir} (continue with --resume)") from None
+    finally:
+        if client is not None:
+            client.close()
+    swept = [*definition["grid"], *definition["zip"]]
+    leading = swept + (["replicate"] if definition["replicates"] > 1 else [])
+    _print_table(df, leading, SWEEP_SHOWN)
+    click.echo(f"{df.height} rows in {time.perf_counter() - start:.1f} s -> {out_dir / 'results.parquet'}", err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

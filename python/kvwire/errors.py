@@ -15,6 +15,8 @@ workload.arrivals.rate_per_s
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class KvwireError(Exception):
     """Base class of every kvwire exception.
@@ -65,17 +67,40 @@ class LayoutError(KvwireError, ValueError):
     (``"src_block_table[3]"``, ``"dst_layout.dtype"``, ...)."""
 
 
+class SweepError(ScenarioError):
+    """Points of a sweep that do not validate, all of them, found before any point runs.
+
+    Attributes:
+        errors: one dict per bad point and field: ``{"point": int, "values": {path: value}, "path": str,
+            "message": str}`` (``point`` is -1 for an error of the definition itself).
+    """
+
+    def __init__(self, message: str, path: str = "", errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message, path)
+        self.errors: list[dict[str, Any]] = list(errors or [])
+
+    def __reduce__(self) -> tuple[type[SweepError], tuple[str, str, list[dict[str, Any]]]]:  # type: ignore[override]
+        return (type(self), (str(self), self.path, self.errors))
+
+
+class Cancelled(KvwireError):
+    """A sweep or search stopped because its ``cancel`` event was set; the points that finished were kept
+    (written to ``out`` for a sweep)."""
+
+
 class InternalError(KvwireError, RuntimeError):
     """A broken internal invariant of the simulator. Never expected: please report it."""
 
 
 __all__ = [
+    "Cancelled",
     "DoesNotFitError",
     "InternalError",
     "KvwireError",
     "LayoutError",
     "QuantError",
     "ScenarioError",
+    "SweepError",
     "TraceError",
     "UnknownPresetError",
 ]

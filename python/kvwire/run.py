@@ -30,10 +30,15 @@ class SimResult:
         stats: the core's raw run totals (per instance, link, ITL).
     """
 
-    def __init__(self, requests: pl.DataFrame, stats: dict[str, Any], scenario: dict[str, Any]) -> None:
-        self.requests = requests
+    def __init__(self, columns: Mapping[str, np.ndarray], stats: dict[str, Any], scenario: dict[str, Any]) -> None:
+        self._columns = columns
         self.stats = stats
         self.scenario = scenario
+
+    @cached_property
+    def requests(self) -> pl.DataFrame:
+        """One row per request (built on first use from the core's columns, without copying them)."""
+        return requests_frame(dict(self._columns))
 
     def percentiles(self) -> pl.DataFrame:
         """Latency percentiles: one row per metric (``ttft_s, tpot_s, itl_s, e2e_s, handoff_s``), columns
@@ -42,16 +47,17 @@ class SimResult:
 
     @cached_property
     def _percentiles(self) -> pl.DataFrame:
-        return _percentiles(self.requests, self.stats["itl_s"])
+        return _percentiles(self._columns, self.stats["itl_s"])
 
     @cached_property
     def summary(self) -> dict[str, Any]:
-        return summarise(self.requests, self._percentiles, self.stats, self.scenario)
+        # From the core's columns with numpy: no Polars table is built for a summary alone (sweeps).
+        return summarise(self._columns, self._percentiles, self.stats, self.scenario)
 
     def __repr__(self) -> str:
         s = self.stats
         return (
-            f"SimResult({self.requests.height} requests: {s['completed']} completed, "
+            f"SimResult({len(self._columns['id'])} requests: {s['completed']} completed, "
             f"{s['rejected']} rejected; horizon {s['horizon_s']:.3f} s)"
         )
 
@@ -132,7 +138,7 @@ def simulate(
         out = _core.simulate(text, a, p, o)
     stats = json.loads(out["stats_json"])
     echo = json.loads(out["scenario_json"])
-    return SimResult(requests_frame(out["columns"]), stats, echo)
+    return SimResult(out["columns"], stats, echo)
 
 
 __all__ = ["SimResult", "simulate"]

@@ -253,24 +253,38 @@ def validate(scenario: Mapping[str, Any] | str | Path | None) -> None:
 def with_override(scenario: Mapping[str, Any], assignment: str) -> dict[str, Any]:
     """Return a copy of ``scenario`` with ``"dotted.path=value"`` applied (the CLI's ``--set``).
 
-    The value is parsed as JSON when it parses (numbers, booleans, objects), else taken as a string. An
-    object the scenario does not have yet starts from its default when that default is a flat table (so
-    ``link.channels=2`` keeps the default link and ``workload.prompt_tokens.mean=1000`` the default
-    distribution); a preset name becomes ``{"preset": name}`` so that its fields can be overridden.
+    The value is parsed as JSON when it parses (numbers, booleans, objects), else taken as a string, and set
+    with :func:`with_value`.
     """
     if "=" not in assignment:
         raise ScenarioError(f"--set {assignment!r}: expected dotted.path=value", assignment)
     key, raw = assignment.split("=", 1)
-    parts = key.strip().split(".")
-    if not all(parts):
-        raise ScenarioError(f"--set {assignment!r}: empty path segment", key)
     try:
         value: Any = json.loads(raw)
     except json.JSONDecodeError:
         value = raw
+    try:
+        return with_value(scenario, key.strip(), value)
+    except ScenarioError as e:
+        raise ScenarioError(f"--set {assignment!r}: {e}", e.path) from None
+
+
+def with_value(scenario: Mapping[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """Return a copy of ``scenario`` with the field at the dotted ``path`` set to ``value`` (sweeps, ``--set``).
+
+    An object the scenario does not have yet starts from its default when that default is a flat table (so
+    ``link.channels`` keeps the default link and ``workload.prompt_tokens.mean`` the default distribution);
+    a preset name becomes ``{"preset": name}`` so that its fields can be overridden.
+
+    >>> with_value({"link": "eth-25g"}, "link.channels", 2)["link"]
+    {'preset': 'eth-25g', 'channels': 2}
+    """
+    parts = path.split(".")
+    if not all(parts):
+        raise ScenarioError(f"{path!r}: empty path segment", path)
     out = copy.deepcopy(dict(scenario))
     node: dict[str, Any] = out
-    default: Any = default_scenario()
+    default: Any = _defaults()
     for i, part in enumerate(parts[:-1]):
         child = node.get(part)
         default = default.get(part) if isinstance(default, dict) else None
@@ -281,12 +295,21 @@ def with_override(scenario: Mapping[str, Any], assignment: str) -> dict[str, Any
             # A preset name written as a string becomes {"preset": name} so fields can be overridden.
             child = node[part] = {"preset": child}
         elif not isinstance(child, dict):
-            raise ScenarioError(
-                f"--set {assignment!r}: {'.'.join(parts[: i + 1])} is not an object", ".".join(parts[: i + 1])
-            )
+            where = ".".join(parts[: i + 1])
+            raise ScenarioError(f"{where}: is not an object, cannot set {path}", where)
         node = child
-    node[parts[-1]] = value
+    node[parts[-1]] = copy.deepcopy(value)
     return out
+
+
+_DEFAULT: dict[str, Any] = {}
+
+
+def _defaults() -> dict[str, Any]:
+    """The default scenario, read once (callers never modify it)."""
+    if not _DEFAULT:
+        _DEFAULT.update(default_scenario())
+    return _DEFAULT
 
 
 __all__ = [
@@ -296,4 +319,5 @@ __all__ = [
     "scenario_json",
     "validate",
     "with_override",
+    "with_value",
 ]

@@ -10,6 +10,7 @@ per-token gaps per decode step instead of storing one value per token (see ``met
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -56,14 +57,75 @@ def requests_frame(columns: dict[str, np.ndarray]) -> pl.DataFrame:
     )
 
 
-def _stats_exprs(metric: str) -> list[pl.Expr]:
-    c = pl.col(metric)
-    return [
-        c.count().alias(f"{metric}:count"),
-        c.mean().alias(f"{metric}:mean"),
-        *[c.quantile(q, interpolation="linear").alias(f"{metric}:{name}") for name, q in QUANTILES],
-        c.max().alias(f"{metric}:max"),
-    ]
+#: The core's per-request columns as numpy arrays (times NaN where a stage did not happen).
+Columns = Mapping[str, np.ndarray]
+
+
+def _core_columns(requests: pl.DataFrame | Columns) -> Columns:
+    """The core's raw columns as numpy arrays (NaN for a missing time), from either form of the table."""
+    if not isinstance(requests, pl.DataFrame):
+        return requests
+    out: dict[str, np.ndarray] = {}
+    for name in ("arrival_s", "output_tokens", "measured", "local_decode", *_TIME_COLUMNS):
+        if name in requests.columns:
+            series = requests[name]
+            out[name] = series.to_numpy() if series.dtype == pl.Boolean else series.cast(pl.Float64).to_numpy()
+    return out
+
+
+def _derived(cols: Columns) -> dict[str, np.ndarray]:
+    """ttft, tpot, e2e and hand-off per request (NaN where undefined), as in :func:`requests_frame`."""
+    first = cols["first_token_s"]
+    finish = cols["finish_s"]
+    out_tokens = cols["output_tokens"].astype(np.float64)
+    decodes = out_tokens >= 2
+    tpot = np.full(first.shape, np.nan)
+    np.divide(finish - first, out_tokens - 1.0, out=tpot, where=decodes)
+    return {
+        "ttft_s": first - cols["arrival_s"],
+        "tpot_s": tpot,
+        "e2e_s": finish - cols["arrival_s"],
+        "handoff_s": cols["kv_ready_s"] - first,
+    }
+
+
+def _present(x: np.ndarray) -> np.ndarray:
+    """The non-missing values of a float column (the core marks a missing time with NaN)."""
+    present: np.ndarray = x[~np.isnan(x)]
+    return present
+
+
+def _mean(x: np.ndarray) -> float | None:
+    v = _present(x)
+    return _opt(v.mean()) if v.size else None
+
+
+_Q = np.array([100.0 * q for _, q in QUANTILES]) / 100.0  # as np.percentile scales them
+
+
+def _stats(x: np.ndarray) -> dict[str, Any]:
+    """count, mean, the :data:`QUANTILES` and max of the present values.
+
+    The quantiles are numpy's ``"linear"`` method (virtual index (n - 1)·q, then numpy's two-sided lerp)
+    computed from one ``np.partition`` at the needed ranks instead of one selection per quantile.
+    """
+    v = _present(x)
+    n = v.size
+    if n == 0:
+        return {"count": 0, "mean": None, **{name: None for name, _ in QUANTILES}, "max": None}
+    h = _Q * (n - 1)
+    lo = np.floor(h).astype(np.intp)
+    hi = np.minimum(lo + 1, n - 1)
+    part = np.partition(v, np.unique(np.concatenate((lo, hi, [n - 1]))))
+    a, b, t = part[lo], part[hi], h - lo
+    diff = b - a
+    qs = np.where(t >= 0.5, b - diff * (1.0 - t), a + diff * t)
+    return {
+        "count": int(n),
+        "mean": _opt(v.mean()),
+        **{name: _opt(q) for (name, _), q in zip(QUANTILES, qs, strict=True)},
+        "max": _opt(part[n - 1]),
+    }
 
 
 def _opt(x: Any) -> float | None:
@@ -74,65 +136,80 @@ def _opt(x: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def percentiles(df: pl.DataFrame, itl: dict[str, Any]) -> pl.DataFrame:
-    """One row per latency metric: ``metric, count, mean, p50, p90, p95, p99, p99_9, max`` (seconds)."""
-    measured = df.lazy().filter(pl.col("measured"))
-    per_request = ("ttft_s", "tpot_s", "e2e_s")
-    row = (
-        pl.concat(
-            [
-                measured.select([e for m in per_request for e in _stats_exprs(m)]),
-                df.lazy().select(_stats_exprs("handoff_s")),
-            ],
-            how="horizontal",
-        )
-        .collect()
-        .row(0, named=True)
-    )
+_PCT_SCHEMA: dict[str, Any] = {
+    "metric": pl.String,
+    "count": pl.Int64,
+    **{k: pl.Float64 for k in ("mean", *[n for n, _ in QUANTILES], "max")},
+}
+
+
+def _percentile_rows(cols: Columns, itl: dict[str, Any]) -> list[dict[str, Any]]:
+    derived = _derived(cols)
+    measured = cols["measured"]
     rows = []
     for metric in LATENCY_METRICS:
         if metric == "itl_s":
-            stats = {k: itl.get(k) for k in ("count", "mean", *[n for n, _ in QUANTILES], "max")}
+            raw = {k: itl.get(k) for k in ("count", "mean", *[n for n, _ in QUANTILES], "max")}
+            stats = {k: (_opt(v) if k != "count" else int(v or 0)) for k, v in raw.items()}
+        elif metric == "handoff_s":
+            stats = _stats(derived[metric])
         else:
-            stats = {k.split(":", 1)[1]: v for k, v in row.items() if k.startswith(metric + ":")}
-        rows.append({"metric": metric, **{k: (_opt(v) if k != "count" else int(v or 0)) for k, v in stats.items()}})
-    schema: dict[str, Any] = {"metric": pl.String, "count": pl.Int64}
-    schema.update({k: pl.Float64 for k in ("mean", *[n for n, _ in QUANTILES], "max")})
-    return pl.DataFrame(rows, schema=schema)
+            stats = _stats(derived[metric][measured])
+        rows.append({"metric": metric, **stats})
+    return rows
+
+
+def percentiles(df: pl.DataFrame | Columns, itl: dict[str, Any]) -> pl.DataFrame:
+    """One row per latency metric: ``metric, count, mean, p50, p90, p95, p99, p99_9, max`` (seconds).
+
+    ``df`` is the per-request table or the core's raw columns (numpy arrays, NaN for a missing time); the
+    figures are computed with numpy on the columns (its sort-based percentiles release the GIL), which is
+    what makes a summary cheap next to the run (``benches/README.md``, issue 10).
+    """
+    return pl.DataFrame(_percentile_rows(_core_columns(df), itl), schema=_PCT_SCHEMA)
 
 
 def _safe_div(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
 
-def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
-    """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere."""
-    col = pl.col
+def summarise(
+    df: pl.DataFrame | Columns,
+    pct: pl.DataFrame | list[dict[str, Any]],
+    stats: dict[str, Any],
+    scenario: dict[str, Any],
+) -> dict[str, Any]:
+    """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere.
+
+    ``df`` is the per-request table or the core's raw columns; ``pct`` the :func:`percentiles` table (or its
+    rows). Computed with numpy on the columns, without building the Polars table.
+    """
+    cols = _core_columns(df)
     horizon = float(stats["horizon_s"])
     slo = scenario["slo"]
     colocated = scenario["mode"] == "colocated"
 
-    latency = {
-        r["metric"]: {k: r[k] for k in ("mean", *[n for n, _ in QUANTILES], "max")} for r in pct.iter_rows(named=True)
-    }
+    rows = pct.iter_rows(named=True) if isinstance(pct, pl.DataFrame) else pct
+    latency = {r["metric"]: {k: r[k] for k in ("mean", *[n for n, _ in QUANTILES], "max")} for r in rows}
 
-    m = df.filter(col("measured"))
-    meets = (col("ttft_s") <= slo["ttft_s"]) & (col("tpot_s").is_null() | (col("tpot_s") <= slo["tpot_s"]))
-    agg = m.select(
-        meets.sum().alias("ok"),
-        pl.len().alias("n"),
-        col("arrival_s").min().alias("first"),
-        col("arrival_s").max().alias("last"),
-        (col("prefill_start_s") - col("arrival_s")).mean().alias("prefill_queue_s"),
-        (col("first_token_s") - col("prefill_start_s")).mean().alias("prefill_s"),
-        (col("kv_start_s") - col("first_token_s")).mean().alias("kv_wait_s"),
-        (col("kv_ready_s") - col("kv_start_s")).mean().alias("kv_transfer_s"),
-        (col("decode_start_s") - pl.coalesce(col("kv_ready_s"), col("decode_start_s"))).mean().alias("decode_queue_s"),
-        (col("finish_s") - col("decode_start_s")).mean().alias("decode_s"),
-    ).row(0, named=True)
-    n_measured = int(agg["n"])
-    ok = int(agg["ok"] or 0)
-    window = (agg["last"] - agg["first"]) if n_measured >= 2 else 0.0
+    derived = _derived(cols)
+    measured = cols["measured"]
+    m = {name: cols[name][measured] for name in ("arrival_s", *_TIME_COLUMNS)}
+    ttft, tpot = derived["ttft_s"][measured], derived["tpot_s"][measured]
+    with np.errstate(invalid="ignore"):  # NaN (a stage that did not happen) compares False, as null does
+        meets = (ttft <= slo["ttft_s"]) & (np.isnan(tpot) | (tpot <= slo["tpot_s"]))
+    n_measured = int(measured.sum())
+    ok = int(meets.sum())
+    window = float(m["arrival_s"].max() - m["arrival_s"].min()) if n_measured >= 2 else 0.0
+    kv_ready_or_start = np.where(np.isnan(m["kv_ready_s"]), m["decode_start_s"], m["kv_ready_s"])
+    stage_spans = {
+        "prefill_queue_s": m["prefill_start_s"] - m["arrival_s"],
+        "prefill_s": m["first_token_s"] - m["prefill_start_s"],
+        "kv_wait_s": m["kv_start_s"] - m["first_token_s"],
+        "kv_transfer_s": m["kv_ready_s"] - m["kv_start_s"],
+        "decode_queue_s": m["decode_start_s"] - kv_ready_or_start,
+        "decode_s": m["finish_s"] - m["decode_start_s"],
+    }
     slo_out: dict[str, Any] = {
         "ttft_s": slo["ttft_s"],
         "tpot_s": slo["tpot_s"],
@@ -144,8 +221,8 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
     if n_measured == 0:
         slo_out["attainment_note"] = "no measured requests"
 
-    done = df.filter(col("finish_s").is_not_null())
-    out_tokens = int(done.select(col("output_tokens").cast(pl.Int64).sum()).item() or 0)
+    done = ~np.isnan(cols["finish_s"])
+    out_tokens = int(cols["output_tokens"][done].sum(dtype=np.int64))
     completed = int(stats["completed"])
 
     instances = stats["instances"]
@@ -163,7 +240,7 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
     static_j = float(stats["static_j"])
     total_j = static_j + compute_j + memory_j + link_j + transit_j + convert_j
 
-    stages = {s: _opt(agg[s]) for s in STAGES}
+    stages = {s: _mean(stage_spans[s]) for s in STAGES}
     hot_stage, hot_owner = None, None
     candidates = {k: v for k, v in stages.items() if k != "decode_s" and v is not None}
     if candidates:
@@ -184,13 +261,13 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
         hot_resource = max(pool, key=lambda k: pool[k])
 
     population = float(stats["population_area"])
-    mean_e2e = done.select(col("e2e_s").mean()).item()
+    mean_e2e = _mean(derived["e2e_s"][done])
     little_l = _safe_div(population, horizon)
     lam_w = _safe_div(completed * float(mean_e2e), horizon) if mean_e2e is not None else None
 
     return {
         "requests": {
-            "total": df.height,
+            "total": int(cols["arrival_s"].size),
             "completed": completed,
             "rejected": int(stats["rejected"]),
             "measured": n_measured,
@@ -250,7 +327,7 @@ def summarise(df: pl.DataFrame, pct: pl.DataFrame, stats: dict[str, Any], scenar
             "mean_wait_s": _safe_div(link["wait_s"], link["transfers"]),
             "achieved_gb_per_s": _safe_div(link["wire_bytes"] / 1e9, link["busy_s"]),
             "link_j_per_transfer": _safe_div(link["link_j"], link["transfers"]),
-            "local_decodes": int(df.select(col("local_decode").sum()).item() or 0) if not colocated else 0,
+            "local_decodes": int(cols["local_decode"].sum()) if not colocated else 0,
             "transit_bound_fraction": _safe_div(link["transit_bound"], link["transfers"]),
         },
         "hops": [

@@ -10,6 +10,6 @@ True
 
 __version__ = "0.1.0"
 
-from kvwire_api.app import create_app  # noqa: E402
+from kvwire_api.app import create_app
 
 __all__ = ["__version__", "create_app"]

@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
-from litestar import Litestar
+from litestar import Litestar, Request, Response
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
@@ -23,8 +24,9 @@ from kvwire_api import __version__
 from kvwire_api.auth import require_token
 from kvwire_api.config import Settings
 from kvwire_api.errors import EXCEPTION_HANDLERS
-from kvwire_api.jobs import JobRunner
+from kvwire_api.jobs import JobRunner, capacity_function
 from kvwire_api.limiter import SimSlots
+from kvwire_api.openapi import ClosedTypedDictPlugin
 from kvwire_api.routes.catalog import CatalogController
 from kvwire_api.routes.common import provide_services
 from kvwire_api.routes.health import health
@@ -33,12 +35,23 @@ from kvwire_api.routes.simulations import SimulationController
 from kvwire_api.routes.traces import TraceController
 from kvwire_api.services import Services
 from kvwire_api.store import Store
+from kvwire_api.types import CapacityBody, HandoffBody, ScenarioBody, SweepBody
 
 log = logging.getLogger("kvwire_api")
 
 DESCRIPTION = """kvwire as a service: simulate disaggregated LLM serving (prefill pool -> KV link -> decode pool)
 and colocated serving. Scenarios are the JSON of `kvwire.simulate`; summaries are `kvwire.SummaryDict`. Long work
 (sweeps, capacity searches) runs as persistent jobs. Errors are JSON whose `path` names the offending field."""
+
+
+async def allow_header(request: Request[Any, Any, Any]) -> Response[None] | None:
+    """Answer OPTIONS with every method of the path (Litestar's own OPTIONS handler can miss methods
+    registered on the same path by one controller)."""
+    if request.method != "OPTIONS":
+        return None
+    template = request.scope.get("path_template")
+    methods = sorted({m for r in request.app.routes if r.path == template for m in r.methods})
+    return Response(None, status_code=204, headers={"Allow": ", ".join(methods)})
 
 
 def create_app(settings: Settings) -> Litestar:
@@ -64,21 +77,19 @@ def create_app(settings: Settings) -> Litestar:
             slots.shutdown()
             store.close()
 
-    components = None
-    security = None
+    components: Components | None = None
+    security: list[dict[str, list[str]]] | None = None
     if settings.token is not None:
         components = Components(security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")})
         security = [{"bearer": []}]
 
+    handlers: list[Any] = [health, SimulationController, SweepController, CatalogController, TraceController]
+    if capacity_function() is not None:  # capacity searches arrive with the library's kvwire.capacity
+        handlers.append(CapacityController)
     return Litestar(
-        route_handlers=[
-            health,
-            SimulationController,
-            SweepController,
-            CapacityController,
-            CatalogController,
-            TraceController,
-        ],
+        route_handlers=handlers,
+        plugins=[ClosedTypedDictPlugin(ScenarioBody, SweepBody, CapacityBody, HandoffBody)],
+        before_request=allow_header,
         lifespan=[lifespan],
         dependencies={"svc": Provide(provide_services, sync_to_thread=False)},
         guards=[require_token],

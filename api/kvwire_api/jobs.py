@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -31,7 +32,9 @@ log = logging.getLogger("kvwire_api.jobs")
 
 Progress = Callable[[int, int], None]
 #: A job kind: (definition, output directory, progress, cancel, workers) -> (result table, result dict or None).
-Work = Callable[[dict[str, Any], Path, Progress, threading.Event, int | None], tuple[pl.DataFrame, dict[str, Any] | None]]
+Work = Callable[
+    [dict[str, Any], Path, Progress, threading.Event, int | None], tuple[pl.DataFrame, dict[str, Any] | None]
+]
 
 
 def run_sweep(
@@ -42,12 +45,22 @@ def run_sweep(
     return table, None
 
 
+def capacity_function() -> Callable[..., Any] | None:
+    """``kvwire.capacity``, or None while the installed kvwire has no capacity search (the service then does
+    not offer ``/v1/capacity``)."""
+    fn: Callable[..., Any] | None = getattr(kvwire, "capacity", None)
+    return fn
+
+
 def run_capacity(
     definition: dict[str, Any], out: Path, progress: Progress, cancel: threading.Event, workers: int | None
 ) -> tuple[pl.DataFrame, dict[str, Any] | None]:
     """A capacity job: ``kvwire.capacity`` (deterministic, so an interrupted search simply runs again)."""
     args = {k: v for k, v in definition.items() if k != "scenario"}
-    res = kvwire.capacity(definition["scenario"], **args, progress=progress, cancel=cancel)
+    capacity = capacity_function()
+    if capacity is None:
+        raise kvwire.ScenarioError("capacity: this kvwire has no capacity search (kvwire.capacity)", "")
+    res = capacity(definition["scenario"], **args, progress=progress, cancel=cancel)
     result: dict[str, Any] = res.to_dict()
     return res.points, result
 
@@ -55,12 +68,25 @@ def run_capacity(
 KINDS: dict[str, Work] = {"sweep": run_sweep, "capacity": run_capacity}
 
 
-def partial_table(out: Path) -> pl.DataFrame | None:
-    """The points a sweep wrote under ``out`` so far (its Parquet parts), or None if there are none."""
-    parts = sorted(p for p in out.rglob("*.parquet") if ".tmp" not in p.name)
+def partial_table(out: Path, definition: dict[str, Any]) -> pl.DataFrame | None:
+    """The points a sweep has written under ``out`` so far (its Parquet parts, sorted by point and replicate,
+    with one column per swept field as in the finished table), or None if there are none yet."""
+    parts = sorted(out.glob("part-*.parquet"))
     if not parts:
         return None
-    return pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed")
+    df = pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed").sort("point", "replicate")
+    swept = [*definition.get("grid", {}), *definition.get("zip", {})]
+    if swept:
+        values = {t["point"]: t["values"] for t in kvwire.sweep_points(definition)}
+        cols = []
+        for key in swept:
+            column = [values[p][key] for p in df["point"].to_list()]
+            try:
+                cols.append(pl.Series(key, column, strict=True))
+            except (TypeError, pl.exceptions.PolarsError):  # mixed kinds: as JSON text, as the library does
+                cols.append(pl.Series(key, [json.dumps(v, sort_keys=True) for v in column], dtype=pl.String))
+        df = df.with_columns(cols).select("point", *swept, pl.exclude("point", *swept))
+    return df
 
 
 @dataclasses.dataclass
@@ -215,6 +241,7 @@ class JobRunner:
             "started_s": rec.started_s,
             "finished_s": rec.finished_s,
             "restarts": rec.restarts,
+            "resumed_from": rec.resumed_from if job is None or job.first_done is None else job.first_done,
             "error": rec.error,
             "result": rec.result,
         }
@@ -246,6 +273,7 @@ class JobRunner:
             now = time.monotonic()
             if job.first_done is None:
                 job.first_done, job.first_at = done, now
+                self.store.update_job(job.id, resumed_from=done)
             job.done, job.total = done, total
             job.version += 1
             if now - job.last_saved >= 1.0 or done >= total:
@@ -285,7 +313,9 @@ class JobRunner:
     def _finish(self, job: LiveJob, out: Path, rec: JobRecord) -> None:
         work = self.kinds[rec.kind]
         try:
-            table, result = work(rec.definition, out / "parts", self._progress(job), job.cancel, self.settings.job_workers)
+            table, result = work(
+                rec.definition, out / "parts", self._progress(job), job.cancel, self.settings.job_workers
+            )
         except kvwire.Cancelled:
             if job.reason == "shutdown":
                 self.store.update_job(job.id, status="queued", done=job.done)
@@ -306,9 +336,7 @@ class JobRunner:
             return
         write_parquet_atomic(table, out / "result.parquet")
         total = job.total if job.total is not None else table.height
-        self.store.update_job(
-            job.id, status="done", finished_s=time.time(), done=total, total=total, result=result
-        )
+        self.store.update_job(job.id, status="done", finished_s=time.time(), done=total, total=total, result=result)
         job.done = total
 
     def _fail(self, job: LiveJob, error: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -64,7 +64,7 @@ class SimSlots:
             with self._lock:
                 self._running -= 1
 
-    def _finished(self, _: Future[object]) -> None:
+    def _finished(self, _: Future[Any]) -> None:
         with self._lock:
             self._pending -= 1
 
@@ -103,7 +103,7 @@ class SimSlots:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _retrieve(fut: asyncio.Future[object]) -> None:
+def _retrieve(fut: asyncio.Future[Any]) -> None:
     if not fut.cancelled():
         fut.exception()
 

@@ -15,7 +15,7 @@ import polars as pl
 from kvwire_api.config import Settings
 from kvwire_api.jobs import JobRunner
 from kvwire_api.limiter import SimSlots
-from kvwire_api.store import Store, valid_id
+from kvwire_api.store import Store, TraceRecord, valid_id
 
 
 class TooLarge(kvwire.ScenarioError):
@@ -47,7 +47,7 @@ class Services:
             arrivals = trace.get("arrival_s")
             return len(arrivals) if isinstance(arrivals, list) else 0
         n = wl.get("requests", default_requests())
-        return n if isinstance(n, int) and not isinstance(n, bool) else 0  # the core refuses other types
+        return int(n) if isinstance(n, int) and not isinstance(n, bool) else 0  # the core refuses other types
 
     def check_requests(self, scenario: Mapping[str, Any], limit: int, path: str, what: str) -> int:
         """Refuse a scenario with more than ``limit`` requests, naming the field that sets the count."""
@@ -58,7 +58,7 @@ class Services:
             raise TooLarge(f"{path}{field}: {n:,} requests is more than {limit:,}, the limit {what}", path + field)
         return n
 
-    def trace_record(self, trace_id: Any, path: str) -> Any:
+    def trace_record(self, trace_id: Any, path: str) -> TraceRecord:
         if not isinstance(trace_id, str) or not valid_id(trace_id):
             raise kvwire.TraceError(f"{path}: not a trace id (upload the file with POST /v1/traces)", path)
         rec = self.store.get_trace(trace_id)

@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     done INTEGER NOT NULL DEFAULT 0,
     total INTEGER,
     restarts INTEGER NOT NULL DEFAULT 0,
+    resumed_from INTEGER,
     error TEXT,
     result TEXT
 );
@@ -120,6 +121,7 @@ class JobRecord:
     done: int
     total: int | None
     restarts: int
+    resumed_from: int | None
     error: dict[str, Any] | None
     result: dict[str, Any] | None
 
@@ -244,9 +246,11 @@ class Store:
 
     def trim_runs(self, keep: int) -> int:
         """Delete all but the newest ``keep`` runs; returns how many were deleted."""
-        rows = self._conn().execute(
-            "SELECT id FROM runs ORDER BY created_s DESC, id LIMIT -1 OFFSET ?", (keep,)
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute("SELECT id FROM runs ORDER BY created_s DESC, id LIMIT -1 OFFSET ?", (keep,))
+            .fetchall()
+        )
         for r in rows:
             self.delete_run(r["id"])
         return len(rows)
@@ -273,7 +277,17 @@ class Store:
         cols = []
         values: list[Any] = []
         for k, v in fields.items():
-            if k not in ("status", "started_s", "finished_s", "done", "total", "restarts", "error", "result"):
+            if k not in (
+                "status",
+                "started_s",
+                "finished_s",
+                "done",
+                "total",
+                "restarts",
+                "resumed_from",
+                "error",
+                "result",
+            ):
                 raise KeyError(k)
             cols.append(f"{k} = ?")
             values.append(_dumps(v) if k in ("error", "result") and v is not None else v)
@@ -282,8 +296,12 @@ class Store:
 
     def get_job(self, job_id: str, definition: bool = True) -> JobRecord | None:
         """A job's row (``definition=False`` skips reading its definition, which may be large)."""
-        cols = "*" if definition else "id, kind, status, created_s, started_s, finished_s, '{}' AS definition, " \
-            "done, total, restarts, error, result"
+        cols = (
+            "*"
+            if definition
+            else "id, kind, status, created_s, started_s, finished_s, '{}' AS definition, "
+            "done, total, restarts, resumed_from, error, result"
+        )
         row = self._conn().execute(f"SELECT {cols} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return None if row is None else _job(row)
 
@@ -310,11 +328,15 @@ class Store:
 
     def trim_jobs(self, keep: int) -> int:
         """Delete the oldest finished jobs beyond the newest ``keep`` finished ones."""
-        rows = self._conn().execute(
-            f"SELECT id FROM jobs WHERE status IN ({','.join('?' * len(TERMINAL))}) "
-            "ORDER BY created_s DESC, id LIMIT -1 OFFSET ?",
-            (*TERMINAL, keep),
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT id FROM jobs WHERE status IN ({','.join('?' * len(TERMINAL))}) "
+                "ORDER BY created_s DESC, id LIMIT -1 OFFSET ?",
+                (*TERMINAL, keep),
+            )
+            .fetchall()
+        )
         for r in rows:
             self.delete_job(r["id"])
         return len(rows)
@@ -327,7 +349,7 @@ class Store:
 
     def put_trace(self, trace_id: str, filename: str, fmt: str, table: pl.DataFrame, nbytes: int) -> TraceRecord:
         write_parquet_atomic(table, self.trace_path(trace_id))
-        duration = float(table["arrival_s"].max() or 0.0) if table.height else 0.0
+        duration = float(table.select(pl.col("arrival_s").max()).item() or 0.0) if table.height else 0.0
         rec = TraceRecord(trace_id, time.time(), filename, fmt, table.height, nbytes, duration)
         with self._tx() as c:
             c.execute(
@@ -352,9 +374,11 @@ class Store:
         return deleted
 
     def trim_traces(self, keep: int) -> int:
-        rows = self._conn().execute(
-            "SELECT id FROM traces ORDER BY created_s DESC, id LIMIT -1 OFFSET ?", (keep,)
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute("SELECT id FROM traces ORDER BY created_s DESC, id LIMIT -1 OFFSET ?", (keep,))
+            .fetchall()
+        )
         for r in rows:
             self.delete_trace(r["id"])
         return len(rows)
@@ -397,6 +421,7 @@ def _job(row: sqlite3.Row) -> JobRecord:
         done=row["done"],
         total=row["total"],
         restarts=row["restarts"],
+        resumed_from=row["resumed_from"],
         error=None if row["error"] is None else json.loads(row["error"]),
         result=None if row["result"] is None else json.loads(row["result"]),
     )

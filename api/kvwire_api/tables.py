@@ -11,15 +11,14 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import polars as pl
 from litestar import Response
 from litestar.datastructures import Headers
 from litestar.datastructures.headers import Accept
 from litestar.exceptions import HTTPException
-from litestar.openapi.spec import OpenAPIMediaType
-from litestar.openapi.spec import OpenAPIFormat, OpenAPIType, Operation, Schema
+from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, Operation, Schema
 
 TableFormat = Literal["json", "csv", "parquet"]
 
@@ -44,7 +43,7 @@ def pick_format(accept: str | None, query: str | None) -> TableFormat:
             raise HTTPException(
                 status_code=400, detail=f"format: must be one of {', '.join(MEDIA_TYPES)}, got {query!r}"
             )
-        return query  # type: ignore[return-value]
+        return cast(TableFormat, query)
     if not accept or not accept.strip():
         return "json"
     offered = [*MEDIA_TYPES.values(), *_ALIASES]
@@ -56,7 +55,7 @@ def pick_format(accept: str | None, query: str | None) -> TableFormat:
         )
     if best in _ALIASES:
         return "parquet"
-    return next(k for k, v in MEDIA_TYPES.items() if v == best)  # type: ignore[return-value]
+    return cast(TableFormat, next(k for k, v in MEDIA_TYPES.items() if v == best))
 
 
 def encode(df: pl.DataFrame, fmt: TableFormat) -> bytes:
@@ -97,7 +96,9 @@ class TableOperation(Operation):
         ok.content = {
             MEDIA_TYPES["json"]: OpenAPIMediaType(schema=Schema(type=OpenAPIType.ARRAY, items=row)),
             MEDIA_TYPES["csv"]: OpenAPIMediaType(schema=Schema(type=OpenAPIType.STRING)),
-            MEDIA_TYPES["parquet"]: OpenAPIMediaType(schema=Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.BINARY)),
+            MEDIA_TYPES["parquet"]: OpenAPIMediaType(
+                schema=Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.BINARY)
+            ),
         }
 
 

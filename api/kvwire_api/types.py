@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import kvwire
 from kvwire.results import HandoffResultDict, PercentileRowDict, SummaryDict
@@ -25,7 +25,7 @@ def _with_keys(name: str, base: Any, extra: dict[str, Any], doc: str) -> Any:
     """A TypedDict named ``name`` with every annotation of ``base`` replaced or extended by ``extra`` (all keys
     optional, as in the library's scenario types)."""
     hints = typing.get_type_hints(base)
-    td: Any = TypedDict(name, {**hints, **extra}, total=False)  # type: ignore[operator]
+    td: Any = TypedDict(name, {**hints, **extra}, total=False)  # type: ignore[misc]
     td.__doc__ = doc
     return td
 
@@ -35,7 +35,7 @@ def _from_signature(name: str, fn: Any, doc: str) -> Any:
     hints = typing.get_type_hints(fn)
     params = inspect.signature(fn).parameters
     fields = {p: hints[p] for p in params if p in hints}
-    td: Any = TypedDict(name, fields, total=False)  # type: ignore[operator]
+    td: Any = TypedDict(name, fields, total=False)  # type: ignore[misc]
     td.__doc__ = doc
     return td
 
@@ -96,6 +96,11 @@ class CapacityBody(TypedDict, total=False):
     rel_tol: float
 
 
+#: ``?format=`` of table endpoints (overrides ``Accept``).
+TableFormatName = Literal["json", "csv", "parquet"]
+#: ``?format=`` of a trace upload (overrides the content type).
+TraceFormatName = Literal["azure", "mooncake"]
+
 JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
 
@@ -122,6 +127,8 @@ class JobDict(TypedDict):
     started_s: float | None
     finished_s: float | None
     restarts: int
+    #: Points already finished when the current (or last) run of the job started: > 0 after a resume.
+    resumed_from: int | None
     error: ErrorDict | None
     result: dict[str, Any] | None
 
@@ -173,14 +180,7 @@ class CatalogDict(TypedDict):
     format_aliases: dict[str, str]
 
 
-class CancelDict(TypedDict):
-    id: str
-    status: JobStatus
-    cancel_requested: NotRequired[bool]
-
-
 __all__ = [
-    "CancelDict",
     "CapacityBody",
     "CatalogDict",
     "ErrorDict",
@@ -196,7 +196,9 @@ __all__ = [
     "SlotsDict",
     "SummaryDict",
     "SweepBody",
+    "TableFormatName",
     "TraceBody",
+    "TraceFormatName",
     "TraceInfoDict",
     "WorkloadBody",
 ]

@@ -12,9 +12,9 @@ generates its OpenAPI document from them. ``None`` stands for a figure that does
 (50, ['e2e_s', 'handoff_s', 'itl_s', 'tpot_s', 'ttft_s'])
 """
 
-from __future__ import annotations
-
-from typing import Any, Literal, NotRequired, TypedDict
+# No ``from __future__ import annotations`` here: ``NotRequired`` must be seen when each class is created
+# (``__required_keys__``), which string annotations prevent on Python 3.11.
+from typing import Literal, NotRequired, TypedDict
 
 
 class RequestCountsDict(TypedDict):
@@ -132,7 +132,7 @@ class HopDict(TypedDict):
 
 
 class LittleDict(TypedDict):
-    """Little's law: time-average requests in the system (``l``) and arrival rate × mean time (``lambda_w``)."""
+    """Little's law: time-average requests in the system (``l``) and arrival rate x mean time (``lambda_w``)."""
 
     l: float | None  # noqa: E741 (the law's own letter)
     lambda_w: float | None

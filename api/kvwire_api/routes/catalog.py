@@ -31,7 +31,7 @@ def handoff_call(body: dict[str, Any]) -> HandoffResultDict:
 
 class CatalogController(Controller):
     path = "/v1"
-    tags = ["reference"]
+    tags = ("reference",)
 
     @get("/presets", summary="Model, device and link presets (with sources) and hand-off formats", responses=errors())
     async def presets(self) -> CatalogDict:

@@ -9,10 +9,13 @@ or Parquet; while running or after a failure, the points finished so far with ``
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import math
 import threading
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
 import anyio
@@ -22,20 +25,24 @@ from litestar import Controller, Request, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.exceptions import HTTPException
 from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, Schema
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from kvwire_api.jobs import partial_table
+from kvwire_api.jobs import capacity_function, partial_table
 from kvwire_api.routes.common import check_id, errors, not_found
 from kvwire_api.services import Services, TooLarge
 from kvwire_api.store import TERMINAL, JobRecord, new_id
 from kvwire_api.tables import TableOperation, negotiate, table_response
-from kvwire_api.types import CapacityBody, JobDict, SweepBody
+from kvwire_api.types import CapacityBody, JobDict, SweepBody, TableFormatName
 
 
 def capacity_args() -> tuple[str, ...]:
     """The arguments of kvwire.capacity a request may set (the scenario is the first one)."""
-    return tuple(p for p in inspect.signature(kvwire.capacity).parameters if p not in ("progress", "cancel"))
+    capacity = capacity_function()
+    if capacity is None:
+        return ()
+    return tuple(p for p in inspect.signature(capacity).parameters if p not in ("progress", "cancel"))
 
 
 def dry_run(call: Any) -> None:
@@ -43,29 +50,47 @@ def dry_run(call: Any) -> None:
     first point with ``kvwire.Cancelled``. Validation errors propagate."""
     stop = threading.Event()
     stop.set()
-    try:
+    with contextlib.suppress(kvwire.Cancelled):
         call(stop)
-    except kvwire.Cancelled:
-        pass
 
 
 def prepare_sweep(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """The normalised sweep definition and its point count, or the error that refuses it."""
-    if isinstance(body.get("base"), dict):
-        body = {**body, "base": svc.inline_trace(body["base"], "base.")}
+    """The normalised sweep definition and its task count (points x replicates), or the error that refuses it.
+
+    ``kvwire.sweep_points`` resolves and validates every point (a ``SweepError`` lists all bad ones); the
+    service adds its bounds. A base must be a scenario object (the library would read a file named by a
+    string), and no swept field may name a trace: the service reads no paths from requests."""
+    base = body.get("base")
+    if base is not None and not isinstance(base, dict):
+        raise kvwire.ScenarioError(
+            "base: must be a scenario object (the service reads no files named in requests)", "base"
+        )
+    for section in ("grid", "zip"):
+        table = body.get(section)
+        for key in table if isinstance(table, dict) else ():
+            if isinstance(key, str) and (key == "workload" or key.startswith("workload.trace")):
+                path = f"{section}.{key}"
+                raise kvwire.ScenarioError(
+                    f"{path}: a sweep cannot vary the trace (upload it and set base.workload.trace.file)", path
+                )
+    if isinstance(base, dict):
+        body = {**body, "base": svc.inline_trace(base, "base.")}
     definition = kvwire.load_sweep(body)
-    points = kvwire.sweep_points(definition)
+    n_zip = len(next(iter(definition["zip"].values()))) if definition["zip"] else 1
+    n_tasks = math.prod(len(v) for v in definition["grid"].values()) * n_zip * definition["replicates"]
     limit = svc.settings.max_sweep_points
-    if len(points) > limit:
-        raise TooLarge(f"grid: {len(points):,} points is more than {limit:,}, the limit of one sweep", "grid")
-    for i, point in enumerate(points):
-        scenario = point.get("scenario", point) if isinstance(point, dict) else {}
+    if n_tasks > limit:  # counted before the points are resolved, so a huge grid costs nothing
+        path = "replicates" if definition["replicates"] > limit else "grid"
+        raise TooLarge(
+            f"{path}: {n_tasks:,} points (x replicates) is more than {limit:,}, the limit of one sweep", path
+        )
+    tasks = kvwire.sweep_points(definition)
+    for task in tasks:
         try:
-            svc.check_requests(scenario, svc.settings.max_point_requests, "", "per sweep point")
+            svc.check_requests(task["scenario"], svc.settings.max_point_requests, "", "per sweep point")
         except TooLarge as e:
-            raise TooLarge(f"point {i}: {e}", e.path) from None
-    dry_run(lambda stop: kvwire.sweep(definition, workers=1, cancel=stop))
-    return definition, len(points)
+            raise TooLarge(f"point {task['point']} ({task['values']}): {e}", e.path) from None
+    return definition, len(tasks)
 
 
 def prepare_capacity(svc: Services, body: dict[str, Any]) -> dict[str, Any]:
@@ -80,8 +105,21 @@ def prepare_capacity(svc: Services, body: dict[str, Any]) -> dict[str, Any]:
         svc.check_requests(scenario, svc.settings.max_point_requests, "scenario.", "per capacity evaluation")
     definition = {**body, "scenario": scenario}
     args = {k: v for k, v in definition.items() if k != "scenario"}
-    dry_run(lambda stop: kvwire.capacity(scenario, **args, cancel=stop))
+    capacity = capacity_function()
+    assert capacity is not None  # the route exists only when it does
+    dry_run(lambda stop: capacity(scenario, **args, cancel=stop))
     return definition
+
+
+@dataclass
+class EventsOperation(Operation):
+    """The events endpoint answers with a text/event-stream of JobDict documents."""
+
+    def __post_init__(self) -> None:
+        ok: Any = (self.responses or {}).get("200")
+        if ok is not None:
+            ok.description = "A stream of `progress` events, then one named after the final status"
+            ok.content = {"text/event-stream": OpenAPIMediaType(schema=Schema(type=OpenAPIType.STRING))}
 
 
 class JobController(Controller):
@@ -117,6 +155,7 @@ class JobController(Controller):
     @get(
         "/{job_id:str}/events",
         summary="Progress as Server-Sent Events",
+        operation_class=EventsOperation,
         description="`progress` events carry the status document (as GET /{id}) whenever it changes; the last "
         "event is named after the final status (`done`, `failed` or `cancelled`) and the stream ends.",
         responses=errors(404),
@@ -162,7 +201,7 @@ class JobController(Controller):
         job_id: FromPath[str],
         request: Request[Any, Any, Any],
         svc: NamedDependency[Services],
-        fmt: Annotated[str | None, QueryParameter(name="format", required=False)] = None,
+        fmt: Annotated[TableFormatName | None, QueryParameter(name="format", required=False)] = None,
     ) -> Response[bytes]:
         table_format = negotiate(request.headers, fmt)
         rec = await self._job(svc, job_id)
@@ -172,8 +211,14 @@ class JobController(Controller):
             resp = await anyio.to_thread.run_sync(table_response, out / "result.parquet", table_format, name)
             resp.headers["Kvwire-Complete"] = "true"
             return resp
-        df = await anyio.to_thread.run_sync(partial_table, out / "parts")
-        resp = await anyio.to_thread.run_sync(table_response, df if df is not None else pl.DataFrame(), table_format, name)
+        if rec.kind == "sweep":
+            full = await self._job(svc, job_id, definition=True)
+            df = await anyio.to_thread.run_sync(partial_table, out / "parts", full.definition)
+        else:
+            df = None
+        resp = await anyio.to_thread.run_sync(
+            table_response, df if df is not None else pl.DataFrame(), table_format, name
+        )
         resp.headers["Kvwire-Complete"] = "false"
         return resp
 
@@ -199,7 +244,7 @@ class JobController(Controller):
 
 class SweepController(JobController):
     path = "/v1/sweeps"
-    tags = ["sweeps"]
+    tags = ("sweeps",)
     kind = "sweep"
 
     @post(
@@ -221,7 +266,7 @@ class SweepController(JobController):
 
 class CapacityController(JobController):
     path = "/v1/capacity"
-    tags = ["capacity"]
+    tags = ("capacity",)
     kind = "capacity"
 
     @post(

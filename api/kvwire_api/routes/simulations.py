@@ -15,10 +15,10 @@ from kvwire_api.routes.common import check_id, errors, not_found
 from kvwire_api.services import Services
 from kvwire_api.store import new_id
 from kvwire_api.tables import TableOperation, negotiate, table_response
-from kvwire_api.types import RunListItemDict, ScenarioBody, SimulationDict
+from kvwire_api.types import RunListItemDict, ScenarioBody, SimulationDict, TableFormatName
 
 FormatQuery = Annotated[
-    str | None,
+    TableFormatName | None,
     QueryParameter(name="format", description="json, csv or parquet (overrides Accept)", required=False),
 ]
 
@@ -37,7 +37,7 @@ def run_simulation(svc: Services, run_id: FromPath[str], scenario: dict[str, Any
 
 class SimulationController(Controller):
     path = "/v1/simulations"
-    tags = ["simulations"]
+    tags = ("simulations",)
 
     @post(
         "/",
@@ -90,7 +90,11 @@ class SimulationController(Controller):
         responses=errors(400, 404, 406),
     )
     async def requests(
-        self, run_id: FromPath[str], request: Request[Any, Any, Any], svc: NamedDependency[Services], fmt: FormatQuery = None
+        self,
+        run_id: FromPath[str],
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        fmt: FormatQuery = None,
     ) -> Response[bytes]:
         check_id(run_id, "simulation")
         table_format = negotiate(request.headers, fmt)
@@ -106,7 +110,11 @@ class SimulationController(Controller):
         responses=errors(400, 404, 406),
     )
     async def percentiles(
-        self, run_id: FromPath[str], request: Request[Any, Any, Any], svc: NamedDependency[Services], fmt: FormatQuery = None
+        self,
+        run_id: FromPath[str],
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        fmt: FormatQuery = None,
     ) -> Response[bytes]:
         check_id(run_id, "simulation")
         table_format = negotiate(request.headers, fmt)

@@ -21,14 +21,13 @@ from litestar import Controller, Request, delete, get, post
 from litestar.di import NamedDependency
 from litestar.exceptions import HTTPException
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.spec import OpenAPIMediaType
-from litestar.openapi.spec import OpenAPIType, Operation, RequestBody, Schema
+from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
 from litestar.params import FromPath, QueryParameter
 
 from kvwire_api.routes.common import check_id, errors, not_found
 from kvwire_api.services import Services
 from kvwire_api.store import TraceRecord, new_id
-from kvwire_api.types import ErrorDict, TraceInfoDict
+from kvwire_api.types import ErrorDict, TraceFormatName, TraceInfoDict
 
 #: Content types of each trace format (the first is the one documented).
 CONTENT_TYPES = {
@@ -60,7 +59,9 @@ def trace_format(content_type: str, query: str | None, filename: str | None) -> 
     )
 
 
-def parse_and_store(svc: Services, trace_id: FromPath[str], raw: Path, fmt: str, filename: str, nbytes: int) -> TraceRecord:
+def parse_and_store(
+    svc: Services, trace_id: FromPath[str], raw: Path, fmt: str, filename: str, nbytes: int
+) -> TraceRecord:
     """Parse the uploaded file with the library's reader and keep it as Parquet (the raw file is removed)."""
     try:
         table = kvwire.read_azure_csv(raw) if fmt == "azure" else kvwire.read_mooncake_jsonl(raw)
@@ -86,8 +87,10 @@ class UploadOperation(Operation):
     def __post_init__(self) -> None:
         text = Schema(type=OpenAPIType.STRING)
         self.request_body = RequestBody(
-            content={CONTENT_TYPES["azure"][0]: OpenAPIMediaType(schema=text),
-                     CONTENT_TYPES["mooncake"][0]: OpenAPIMediaType(schema=text)},  # fmt: skip
+            content={
+                CONTENT_TYPES["azure"][0]: OpenAPIMediaType(schema=text),
+                CONTENT_TYPES["mooncake"][0]: OpenAPIMediaType(schema=text),
+            },
             description="The trace file: Azure LLM CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake "
             "JSON Lines (timestamp ms, input_length, output_length)",
             required=True,
@@ -96,7 +99,7 @@ class UploadOperation(Operation):
 
 class TraceController(Controller):
     path = "/v1/traces"
-    tags = ["traces"]
+    tags = ("traces",)
 
     @post(
         "/",
@@ -113,7 +116,7 @@ class TraceController(Controller):
         self,
         request: Request[Any, Any, Any],
         svc: NamedDependency[Services],
-        fmt: Annotated[str | None, QueryParameter(name="format", required=False)] = None,
+        fmt: Annotated[TraceFormatName | None, QueryParameter(name="format", required=False)] = None,
         filename: Annotated[str | None, QueryParameter(name="filename", required=False, max_length=255)] = None,
     ) -> TraceInfoDict:
         kind = trace_format(request.headers.get("content-type", ""), fmt, filename)

@@ -50,7 +50,7 @@ async def allow_header(request: Request[Any, Any, Any]) -> Response[None] | None
     if request.method != "OPTIONS":
         return None
     template = request.scope.get("path_template")
-    methods = sorted({m for r in request.app.routes if r.path == template for m in r.methods})
+    methods = sorted({m for r in request.app.routes if r.path_format == template for m in r.methods})
     return Response(None, status_code=204, headers={"Allow": ", ".join(methods)})
 
 

@@ -53,10 +53,16 @@ def _kvwire_error(_: Request[Any, Any, Any], exc: kvwire.KvwireError) -> Respons
     return Response(error_body(exc, 422), status_code=422)
 
 
+def _body_key(item: dict[str, Any]) -> str:
+    """Litestar names the whole body ``data``; the service names it ``""`` (no field), as the library does."""
+    key = str(item.get("key", ""))
+    return "" if key == "data" and item.get("source") == "body" else key
+
+
 def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:
     extra = exc.extra if isinstance(exc.extra, list) else []
     items = [
-        {"key": str(x.get("key", "")), "message": str(x.get("message", "")), "source": str(x.get("source", ""))}
+        {"key": _body_key(x), "message": str(x.get("message", "")), "source": str(x.get("source", ""))}
         for x in extra
         if isinstance(x, dict)
     ]
@@ -92,6 +98,11 @@ def _timed_out(_: Request[Any, Any, Any], exc: TimedOut) -> Response[dict[str, A
     )
 
 
+def _too_deep(_: Request[Any, Any, Any], exc: RecursionError) -> Response[dict[str, Any]]:
+    # The JSON decoder gives up on bodies nested thousands of levels deep; no scenario is.
+    return Response(simple_body(400, "the body is nested too deeply to be a scenario"), status_code=400)
+
+
 def _unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     log.exception("unexpected error", exc_info=exc)
     return Response(
@@ -106,6 +117,7 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     HTTPException: _http_error,
     Overloaded: _overloaded,
     TimedOut: _timed_out,
+    RecursionError: _too_deep,
     Exception: _unexpected,
 }
 

@@ -49,10 +49,12 @@ def handoff(
     are those of a scenario; ``cost`` takes the scenario's cost switches (e.g. ``{"prefill_lm_head": "all"}``
     for the reference's prefill).
     """
-    if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool) or prompt_tokens < 1:
+    if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool) or not 1 <= prompt_tokens < 2**64:
         from kvwire.errors import ScenarioError
 
-        raise ScenarioError(f"prompt_tokens: must be a positive integer, got {prompt_tokens!r}", "prompt_tokens")
+        raise ScenarioError(
+            f"prompt_tokens: must be a positive integer below 2**64, got {prompt_tokens!r}", "prompt_tokens"
+        )
     # The decode pool mirrors the prefill pool: the scenario is validated whole, and a default 1-device decode
     # pool would refuse any model that needs several devices per instance.
     pool = {"device": device, "devices_per_instance": devices_per_instance}

@@ -25,7 +25,7 @@ from litestar import Controller, Request, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.exceptions import HTTPException
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, Schema
+from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, Reference, Schema
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
@@ -113,13 +113,28 @@ def prepare_capacity(svc: Services, body: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class EventsOperation(Operation):
-    """The events endpoint answers with a text/event-stream of JobDict documents."""
+    """The events endpoint answers with a text/event-stream; each event's ``data`` is a JobDict as JSON."""
 
     def __post_init__(self) -> None:
         ok: Any = (self.responses or {}).get("200")
-        if ok is not None:
-            ok.description = "A stream of `progress` events, then one named after the final status"
-            ok.content = {"text/event-stream": OpenAPIMediaType(schema=Schema(type=OpenAPIType.STRING))}
+        if ok is None:
+            return
+        event = Schema(
+            type=OpenAPIType.OBJECT,
+            properties={
+                "id": Schema(type=OpenAPIType.STRING),
+                "event": Schema(type=OpenAPIType.STRING, enum=["progress", *TERMINAL, "deleted"]),
+                "data": Schema(
+                    type=OpenAPIType.STRING,
+                    content_media_type="application/json",
+                    content_schema=Reference(ref="#/components/schemas/JobDict"),
+                ),
+            },
+            required=["data"],
+            description="One Server-Sent Event",
+        )
+        ok.description = "A stream of `progress` events, then one named after the final status"
+        ok.content = {"text/event-stream": OpenAPIMediaType(schema=event)}
 
 
 class JobController(Controller):

@@ -549,6 +549,28 @@ def test_interrupted_jobs_resume_or_fail_after_too_many_restarts(tmp_path: Path)
         assert "interrupted 4 times" in failed["error"]["detail"]
 
 
+def test_graceful_stop_requeues_running_jobs(tmp_path: Path) -> None:
+    """Stopping the service (lifespan shutdown) while a sweep runs stops it after its in-flight points, writes
+    them, and leaves it queued (not failed, not counted as a restart); the next start resumes it from those
+    points and completes it with the library's table."""
+    definition = {"base": {"workload": {"requests": 3000}}, "grid": {"workload.seed": list(range(1, 121))}}
+    with make_client(tmp_path, job_workers=1) as c:
+        loc = c.post("/v1/sweeps", json=definition).headers["location"]
+        deadline = time.monotonic() + 120
+        while c.get(loc).json()["done"] < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    store = Store(tmp_path / "data")
+    rec = store.get_job(loc.rsplit("/", 1)[1])
+    store.close()
+    assert rec is not None and rec.status == "queued" and rec.restarts == 0 and 5 <= rec.done < 120
+    with make_client(tmp_path) as c:
+        job = wait_for_job(c, loc)  # type: ignore[arg-type]
+        assert (job["status"], job["restarts"]) == ("done", 0)
+        assert job["resumed_from"] >= 5
+        got = pl.read_parquet(io.BytesIO(c.get(f"{loc}/results?format=parquet").content))
+    assert_frame_equal(without_wall_column(got), without_wall_column(kvwire.sweep(definition)))
+
+
 def test_options_lists_every_method(client: TestClient[Any]) -> None:
     """OPTIONS answers with every method of the path (Allow)."""
     assert client.options("/v1/simulations").headers["allow"] == "GET, OPTIONS, POST"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
 import polars as pl
 from litestar import Response
@@ -19,8 +19,14 @@ from litestar.datastructures import Headers
 from litestar.datastructures.headers import Accept
 from litestar.exceptions import HTTPException
 from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, Operation, Schema
+from litestar.params import QueryParameter
 
 TableFormat = Literal["json", "csv", "parquet"]
+#: The ``?format=`` query parameter of table endpoints (overrides ``Accept``).
+FormatQuery = Annotated[
+    TableFormat | None,
+    QueryParameter(name="format", description="json, csv or parquet (overrides Accept)", required=False),
+]
 
 MEDIA_TYPES: dict[str, str] = {
     "json": "application/json",
@@ -102,4 +108,13 @@ class TableOperation(Operation):
         }
 
 
-__all__ = ["MEDIA_TYPES", "TableFormat", "TableOperation", "encode", "negotiate", "pick_format", "table_response"]
+__all__ = [
+    "MEDIA_TYPES",
+    "FormatQuery",
+    "TableFormat",
+    "TableOperation",
+    "encode",
+    "negotiate",
+    "pick_format",
+    "table_response",
+]

@@ -96,8 +96,6 @@ class CapacityBody(TypedDict, total=False):
     rel_tol: float
 
 
-#: ``?format=`` of table endpoints (overrides ``Accept``).
-TableFormatName = Literal["json", "csv", "parquet"]
 #: ``?format=`` of a trace upload (overrides the content type).
 TraceFormatName = Literal["azure", "mooncake"]
 
@@ -196,7 +194,6 @@ __all__ = [
     "SlotsDict",
     "SummaryDict",
     "SweepBody",
-    "TableFormatName",
     "TraceBody",
     "TraceFormatName",
     "TraceInfoDict",

@@ -182,18 +182,12 @@ class SummaryDict(TypedDict):
     load: NotRequired[LoadDict]
 
 
-class PercentileRowDict(TypedDict):
-    """One row of :meth:`kvwire.SimResult.percentiles` (seconds)."""
+class PercentileRowDict(LatencyStatsDict):
+    """One row of :meth:`kvwire.SimResult.percentiles` (seconds): the metric, how many values it has, and
+    the statistics of :class:`LatencyStatsDict`."""
 
     metric: str
     count: int
-    mean: float | None
-    p50: float | None
-    p90: float | None
-    p95: float | None
-    p99: float | None
-    p99_9: float | None
-    max: float | None
 
 
 class HandoffResultDict(TypedDict):

@@ -16,7 +16,7 @@ import math
 import threading
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
 import anyio
 import kvwire
@@ -26,15 +26,15 @@ from litestar.di import NamedDependency
 from litestar.exceptions import HTTPException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, Reference, Schema
-from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.params import FromPath, JSONBody
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from kvwire_api.jobs import capacity_function, partial_table
 from kvwire_api.routes.common import check_id, errors, not_found
 from kvwire_api.services import Services, TooLarge
 from kvwire_api.store import TERMINAL, JobRecord, new_id
-from kvwire_api.tables import TableOperation, negotiate, table_response
-from kvwire_api.types import CapacityBody, JobDict, SweepBody, TableFormatName
+from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_response
+from kvwire_api.types import CapacityBody, JobDict, SweepBody
 
 
 def capacity_args() -> tuple[str, ...]:
@@ -216,7 +216,7 @@ class JobController(Controller):
         job_id: FromPath[str],
         request: Request[Any, Any, Any],
         svc: NamedDependency[Services],
-        fmt: Annotated[TableFormatName | None, QueryParameter(name="format", required=False)] = None,
+        fmt: FormatQuery = None,
     ) -> Response[bytes]:
         table_format = negotiate(request.headers, fmt)
         rec = await self._job(svc, job_id)

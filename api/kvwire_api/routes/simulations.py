@@ -13,14 +13,9 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 
 from kvwire_api.routes.common import check_id, errors, not_found
 from kvwire_api.services import Services
-from kvwire_api.store import new_id
-from kvwire_api.tables import TableOperation, negotiate, table_response
-from kvwire_api.types import RunListItemDict, ScenarioBody, SimulationDict, TableFormatName
-
-FormatQuery = Annotated[
-    TableFormatName | None,
-    QueryParameter(name="format", description="json, csv or parquet (overrides Accept)", required=False),
-]
+from kvwire_api.store import RunRecord, new_id
+from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_response
+from kvwire_api.types import RunListItemDict, ScenarioBody, SimulationDict
 
 
 def run_simulation(svc: Services, run_id: FromPath[str], scenario: dict[str, Any]) -> SimulationDict:
@@ -75,12 +70,17 @@ class SimulationController(Controller):
         rows: list[RunListItemDict] = await anyio.to_thread.run_sync(svc.store.list_runs, limit, offset)  # type: ignore[arg-type]
         return rows
 
-    @get("/{run_id:str}", summary="A stored simulation: summary and resolved scenario", responses=errors(404))
-    async def read(self, run_id: FromPath[str], svc: NamedDependency[Services]) -> SimulationDict:
+    @staticmethod
+    async def _record(svc: Services, run_id: str) -> RunRecord:
         check_id(run_id, "simulation")
         rec = await anyio.to_thread.run_sync(svc.store.get_run, run_id)
         if rec is None:
             raise not_found("simulation", run_id)
+        return rec
+
+    @get("/{run_id:str}", summary="A stored simulation: summary and resolved scenario", responses=errors(404))
+    async def read(self, run_id: FromPath[str], svc: NamedDependency[Services]) -> SimulationDict:
+        rec = await self._record(svc, run_id)
         return {"id": rec.id, "created_s": rec.created_s, "summary": rec.summary, "scenario": rec.scenario}  # type: ignore[typeddict-item]
 
     @get(
@@ -96,11 +96,9 @@ class SimulationController(Controller):
         svc: NamedDependency[Services],
         fmt: FormatQuery = None,
     ) -> Response[bytes]:
-        check_id(run_id, "simulation")
         table_format = negotiate(request.headers, fmt)
+        await self._record(svc, run_id)
         path = svc.store.run_path(run_id)
-        if await anyio.to_thread.run_sync(svc.store.get_run, run_id) is None or not path.exists():
-            raise not_found("simulation", run_id)
         return await anyio.to_thread.run_sync(table_response, path, table_format, f"{run_id}-requests")
 
     @get(
@@ -116,11 +114,8 @@ class SimulationController(Controller):
         svc: NamedDependency[Services],
         fmt: FormatQuery = None,
     ) -> Response[bytes]:
-        check_id(run_id, "simulation")
         table_format = negotiate(request.headers, fmt)
-        rec = await anyio.to_thread.run_sync(svc.store.get_run, run_id)
-        if rec is None:
-            raise not_found("simulation", run_id)
+        rec = await self._record(svc, run_id)
         df = pl.DataFrame(rec.percentiles)
         return table_response(df, table_format, f"{run_id}-percentiles")
 

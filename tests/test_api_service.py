@@ -184,6 +184,17 @@ def test_synchronous_size_limit_points_to_jobs(tmp_path: Path) -> None:
         assert c.post("/v1/simulations", json={"workload": {"requests": 500}}).status_code == 201
 
 
+def test_synchronous_timeout_is_503_with_retry_after(tmp_path: Path) -> None:
+    """A simulation running past run_timeout_s is answered 503 with Retry-After and a pointer to jobs; the
+    service keeps serving."""
+    with make_client(tmp_path, run_timeout_s=0.001) as c:
+        r = c.post("/v1/simulations", json={"workload": {"requests": 50_000}})
+        assert r.status_code == 503
+        assert int(r.headers["retry-after"]) >= 1
+        assert "POST /v1/sweeps" in r.json()["detail"]
+        assert c.get("/health").status_code == 200
+
+
 def test_body_size_limit_is_413(tmp_path: Path) -> None:
     """A body over max_body_bytes is refused with 413 (JSON), smaller ones pass, and the service keeps serving."""
     with make_client(tmp_path, max_body_bytes=2_000) as c:

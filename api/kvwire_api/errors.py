@@ -90,8 +90,8 @@ def _timed_out(_: Request[Any, Any, Any], exc: TimedOut) -> Response[dict[str, A
     return Response(
         simple_body(
             503,
-            f"the simulation {exc}, the limit for synchronous runs; run it as a job instead (POST /v1/sweeps "
-            "with this scenario as base and an empty grid)",
+            f"the request {exc}, the limit for synchronous work; run large simulations as a job instead "
+            "(POST /v1/sweeps with the scenario as base and no grid)",
         ),
         status_code=503,
         headers={"Retry-After": "5"},

@@ -14,7 +14,7 @@ a row (left by a crash in between) are removed at the next start (:meth:`Store.s
 
 >>> import tempfile, polars as pl
 >>> store = Store(Path(tempfile.mkdtemp()))
->>> store.put_run("r1", {"model": "llama3-8b"}, {"requests": {"total": 1}}, [], pl.DataFrame({"id": [0]}))
+>>> created_s = store.put_run("r1", {"model": "llama3-8b"}, {"requests": {"total": 1}}, [], pl.DataFrame({"id": [0]}))
 >>> store.get_run("r1").summary
 {'requests': {'total': 1}}
 """
@@ -210,14 +210,16 @@ class Store:
         summary: dict[str, Any],
         percentiles: list[dict[str, Any]],
         requests: pl.DataFrame,
-    ) -> None:
-        """Store a finished simulation: its per-request table first, then its row."""
+    ) -> float:
+        """Store a finished simulation: its per-request table first, then its row; returns its creation time."""
         write_parquet_atomic(requests, self.run_path(run_id))
+        created = time.time()
         with self._tx() as c:
             c.execute(
                 "INSERT INTO runs (id, created_s, requests, scenario, summary, percentiles) VALUES (?,?,?,?,?,?)",
-                (run_id, time.time(), requests.height, _dumps(scenario), _dumps(summary), _dumps(percentiles)),
+                (run_id, created, requests.height, _dumps(scenario), _dumps(summary), _dumps(percentiles)),
             )
+        return created
 
     def get_run(self, run_id: str) -> RunRecord | None:
         row = self._conn().execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()

@@ -23,10 +23,8 @@ def run_simulation(svc: Services, run_id: FromPath[str], scenario: dict[str, Any
     sc, requests = svc.split_trace(scenario)
     res = kvwire.simulate(sc, requests=requests)
     summary = res.summary
-    svc.store.put_run(run_id, res.scenario, dict(summary), res.percentiles().to_dicts(), res.requests)
+    created = svc.store.put_run(run_id, res.scenario, dict(summary), res.percentiles().to_dicts(), res.requests)
     svc.store.trim_runs(svc.settings.max_runs)
-    rec = svc.store.get_run(run_id)
-    created = rec.created_s if rec is not None else 0.0
     return {"id": run_id, "created_s": created, "summary": summary, "scenario": res.scenario}  # type: ignore[typeddict-item]
 
 

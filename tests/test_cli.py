@@ -18,8 +18,8 @@ import kvwire
 import pytest
 from click.testing import CliRunner, Result
 from kvwire.cli import main
+from shared_paths import DATA
 
-DATA = Path("/work/shared/data")
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 CODE_CSV = DATA / "azure-llm-2023" / "code.csv"
 SMALL = ["--set", "workload.requests=60"]

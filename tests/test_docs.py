@@ -9,9 +9,13 @@ import pytest
 
 MODULES = [
     "kvwire",
+    "kvwire.capacity",
+    "kvwire.ceilings",
     "kvwire.errors",
     "kvwire.handoff",
     "kvwire.layout",
+    "kvwire.plot",
+    "kvwire.progress",
     "kvwire.presets",
     "kvwire.quant",
     "kvwire.run",

@@ -13,14 +13,14 @@ import json
 import re
 import types
 import typing
-from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 import kvwire
 import kvwire.scenario as ks
 import pytest
+from shared_paths import SPEC
 
-INTERFACE_MD = Path("/work/shared/spec/interface.md")
+INTERFACE_MD = SPEC / "interface.md"
 
 # --------------------------------------------------------------------------------------------------
 # Introspection helpers

@@ -1,4 +1,4 @@
-"""Trace readers (spec/traces.md, /work/shared/data/README.md): the real Azure 2023 and Mooncake files, small
+"""Trace readers (spec/traces.md, ../shared/data/README.md): the real Azure 2023 and Mooncake files, small
 files written here in each format's exact layout and quirks, and malformed files.
 
 Expected figures for the real files are the ones data/README.md states (row counts, rounded means, time
@@ -19,8 +19,8 @@ import kvwire
 import numpy as np
 import polars as pl
 import pytest
+from shared_paths import DATA
 
-DATA = Path("/work/shared/data")
 CODE = DATA / "azure-llm-2023" / "code.csv"
 CONV = DATA / "azure-llm-2023" / "conv.csv"
 MC_CONV = DATA / "mooncake" / "conversation_trace.jsonl"

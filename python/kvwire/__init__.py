@@ -13,6 +13,8 @@ decode pool — with results as Polars DataFrames.
 
 from kvwire import layout, quant
 from kvwire._core import __version__
+from kvwire.capacity import CapacityResult, CompareResult, SplitResult, best_split, capacity, compare
+from kvwire.ceilings import ceilings
 from kvwire.errors import (
     Cancelled,
     DoesNotFitError,
@@ -35,6 +37,8 @@ from kvwire.traces import read_azure_csv, read_mooncake_jsonl, read_trace
 
 __all__ = [
     "Cancelled",
+    "CapacityResult",
+    "CompareResult",
     "DoesNotFitError",
     "HandoffResultDict",
     "InternalError",
@@ -44,12 +48,17 @@ __all__ = [
     "ScenarioDict",
     "ScenarioError",
     "SimResult",
+    "SplitResult",
     "SummaryDict",
     "SweepError",
     "TraceError",
     "UnknownPresetError",
     "__version__",
+    "best_split",
+    "capacity",
     "catalog",
+    "ceilings",
+    "compare",
     "default_scenario",
     "handoff",
     "layout",

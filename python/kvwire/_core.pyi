@@ -9,6 +9,7 @@ __all__ = [
     "__version__",
     "cast",
     "catalog_json",
+    "ceilings_json",
     "decode",
     "default_scenario_json",
     "dequantize",
@@ -30,6 +31,12 @@ def default_scenario_json() -> str: ...
 def catalog_json() -> str: ...
 def validate(scenario_json: str) -> None: ...
 def handoff_json(scenario_json: str, prompt_tokens: int, streaming: str) -> str: ...
+def ceilings_json(
+    scenario_json: str,
+    arrival_s: npt.NDArray[np.float64] | None = None,
+    prompt_tokens: npt.NDArray[np.int64] | None = None,
+    output_tokens: npt.NDArray[np.int64] | None = None,
+) -> str: ...
 def simulate(
     scenario_json: str,
     arrival_s: npt.NDArray[np.float64] | None = None,

@@ -45,8 +45,10 @@ def render(res: SimResult) -> str:
         f"{r['measured']:,} measured after warm-up {sc['metrics']['warmup_fraction']:g}); "
         f"horizon {s['run']['horizon_s']:,.1f} s; {s['run']['events']:,} events, {s['run']['steps']:,} steps "
         f"in {s['run']['wall_s']:.3f} s",
-        "",
     ]
+    if s.get("load") and s["load"]["overloaded"]:
+        lines.append(s["load"]["overload_note"])
+    lines.append("")
     names = ["mean", *[n for n, _ in QUANTILES], "max"]
     header = f"  {'latency (ms)':<14}" + "".join(f"{n.replace('_', '.'):>10}" for n in names)
     lines.append(header)

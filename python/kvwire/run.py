@@ -28,12 +28,20 @@ class SimResult:
         summary: the summary dict (JSON-serialisable; ``None`` where a figure does not exist, never NaN).
         scenario: the resolved scenario that ran (presets expanded, defaults filled).
         stats: the core's raw run totals (per instance, link, ITL).
+        ceilings: the scenario's analytic ceilings for the requests that ran (:func:`kvwire.ceilings`).
     """
 
-    def __init__(self, columns: Mapping[str, np.ndarray], stats: dict[str, Any], scenario: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        columns: Mapping[str, np.ndarray],
+        stats: dict[str, Any],
+        scenario: dict[str, Any],
+        ceilings: dict[str, Any] | None = None,
+    ) -> None:
         self._columns = columns
         self.stats = stats
         self.scenario = scenario
+        self.ceilings = ceilings
 
     @cached_property
     def requests(self) -> pl.DataFrame:
@@ -52,7 +60,7 @@ class SimResult:
     @cached_property
     def summary(self) -> dict[str, Any]:
         # From the core's columns with numpy: no Polars table is built for a summary alone (sweeps).
-        return summarise(self._columns, self._percentiles, self.stats, self.scenario)
+        return summarise(self._columns, self._percentiles, self.stats, self.scenario, self.ceilings)
 
     def __repr__(self) -> str:
         s = self.stats
@@ -101,6 +109,17 @@ def _column(requests: Any, name: str) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
+def request_arrays(requests: pl.DataFrame | Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three columns of an explicit request table as the contiguous arrays the core reads (``arrival_s``
+    float64, ``prompt_tokens`` and ``output_tokens`` int64), checked here for what numpy can tell.
+
+    Raises:
+        TraceError: a column is missing, null, not numeric, not 1-D, or holds non-whole token counts.
+    """
+    a, p, o = (_column(requests, c) for c in REQUEST_COLUMNS)
+    return a, p, o
+
+
 def simulate(
     scenario: Mapping[str, Any] | str | Path | None = None,
     requests: pl.DataFrame | Mapping[str, Any] | None = None,
@@ -131,14 +150,10 @@ def simulate(
     ['metric', 'count', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99_9', 'max']
     """
     text = scenario_json(scenario)
-    if requests is None:
-        out = _core.simulate(text)
-    else:
-        a, p, o = (_column(requests, c) for c in REQUEST_COLUMNS)
-        out = _core.simulate(text, a, p, o)
+    out = _core.simulate(text) if requests is None else _core.simulate(text, *request_arrays(requests))
     stats = json.loads(out["stats_json"])
     echo = json.loads(out["scenario_json"])
-    return SimResult(out["columns"], stats, echo)
+    return SimResult(out["columns"], stats, echo, json.loads(out["ceilings_json"]))
 
 
-__all__ = ["SimResult", "simulate"]
+__all__ = ["SimResult", "request_arrays", "simulate"]

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from kvwire.ceilings import load
+
 #: Percentile columns of :func:`percentiles` / keys of each ``summary["latency"][metric]``.
 QUANTILES: tuple[tuple[str, float], ...] = (
     ("p50", 0.5),
@@ -89,6 +91,16 @@ def _derived(cols: Columns) -> dict[str, np.ndarray]:
     }
 
 
+def _rows(mask: np.ndarray) -> slice | np.ndarray:
+    """Index of the rows a boolean mask selects: a slice (no copies) when they are one contiguous run, as
+    the measured set is when nothing was rejected (every request after the warm-up, in arrival order)."""
+    first = int(np.argmax(mask)) if mask.size else 0
+    n = int(mask.sum())
+    if n == 0 or mask[first : first + n].all():
+        return slice(first, first + n)
+    return mask
+
+
 def _present(x: np.ndarray) -> np.ndarray:
     """The non-missing values of a float column (the core marks a missing time with NaN)."""
     present: np.ndarray = x[~np.isnan(x)]
@@ -145,7 +157,7 @@ _PCT_SCHEMA: dict[str, Any] = {
 
 def _percentile_rows(cols: Columns, itl: dict[str, Any]) -> list[dict[str, Any]]:
     derived = _derived(cols)
-    measured = cols["measured"]
+    measured = _rows(cols["measured"])
     rows = []
     for metric in LATENCY_METRICS:
         if metric == "itl_s":
@@ -178,11 +190,13 @@ def summarise(
     pct: pl.DataFrame | list[dict[str, Any]],
     stats: dict[str, Any],
     scenario: dict[str, Any],
+    ceilings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere.
 
     ``df`` is the per-request table or the core's raw columns; ``pct`` the :func:`percentiles` table (or its
-    rows). Computed with numpy on the columns, without building the Polars table.
+    rows). Computed with numpy on the columns, without building the Polars table. ``ceilings`` (the core's
+    analytic ceilings for the run) become the ``load`` entry.
     """
     cols = _core_columns(df)
     horizon = float(stats["horizon_s"])
@@ -193,12 +207,12 @@ def summarise(
     latency = {r["metric"]: {k: r[k] for k in ("mean", *[n for n, _ in QUANTILES], "max")} for r in rows}
 
     derived = _derived(cols)
-    measured = cols["measured"]
+    measured = _rows(cols["measured"])
     m = {name: cols[name][measured] for name in ("arrival_s", *_TIME_COLUMNS)}
     ttft, tpot = derived["ttft_s"][measured], derived["tpot_s"][measured]
     with np.errstate(invalid="ignore"):  # NaN (a stage that did not happen) compares False, as null does
         meets = (ttft <= slo["ttft_s"]) & (np.isnan(tpot) | (tpot <= slo["tpot_s"]))
-    n_measured = int(measured.sum())
+    n_measured = int(ttft.size)
     ok = int(meets.sum())
     window = float(m["arrival_s"].max() - m["arrival_s"].min()) if n_measured >= 2 else 0.0
     kv_ready_or_start = np.where(np.isnan(m["kv_ready_s"]), m["decode_start_s"], m["kv_ready_s"])
@@ -344,6 +358,7 @@ def summarise(
             for lk in links
         ],
         "little": {"l": little_l, "lambda_w": lam_w},
+        "load": None if ceilings is None else load(ceilings),
         "run": {
             "events": int(stats["events"]),
             "horizon_s": horizon,

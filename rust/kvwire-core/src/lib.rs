@@ -16,6 +16,7 @@
 //! KV layouts and conversions), `workload` (arrivals, lengths, traces), `metrics` (result columns, totals).
 
 pub mod catalog;
+pub mod ceilings;
 pub mod cost;
 pub mod engine;
 pub mod error;

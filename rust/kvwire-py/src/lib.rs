@@ -72,6 +72,48 @@ mod _core {
         py.detach(|| Scenario::from_json(scenario_json, None).map(|_| ())).map_err(to_py)
     }
 
+    /// The explicit request table given as three arrays (all or none), validated.
+    fn request_table(
+        arrival_s: Option<PyReadonlyArray1<'_, f64>>,
+        prompt_tokens: Option<PyReadonlyArray1<'_, i64>>,
+        output_tokens: Option<PyReadonlyArray1<'_, i64>>,
+    ) -> PyResult<Option<Trace>> {
+        match (arrival_s, prompt_tokens, output_tokens) {
+            (None, None, None) => Ok(None),
+            (Some(a), Some(p), Some(o)) => {
+                // Copied (and validated) while the GIL is held: no other thread can mutate the arrays.
+                let a = a.as_slice().map_err(|_| not_contiguous("arrival_s"))?;
+                let p = p.as_slice().map_err(|_| not_contiguous("prompt_tokens"))?;
+                let o = o.as_slice().map_err(|_| not_contiguous("output_tokens"))?;
+                Ok(Some(Trace::from_columns("requests", a, p, o).map_err(to_py)?))
+            }
+            _ => Err(to_py(kvwire_core::Error::trace(
+                "requests",
+                "give all three columns (arrival_s, prompt_tokens, output_tokens) or none",
+            ))),
+        }
+    }
+
+    /// The analytic ceilings of a scenario (`kvwire.ceilings`), as JSON text; the request table, when
+    /// given, is the workload. The GIL is released while the core validates and computes.
+    #[pyfunction]
+    #[pyo3(signature = (scenario_json, arrival_s=None, prompt_tokens=None, output_tokens=None))]
+    fn ceilings_json<'py>(
+        py: Python<'py>,
+        scenario_json: &str,
+        arrival_s: Option<PyReadonlyArray1<'py, f64>>,
+        prompt_tokens: Option<PyReadonlyArray1<'py, i64>>,
+        output_tokens: Option<PyReadonlyArray1<'py, i64>>,
+    ) -> PyResult<String> {
+        let trace = request_table(arrival_s, prompt_tokens, output_tokens)?;
+        py.detach(|| {
+            let sc = Scenario::from_json(scenario_json, trace)?;
+            serde_json::to_string(&kvwire_core::ceilings::scenario_ceilings(&sc))
+                .map_err(|e| kvwire_core::Error::Internal(e.to_string()))
+        })
+        .map_err(to_py)
+    }
+
     /// Run one scenario. `arrival_s`, `prompt_tokens`, `output_tokens` (all or none) are an explicit request
     /// table. Returns `{"columns": {name: 1-D ndarray}, "stats_json": str, "scenario_json": str}` (the
     /// resolved scenario); the columns are the core's
@@ -85,22 +127,7 @@ mod _core {
         prompt_tokens: Option<PyReadonlyArray1<'py, i64>>,
         output_tokens: Option<PyReadonlyArray1<'py, i64>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let trace = match (arrival_s, prompt_tokens, output_tokens) {
-            (None, None, None) => None,
-            (Some(a), Some(p), Some(o)) => {
-                // Copied (and validated) while the GIL is held: no other thread can mutate the arrays.
-                let a = a.as_slice().map_err(|_| not_contiguous("arrival_s"))?;
-                let p = p.as_slice().map_err(|_| not_contiguous("prompt_tokens"))?;
-                let o = o.as_slice().map_err(|_| not_contiguous("output_tokens"))?;
-                Some(Trace::from_columns("requests", a, p, o).map_err(to_py)?)
-            }
-            _ => {
-                return Err(to_py(kvwire_core::Error::trace(
-                    "requests",
-                    "give all three columns (arrival_s, prompt_tokens, output_tokens) or none",
-                )))
-            }
-        };
+        let trace = request_table(arrival_s, prompt_tokens, output_tokens)?;
         let json = scenario_json.to_owned();
         let (echo, out) = py
             .detach(move || {
@@ -109,6 +136,8 @@ mod _core {
                 run(sc).map(|out| (echo, out))
             })
             .map_err(to_py)?;
+        let ceilings =
+            serde_json::to_string(&out.ceilings).map_err(|e| to_py(kvwire_core::Error::Internal(e.to_string())))?;
         let t = out.table;
         let cols = PyDict::new(py);
         cols.set_item("id", t.id.into_pyarray(py))?;
@@ -130,6 +159,7 @@ mod _core {
         res.set_item("columns", cols)?;
         res.set_item("stats_json", out.stats.to_json().to_string())?;
         res.set_item("scenario_json", echo)?;
+        res.set_item("ceilings_json", ceilings)?;
         Ok(res)
     }
 }

@@ -24,6 +24,7 @@ use std::time::Instant;
 use kernel::{EventQueue, Priority};
 use running::{Cols, RunningSet};
 
+use crate::ceilings::Ceilings;
 use crate::cost::model::{ModelCost, StepWork};
 use crate::cost::roofline::{kv_capacity_tokens, StepTimer};
 use crate::error::{Error, Result};
@@ -45,6 +46,8 @@ use path::Path;
 pub struct SimOutput {
     pub table: RequestTable,
     pub stats: RunStats,
+    /// The scenario's analytic ceilings for the requests that ran.
+    pub ceilings: Ceilings,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -166,9 +169,10 @@ pub fn simulate(scenario: Scenario) -> Result<SimOutput> {
             Workload::Generated { .. } => return Err(Error::Internal("workload changed kind".into())),
         },
     };
+    let ceilings = crate::ceilings::ceilings(&scenario, &trace);
     let mut sim = Sim::new(&scenario, trace)?;
     sim.run()?;
-    let mut out = sim.finish();
+    let mut out = sim.finish(ceilings);
     out.stats.wall_s = start.elapsed().as_secs_f64();
     Ok(out)
 }
@@ -383,7 +387,7 @@ impl Sim {
         }
     }
 
-    fn finish(self) -> SimOutput {
+    fn finish(self, ceilings: Ceilings) -> SimOutput {
         let mut instances = Vec::new();
         for f in self.fronts {
             let mut s = f.stats;
@@ -398,6 +402,7 @@ impl Sim {
         let static_j = instances.iter().map(|s| s.idle_w * self.horizon).sum();
         let measured = self.t.measured.iter().filter(|&&m| m).count() as u64;
         SimOutput {
+            ceilings,
             table: self.t,
             stats: RunStats {
                 instances,

@@ -13,13 +13,13 @@
 
 use super::kernel::Priority;
 use super::{Ev, Sim};
-use crate::cost::presets::LinkSpec;
 use crate::error::{Error, Result};
 use crate::handoff::link::FcfsLink;
+use crate::handoff::plan::{hops, Lanes};
 use crate::handoff::shared::SharedLink;
 use crate::handoff::transfer::TransferCost;
 use crate::metrics::stats::LinkStats;
-use crate::scenario::{CompressAt, ConvertAt, LinkModel, Scenario, Streaming, Topology};
+use crate::scenario::{Scenario, Streaming};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Select {
@@ -74,8 +74,8 @@ pub(super) struct Path {
     channels: u32,
 }
 
-fn lane(model: &LinkModel, channels: u32, shared: bool, resource: String, preset: &str) -> Lane {
-    let model = if shared && *model == LinkModel::Shared {
+fn lane(processor_sharing: bool, channels: u32, resource: String, preset: &str) -> Lane {
+    let model = if processor_sharing {
         LaneModel::Shared(SharedLink::new(channels))
     } else {
         LaneModel::Fcfs {
@@ -93,72 +93,32 @@ fn lane(model: &LinkModel, channels: u32, shared: bool, resource: String, preset
 
 impl Path {
     pub fn new(sc: &Scenario, fronts: u32, backs: u32) -> Result<Path> {
-        let link = &sc.link;
-        let net = &link.spec.spec;
-        let kvb = sc.model.spec.kv_bytes_per_value;
-        let net_cost = TransferCost::network(net, sc.compression, sc.compress_at, kvb);
-        // A hop before the network carries the hand-off as it left the GPU: compressed only if the sender did.
-        let leaving_gpu = |hop: &LinkSpec| match (sc.compression, sc.compress_at) {
-            (Some(f), CompressAt::Sender) => TransferCost::precompressed(hop, f),
-            _ => TransferCost::plain(hop),
-        };
-        let net_stage = |cost: TransferCost| Stage {
-            select: Select::Shared,
-            latency_s: cost.transfer(0.0).latency_s,
-            convert_w: 0.0,
-            cost,
-            lanes: vec![lane(&link.model, link.channels, true, "kv-link".into(), &link.spec.key)],
-        };
-        let disaggregated = matches!(sc.topology, Topology::Disaggregated { .. });
-        let (stages, network) = match &link.model {
-            LinkModel::HostStaged { host } if disaggregated => {
-                let h = &host.spec;
-                let pcie_out = leaving_gpu(h);
-                let pcie_in = match sc.compression {
-                    Some(f) => TransferCost::precompressed(h, f),
-                    None => TransferCost::plain(h),
+        let (hops, network) = hops(sc);
+        let stages: Vec<Stage> = hops
+            .into_iter()
+            .map(|h| {
+                let name = |i: u32| {
+                    if h.lanes == Lanes::Shared {
+                        h.resource.to_string()
+                    } else {
+                        format!("{}-{i}", h.resource)
+                    }
                 };
-                let hop = |select, cost: TransferCost, n: u32, side: &str| Stage {
-                    select,
-                    latency_s: cost.transfer(0.0).latency_s,
-                    convert_w: 0.0,
-                    cost,
-                    lanes: (0..n)
-                        .map(|i| lane(&LinkModel::Fcfs, 1, false, format!("pcie-{side}-{i}"), &host.key))
+                Stage {
+                    select: match h.lanes {
+                        Lanes::Shared => Select::Shared,
+                        Lanes::PerFront => Select::Front,
+                        Lanes::PerBack => Select::Back,
+                    },
+                    latency_s: h.cost.transfer(0.0).latency_s,
+                    convert_w: h.convert_w,
+                    lanes: (0..h.lane_count(fronts, backs))
+                        .map(|i| lane(h.processor_sharing, h.channels, name(i), &h.preset))
                         .collect(),
-                };
-                let mut stages = vec![hop(Select::Front, pcie_out, fronts, "prefill")];
-                if let Some(c) = sc.convert.as_ref().filter(|c| c.at == ConvertAt::Host) {
-                    // The sender's host converts the staged cache: `host_threads` FCFS channels per prefill
-                    // instance, at host_gb_per_s each, drawing host_w_per_thread while busy.
-                    let spec = LinkSpec {
-                        name: "host conversion".into(),
-                        bandwidth_gb_per_s: c.host_gb_per_s,
-                        latency_us: 0.0,
-                        pj_per_bit: 0.0,
-                        source: String::new(),
-                    };
-                    let cost = leaving_gpu(&spec);
-                    stages.push(Stage {
-                        select: Select::Front,
-                        latency_s: 0.0,
-                        convert_w: c.host_w_per_thread,
-                        cost,
-                        lanes: (0..fronts)
-                            .map(|i| {
-                                let name = format!("host-convert-{i}");
-                                lane(&LinkModel::Fcfs, c.host_threads, false, name, "host-convert")
-                            })
-                            .collect(),
-                    });
+                    cost: h.cost,
                 }
-                let network = stages.len();
-                stages.push(net_stage(net_cost));
-                stages.push(hop(Select::Back, pcie_in, backs, "decode"));
-                (stages, network)
-            }
-            _ => (if disaggregated { vec![net_stage(net_cost)] } else { Vec::new() }, 0),
-        };
+            })
+            .collect();
         let streaming = sc.streaming == Streaming::Layer;
         if streaming && stages.len() != 1 {
             return Err(Error::Internal("streaming needs a single FCFS hop (checked at validation)".into()));
@@ -169,7 +129,7 @@ impl Path {
             streaming,
             per_slice: sc.per_slice_streaming,
             layers: sc.model.spec.layers,
-            channels: link.channels,
+            channels: sc.link.channels,
         })
     }
 

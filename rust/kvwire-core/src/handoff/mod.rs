@@ -2,5 +2,6 @@
 
 pub mod closed_form;
 pub mod link;
+pub mod plan;
 pub mod shared;
 pub mod transfer;

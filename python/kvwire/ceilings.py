@@ -1,0 +1,80 @@
+"""Analytic capacity ceilings: the largest arrival rate each resource (prefill pool, decode pool, KV link,
+colocated pool) sustains at the workload's mean prompt and output lengths, computed by the Rust core from the
+cost model and the hand-off path's transfer costs (README "Capacity ceilings" gives the formulas).
+
+>>> import kvwire
+>>> c = kvwire.ceilings({"link": "eth-25g"})
+>>> c["binding"], round(c["kv_link_req_per_s"], 1)
+('kv-link', 11.6)
+>>> c["colocated_req_per_s"] is None
+True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from kvwire import _core
+from kvwire.scenario import scenario_json
+
+
+def ceilings(
+    scenario: Mapping[str, Any] | str | Path | None = None,
+    requests: pl.DataFrame | Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Each resource's analytic ceiling, arriving requests/s, for ``scenario`` (and ``requests``, an explicit
+    request table as :func:`kvwire.simulate` takes).
+
+    Returns a dict with ``prefill_req_per_s``, ``decode_req_per_s``, ``kv_link_req_per_s``,
+    ``colocated_req_per_s`` (``None`` where the resource does not exist in this mode or carries no work),
+    ``binding`` (the resource with the lowest ceiling), ``ceiling_req_per_s`` (its ceiling),
+    ``offered_req_per_s`` (the workload's mean arrival rate, ``None`` if undefined), ``prompt_tokens_mean``
+    and ``output_tokens_mean`` (what the ceilings were computed at: the served requests' means), and the
+    details ``admitted_fraction``, ``handoff_fraction``, ``prefill_batch_prompts``, ``decode_batch`` and
+    ``hops`` (each hop of the hand-off path with its own ceiling).
+
+    Raises:
+        ScenarioError: as :func:`kvwire.simulate` for a bad scenario or request table.
+
+    >>> round(ceilings({"workload": {"requests": 50}})["prefill_req_per_s"], 1)
+    19.7
+    """
+    text = scenario_json(scenario)
+    if requests is None:
+        out = _core.ceilings_json(text)
+    else:
+        from kvwire.run import request_arrays
+
+        out = _core.ceilings_json(text, *request_arrays(requests))
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def load(ceiling: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary's ``load`` entry: the ceilings plus ``overloaded`` (the workload's mean arrival rate
+    exceeds the binding resource's ceiling, so its queue grows for as long as arrivals last) and
+    ``overload_note`` (the report's one-line sentence, ``None`` when not overloaded).
+
+    >>> print(load({"binding": "kv-link", "ceiling_req_per_s": 11.6, "offered_req_per_s": 14.0})["overload_note"])
+    overloaded: 14.00 req/s offered exceeds the kv-link ceiling of 11.60 req/s (its queue grows for as long as
+    arrivals last)
+    """
+    out = dict(ceiling)
+    offered, limit = out.get("offered_req_per_s"), out["ceiling_req_per_s"]
+    over = offered is not None and offered > limit
+    out["overloaded"] = over
+    out["overload_note"] = (
+        f"overloaded: {offered:,.2f} req/s offered exceeds the {out['binding']} ceiling of {limit:,.2f} req/s "
+        "(its queue grows for as long as arrivals last)"
+        if over
+        else None
+    )
+    return out
+
+
+__all__ = ["ceilings", "load"]

@@ -1,0 +1,436 @@
+//! Analytic capacity ceilings: for each resource, the largest arrival rate (requests/s) it can sustain at
+//! the workload's mean prompt and output lengths. It composes the physics (`cost/`: step times, KV
+//! capacity) and the hand-off path (`handoff/`: the same hops and transfer costs the engine uses); it runs
+//! no simulation.
+//!
+//! Definitions (README "Capacity ceilings"). Let the *served* requests be those not rejected at arrival (a
+//! share `a` of all requests), p̄ and ō their mean prompt and output lengths, `h` the share of them with
+//! output ≥ 2 (handed off and decoded), and D̄ = mean of max(o − 1, 0) (decode steps per request). Every
+//! ceiling is in *arriving* requests/s: a resource that serves `x` served requests/s sustains `x / a`
+//! arrivals/s (rejected requests cost nothing).
+//!
+//! * **prefill**: full token-budget batches of the mean prompt: k = max(1, ⌊max_prefill_tokens / p⌋) prompts
+//!   of p = round(p̄) tokens, step time T_p = roofline(prefill of k·p tokens) + the sender's pass (compression
+//!   and/or layout conversion) for the k·h of them handed off; ceiling = instances · k / T_p / a.
+//! * **decode**: the steady batch B = min(max_decode_batch, ⌊KV capacity / (p̄ + ō)⌋) (at least 1) at the
+//!   mean context p̄ + ō/2 per sequence (a sequence's context grows from p + 1 to p + o − 1); step time
+//!   T_d = roofline(decode of B sequences, context B·(p̄ + ō/2)); each request needs D̄ sequence-steps and the
+//!   receiver's pass (decompression and/or conversion) once per hand-off: ceiling = instances / ((T_d/B)·D̄
+//!   + h·T_pass) / a. `None` when nothing decodes (D̄ = 0).
+//! * **kv-link**: each hop of the hand-off path (the network; with a host-staged link also the PCIe hops and
+//!   a host conversion) serves lanes · channels transfers at once, each holding its channel for the transfer
+//!   time of the mean hand-off (latency + bytes / bandwidth, or the in-transit stage's ops time; data time
+//!   only on a processor-sharing link): hop ceiling = lanes · channels / (t_x · h) / a, the `handoff.md`
+//!   "link full at" rate per channel. The kv-link ceiling is the lowest hop's. `None` when nothing is handed
+//!   off.
+//! * **colocated**: an instance spends T_p/k per request on prefill and (T_d/B)·D̄ on decode, one after the
+//!   other: 1 / colocated = 1 / prefill + 1 / decode, both computed as above on the colocated pool.
+//!
+//! Conditional disaggregation is priced as if every request were handed off. The binding resource is the
+//! one with the lowest ceiling.
+
+use serde::Serialize;
+
+use crate::cost::model::{ModelCost, StepWork};
+use crate::cost::roofline::{kv_capacity_tokens, StepTimer};
+use crate::handoff::plan::hops;
+use crate::handoff::transfer::endpoint_pass;
+use crate::scenario::{CompressAt, ConvertAt, DecompressAt, Pool, Scenario, Topology, Workload};
+use crate::workload::{generate, Arrivals, Trace};
+
+/// One hop's ceiling.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HopCeiling {
+    /// `kv-link`, `pcie-prefill`, `host-convert` or `pcie-decode`.
+    pub resource: &'static str,
+    pub req_per_s: f64,
+}
+
+/// Every resource's ceiling, arriving requests/s (`None` where the resource does not exist in this mode or
+/// carries no work).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Ceilings {
+    pub prefill_req_per_s: Option<f64>,
+    pub decode_req_per_s: Option<f64>,
+    pub kv_link_req_per_s: Option<f64>,
+    pub colocated_req_per_s: Option<f64>,
+    /// `prefill`, `decode`, `kv-link` or `colocated`: the resource with the lowest ceiling.
+    pub binding: &'static str,
+    pub ceiling_req_per_s: f64,
+    /// The workload's mean arrival rate: `rate_per_s` of a generated workload; (n − 1) / (last − first
+    /// arrival) of a request table (`None` with fewer than two requests or all at one instant).
+    pub offered_req_per_s: Option<f64>,
+    /// Mean prompt and output lengths of the served requests, tokens.
+    pub prompt_tokens_mean: f64,
+    pub output_tokens_mean: f64,
+    /// Share of requests served (not rejected at arrival).
+    pub admitted_fraction: f64,
+    /// Share of served requests with output ≥ 2 (handed off / decoded).
+    pub handoff_fraction: f64,
+    /// Prompts per full prefill batch (k).
+    pub prefill_batch_prompts: u64,
+    /// Steady decode batch (B), sequences.
+    pub decode_batch: u64,
+    /// Every hop of the hand-off path (empty when colocated).
+    pub hops: Vec<HopCeiling>,
+}
+
+/// Means of the served part of a request table.
+#[derive(Clone, Copy, Debug)]
+struct Means {
+    prompt: f64,
+    output: f64,
+    decode_steps: f64,
+    handoff: f64,
+    admitted: f64,
+}
+
+fn means(trace: &Trace, capacity: u64) -> Means {
+    let (mut n, mut p, mut o, mut d, mut h) = (0u64, 0f64, 0f64, 0f64, 0u64);
+    for (&pi, &oi) in trace.prompt_tokens().iter().zip(trace.output_tokens()) {
+        if crate::policy::batching::ever_fits(pi, oi, capacity) {
+            n += 1;
+            p += pi as f64;
+            o += oi as f64;
+            d += oi.saturating_sub(1) as f64;
+            h += (oi >= 2) as u64;
+        }
+    }
+    let total = trace.len().max(1) as f64;
+    if n == 0 {
+        // Every request is rejected: describe the workload as if it were admitted.
+        let m = means(trace, u64::MAX);
+        return Means { admitted: 0.0, ..m };
+    }
+    let nf = n as f64;
+    Means { prompt: p / nf, output: o / nf, decode_steps: d / nf, handoff: h as f64 / nf, admitted: nf / total }
+}
+
+fn timer(sc: &Scenario, p: &Pool) -> StepTimer {
+    StepTimer::new(&p.device.spec, p.devices_per_instance, p.power_cap_w, sc.roofline)
+}
+
+fn pool_model(sc: &Scenario, p: &Pool) -> ModelCost {
+    ModelCost::new(&sc.model.spec, sc.lm_head).with_kv_ratio(p.kv_format.map_or(1.0, |f| f.ratio_vs_bf16()))
+}
+
+/// KV capacity (tokens) of an instance of `p`.
+fn capacity(sc: &Scenario, p: &Pool, model: &ModelCost) -> u64 {
+    kv_capacity_tokens(
+        &p.device.spec,
+        p.devices_per_instance,
+        sc.mem_util,
+        model.resident_weight_bytes(),
+        model.kv_bytes_per_token,
+    )
+    .unwrap_or(1)
+}
+
+/// The pool that decodes (decode pool, or the colocated pool).
+fn decoding_pool(sc: &Scenario) -> &Pool {
+    match &sc.topology {
+        Topology::Disaggregated { decode, .. } => decode,
+        Topology::Colocated { pool } => pool,
+    }
+}
+
+/// Served requests/s of a pool's prefill: k prompts of round(p̄) per step, plus `pass` (the sender's extra
+/// work per handed-off request) for the k·h handed off. Returns (rate, k).
+fn prefill_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (f64, u64) {
+    let model = pool_model(sc, p);
+    let prompt = (m.prompt.round() as u64).max(1);
+    let k = (sc.max_prefill_tokens as u64 / prompt).max(1);
+    let t = timer(sc, p);
+    let mut step_s = t.time(model.prefill(k * prompt, k, k as u128 * model.prompt_attention_flops(prompt))).time_s;
+    let share = k as f64 * m.handoff;
+    if pass.bytes > 0.0 {
+        step_s += t.pass(StepWork { flops: pass.flops * share, bytes: pass.bytes * share }).time_s;
+    }
+    (p.instances as f64 * k as f64 / step_s, k)
+}
+
+/// Served requests/s of a pool's decode (`None` when nothing decodes), with `pass` the receiver's extra
+/// work per handed-off request. Returns (rate, B).
+fn decode_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (Option<f64>, u64) {
+    let model = pool_model(sc, p);
+    let cap = capacity(sc, p, &model);
+    let per_request = (m.prompt + m.output).max(1.0);
+    let b = ((cap as f64 / per_request).floor() as u64).clamp(1, sc.max_decode_batch as u64);
+    if m.decode_steps <= 0.0 {
+        return (None, b);
+    }
+    let ctx = (b as f64 * (m.prompt + m.output / 2.0)).round() as u64;
+    let t = timer(sc, p);
+    let step_s = t.time(model.decode(ctx, b)).time_s;
+    let pass_s = if pass.bytes > 0.0 { t.pass(pass).time_s * m.handoff } else { 0.0 };
+    let per_request_s = step_s / b as f64 * m.decode_steps + pass_s;
+    (Some(p.instances as f64 / per_request_s), b)
+}
+
+/// Work of the sender's (`sender = true`) or the receiver's pass for one hand-off of the mean prompt.
+fn endpoint_work(sc: &Scenario, m: &Means, sender: bool) -> StepWork {
+    let base = ModelCost::new(&sc.model.spec, sc.lm_head);
+    let kvb = sc.model.spec.kv_bytes_per_value;
+    let bytes = m.prompt * base.kv_bytes_per_token;
+    let mut w = StepWork { flops: 0.0, bytes: 0.0 };
+    let compress = match (sc.compression, sender) {
+        (Some(f), true) if sc.compress_at == CompressAt::Sender => Some(f),
+        (Some(f), false) if sc.decompress_at == DecompressAt::Receiver => Some(f),
+        _ => None,
+    };
+    if let Some(f) = compress {
+        w = endpoint_pass(f, kvb, bytes);
+    }
+    let at = if sender { ConvertAt::Sender } else { ConvertAt::Receiver };
+    if let Some(c) = sc.convert.as_ref().filter(|c| c.at == at) {
+        // Bytes per value of the cache where the conversion runs (the decode pool's format on the receiver).
+        let value_bytes =
+            if sender { kvb } else { kvb / decoding_pool(sc).kv_format.map_or(1.0, |f| f.ratio_vs_bf16()) };
+        w.bytes += c.gpu_bytes(m.prompt.round() as u64, value_bytes);
+    }
+    w
+}
+
+/// The ceilings of `sc` for the request table `trace` (the requests that would run).
+pub fn ceilings(sc: &Scenario, trace: &Trace) -> Ceilings {
+    let dec_pool = decoding_pool(sc);
+    let m = means(trace, capacity(sc, dec_pool, &pool_model(sc, dec_pool)));
+    // Served requests/s → arriving requests/s (all rejected: as if admitted).
+    let scale = if m.admitted > 0.0 { 1.0 / m.admitted } else { 1.0 };
+    let per_arrival = |x: f64| x * scale;
+    let none = StepWork { flops: 0.0, bytes: 0.0 };
+    let (mut prefill, mut decode, mut link, mut colocated) = (None, None, None, None);
+    let (k, b);
+    let mut hop_ceilings = Vec::new();
+    match &sc.topology {
+        Topology::Disaggregated { prefill: pp, decode: dp } => {
+            let (p_rate, pk) = prefill_rate(sc, pp, &m, endpoint_work(sc, &m, true));
+            let (d_rate, db) = decode_rate(sc, dp, &m, endpoint_work(sc, &m, false));
+            (k, b) = (pk, db);
+            prefill = Some(per_arrival(p_rate));
+            decode = d_rate.map(per_arrival);
+            if m.handoff > 0.0 {
+                let bytes = m.prompt * ModelCost::new(&sc.model.spec, sc.lm_head).kv_bytes_per_token;
+                for hop in hops(sc).0 {
+                    let servers = (hop.lane_count(pp.instances, dp.instances) * hop.channels) as f64;
+                    let rate = per_arrival(servers / (hop.service_s(bytes) * m.handoff));
+                    hop_ceilings.push(HopCeiling { resource: hop.resource, req_per_s: rate });
+                }
+                link = hop_ceilings.iter().map(|h| h.req_per_s).reduce(f64::min);
+            }
+        }
+        Topology::Colocated { pool } => {
+            let (p_rate, pk) = prefill_rate(sc, pool, &m, none);
+            let (d_rate, db) = decode_rate(sc, pool, &m, none);
+            (k, b) = (pk, db);
+            let per_request_s = 1.0 / p_rate + d_rate.map_or(0.0, |d| 1.0 / d);
+            colocated = Some(per_arrival(1.0 / per_request_s));
+        }
+    }
+    let (binding, ceiling) = [("prefill", prefill), ("kv-link", link), ("decode", decode), ("colocated", colocated)]
+        .into_iter()
+        .filter_map(|(name, c)| c.map(|c| (name, c)))
+        .fold(("prefill", f64::INFINITY), |best, (name, c)| if c < best.1 { (name, c) } else { best });
+    Ceilings {
+        prefill_req_per_s: prefill,
+        decode_req_per_s: decode,
+        kv_link_req_per_s: link,
+        colocated_req_per_s: colocated,
+        binding,
+        ceiling_req_per_s: ceiling,
+        offered_req_per_s: offered(sc, trace),
+        prompt_tokens_mean: m.prompt,
+        output_tokens_mean: m.output,
+        admitted_fraction: m.admitted,
+        handoff_fraction: m.handoff,
+        prefill_batch_prompts: k,
+        decode_batch: b,
+        hops: hop_ceilings,
+    }
+}
+
+/// The ceilings of `sc` for its own workload (generated from its seed, or its request table).
+pub fn scenario_ceilings(sc: &Scenario) -> Ceilings {
+    match &sc.workload {
+        Workload::Generated { requests, seed, arrivals, prompt, output } => {
+            ceilings(sc, &generate(*requests, *seed, *arrivals, *prompt, *output))
+        }
+        Workload::Trace(t) => ceilings(sc, t),
+    }
+}
+
+fn offered(sc: &Scenario, trace: &Trace) -> Option<f64> {
+    match &sc.workload {
+        Workload::Generated {
+            arrivals: Arrivals::Poisson { rate_per_s } | Arrivals::Gamma { rate_per_s, .. }, ..
+        } => Some(*rate_per_s),
+        Workload::Trace(_) => {
+            let a = trace.arrival_s();
+            let span = a.last().copied().unwrap_or(0.0) - a.first().copied().unwrap_or(0.0);
+            let rate = (a.len().saturating_sub(1)) as f64 / span;
+            (a.len() >= 2 && span > 0.0 && rate.is_finite()).then_some(rate)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scenario whose workload is `n` requests of `prompt`/`output` tokens arriving at `rate` req/s
+    /// (n = 1: one request at t = 1).
+    fn fixed(extra: &str, n: usize, rate: f64, prompt: u32, output: u32) -> Scenario {
+        let arrivals: Vec<String> = (0..n).map(|i| format!("{}", 1.0 + i as f64 / rate)).collect();
+        let col = |v: u32| vec![v.to_string(); n].join(",");
+        let json = format!(
+            r#"{{{extra} "workload": {{"trace": {{"arrival_s": [{}], "prompt_tokens": [{}], "output_tokens": [{}]}}}}}}"#,
+            arrivals.join(","),
+            col(prompt),
+            col(output)
+        );
+        Scenario::from_json(&json, None).unwrap()
+    }
+
+    fn rel(a: f64, b: f64) -> f64 {
+        ((a - b) / b).abs()
+    }
+
+    /// kv-link = channels / transfer time of the mean hand-off (`spec/handoff.md`: 268.4 MB over 25 GbE takes
+    /// 20 µs + 85.9 ms; the link is full at 11.6 hand-offs/s), times the channels.
+    #[test]
+    fn link_ceiling_is_channels_over_transfer_time() {
+        let bytes = 2048.0 * 131_072.0;
+        for channels in [1u32, 3] {
+            let extra = format!(r#""link": {{"preset": "eth-25g", "channels": {channels}}},"#);
+            let c = scenario_ceilings(&fixed(&extra, 10, 1.0, 2048, 100));
+            let want = channels as f64 / (20e-6 + bytes / 3.125e9);
+            assert!(rel(c.kv_link_req_per_s.unwrap(), want) < 1e-12, "{c:?}");
+            assert_eq!(c.hops.len(), 1);
+            // One channel binds (11.6 < prefill's 18 req/s); three (34.9) leave prefill binding.
+            let (binding, ceiling) =
+                if channels == 1 { ("kv-link", c.kv_link_req_per_s) } else { ("prefill", c.prefill_req_per_s) };
+            assert_eq!((c.binding, Some(c.ceiling_req_per_s)), (binding, ceiling));
+        }
+        // fp8 in transit: half the bytes, the stage's 1 µs added.
+        let extra = r#""link": "eth-25g", "handoff": {"compression": "fp8"},"#;
+        let sc = fixed(extra, 10, 1.0, 2048, 100);
+        let c = scenario_ceilings(&sc);
+        assert!(rel(c.kv_link_req_per_s.unwrap(), 1.0 / (21e-6 + bytes / 2.0 / 3.125e9)) < 1e-12);
+        // Processor sharing holds no channel for the latency: data time only.
+        let extra = r#""link": {"preset": "eth-25g", "model": "shared"},"#;
+        let sc = fixed(extra, 10, 1.0, 2048, 100);
+        let c = scenario_ceilings(&sc);
+        assert!(rel(c.kv_link_req_per_s.unwrap(), 3.125e9 / bytes) < 1e-12);
+    }
+
+    /// Host-staged: each hop is priced; PCIe hops have one lane per instance; the kv-link ceiling is the
+    /// lowest hop's (here PCIe4 at 32 GB/s per prefill instance against 2 instances of... the network wins).
+    #[test]
+    fn host_staged_ceiling_is_the_lowest_hop() {
+        let extra = r#""prefill": {"instances": 2}, "decode": {"instances": 3},
+            "link": {"preset": "eth-100g", "model": "host_staged", "host_link": "pcie4", "channels": 2},"#;
+        let sc = fixed(extra, 10, 1.0, 1000, 100);
+        let c = scenario_ceilings(&sc);
+        let bytes = 1000.0 * 131_072.0;
+        let hop = |servers: f64, gbs: f64, lat_us: f64| servers / (lat_us * 1e-6 + bytes / (gbs * 1e9));
+        let want = [
+            ("pcie-prefill", hop(2.0, 32.0, 5.0)),
+            ("kv-link", hop(2.0, 12.5, 20.0)),
+            ("pcie-decode", hop(3.0, 32.0, 5.0)),
+        ];
+        assert_eq!(c.hops.len(), 3);
+        for (h, (name, rate)) in c.hops.iter().zip(want) {
+            assert_eq!(h.resource, name);
+            assert!(rel(h.req_per_s, rate) < 1e-12, "{h:?} vs {rate}");
+        }
+        assert_eq!(c.kv_link_req_per_s, Some(want[1].1));
+    }
+
+    /// Prefill = k / T_p with k = ⌊8192 / 2048⌋ = 4 and T_p the reference's step "8B prefill 4×2048, 1×H100":
+    /// 234.6328 ms (spec/simulator.md (b), LM head on every token); two instances double it.
+    #[test]
+    fn prefill_ceiling_is_full_budget_batches() {
+        for instances in [1.0, 2.0] {
+            let extra = format!(r#""cost": {{"prefill_lm_head": "all"}}, "prefill": {{"instances": {instances}}},"#);
+            let sc = fixed(&extra, 5, 1.0, 2048, 2);
+            let c = scenario_ceilings(&sc);
+            assert_eq!(c.prefill_batch_prompts, 4);
+            assert!(rel(c.prefill_req_per_s.unwrap(), instances * 4.0 / 0.2346328) < 2e-7, "{c:?}");
+        }
+        // A prompt above the budget runs alone: k = 1 and T_p = "8B prefill 2048" 59.0332 ms.
+        let sc =
+            fixed(r#""cost": {"prefill_lm_head": "all"}, "scheduler": {"max_prefill_tokens": 1000},"#, 5, 1.0, 2048, 2);
+        let c = scenario_ceilings(&sc);
+        assert_eq!(c.prefill_batch_prompts, 1);
+        assert!(rel(c.prefill_req_per_s.unwrap(), 1.0 / 0.0590332) < 2e-7);
+    }
+
+    /// Decode = B / (T_d · (o − 1)) at the steady batch: B = 64 (max_decode_batch) sequences at mean context
+    /// p + o/2 = 1948 + 100 = 2048 tokens each, so the step is the reference's "8B decode b=64, ctx 131,072"
+    /// 12.5142 ms (spec/simulator.md (b)); 199 steps per request.
+    #[test]
+    fn decode_ceiling_is_the_steady_batch() {
+        let sc = fixed(r#""scheduler": {"max_decode_batch": 64},"#, 5, 1.0, 1948, 200);
+        let c = scenario_ceilings(&sc);
+        assert_eq!(c.decode_batch, 64);
+        assert!(rel(c.decode_req_per_s.unwrap(), 64.0 / (0.0125142 * 199.0)) < 5e-6, "{c:?}");
+        // KV-limited: 426,788 tokens (8B on one H100) / (2000 + 200) = 193 sequences.
+        let sc = fixed("", 5, 1.0, 2000, 200);
+        assert_eq!(scenario_ceilings(&sc).decode_batch, 193);
+        // Nothing decodes with outputs of one token: no decode or link ceiling.
+        let sc = fixed("", 5, 1.0, 2000, 1);
+        let c = scenario_ceilings(&sc);
+        assert_eq!((c.decode_req_per_s, c.kv_link_req_per_s, c.binding), (None, None, "prefill"));
+        assert_eq!(c.handoff_fraction, 0.0);
+    }
+
+    /// Colocated: the instance's time per request is the sum of its prefill and decode shares.
+    #[test]
+    fn colocated_combines_prefill_and_decode_time() {
+        let colo = fixed(r#""mode": "colocated", "scheduler": {"max_decode_batch": 64},"#, 5, 1.0, 1948, 200);
+        let c = scenario_ceilings(&colo);
+        let dis = fixed(
+            r#""prefill": {"instances": 2}, "decode": {"instances": 2}, "scheduler": {"max_decode_batch": 64},"#,
+            5,
+            1.0,
+            1948,
+            200,
+        );
+        let d = scenario_ceilings(&dis);
+        let want = 1.0 / (1.0 / d.prefill_req_per_s.unwrap() + 1.0 / d.decode_req_per_s.unwrap());
+        assert!(rel(c.colocated_req_per_s.unwrap(), want) < 1e-12);
+        assert_eq!(
+            (c.binding, c.prefill_req_per_s, c.decode_req_per_s, c.kv_link_req_per_s),
+            ("colocated", None, None, None)
+        );
+    }
+
+    /// Rejected requests cost nothing: with half the requests too large for the KV cache, every ceiling in
+    /// arrivals/s doubles and the means are the served requests'.
+    #[test]
+    fn rejected_requests_scale_the_ceilings() {
+        let json = r#"{"workload": {"trace": {"arrival_s": [1, 2, 3, 4], "prompt_tokens": [2048, 500000, 2048, 500000],
+            "output_tokens": [100, 10, 100, 10]}}}"#;
+        let sc = Scenario::from_json(json, None).unwrap();
+        let c = scenario_ceilings(&sc);
+        let served = fixed("", 2, 1.0, 2048, 100);
+        let s = scenario_ceilings(&served);
+        assert_eq!((c.admitted_fraction, c.prompt_tokens_mean, c.output_tokens_mean), (0.5, 2048.0, 100.0));
+        assert!(rel(c.prefill_req_per_s.unwrap(), 2.0 * s.prefill_req_per_s.unwrap()) < 1e-12);
+        assert!(rel(c.decode_req_per_s.unwrap(), 2.0 * s.decode_req_per_s.unwrap()) < 1e-12);
+        assert!(rel(c.kv_link_req_per_s.unwrap(), 2.0 * s.kv_link_req_per_s.unwrap()) < 1e-12);
+        assert_eq!(c.offered_req_per_s, Some(1.0));
+    }
+
+    /// Offered load: a generated workload's rate; a table's (n − 1) / span, undefined for one request.
+    #[test]
+    fn offered_rate() {
+        let sc =
+            Scenario::from_json(r#"{"workload": {"requests": 10, "arrivals": {"rate_per_s": 3.5}}}"#, None).unwrap();
+        assert_eq!(scenario_ceilings(&sc).offered_req_per_s, Some(3.5));
+        let sc = fixed("", 5, 4.0, 100, 10);
+        assert!(rel(scenario_ceilings(&sc).offered_req_per_s.unwrap(), 4.0) < 1e-12);
+        let sc = fixed("", 1, 4.0, 100, 10);
+        assert_eq!(scenario_ceilings(&sc).offered_req_per_s, None);
+    }
+}

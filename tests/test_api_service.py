@@ -450,6 +450,46 @@ def test_cancel_a_queued_job(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# Capacity searches
+
+CAPACITY = {"scenario": {"link": "eth-25g", "workload": {"requests": 300}}, "slo_attainment": 0.9, "rel_tol": 0.05}
+
+
+def test_capacity_job_equals_library(client: TestClient[Any]) -> None:
+    """POST /v1/capacity runs kvwire.capacity as a job: its result is the library's (without the points, which
+    are the job's result table, equal to the library's ``points`` but for wall-clock time)."""
+    expected = kvwire.capacity(CAPACITY["scenario"], slo_attainment=0.9, rel_tol=0.05)
+    r = client.post("/v1/capacity", json=CAPACITY)
+    assert r.status_code == 202, r.text
+    loc = r.headers["location"]
+    job = wait_for_job(client, loc)  # type: ignore[arg-type]
+    assert job["status"] == "done", job
+    want = {k: v for k, v in expected.to_dict().items() if k != "points"}
+    assert job["result"] == json.loads(json.dumps(want))
+    assert job["done"] == job["total"] == expected.evaluations
+    got = pl.read_parquet(io.BytesIO(client.get(f"{loc}/results?format=parquet").content))
+    assert_frame_equal(without_wall_column(got), without_wall_column(expected.points))
+    assert client.get("/v1/sweeps/" + job["id"]).status_code == 404  # each kind under its own path
+
+
+def test_capacity_errors(client: TestClient[Any]) -> None:
+    """Arguments the library refuses are 422 naming them before any job is made; unknown keys too; a scenario
+    given as a string (a file path, for the library) is refused."""
+    for body, path in (
+        ({"slo_attainment": 2}, "slo_attainment"),
+        ({"rel_tol": 0.9}, "rel_tol"),
+        ({"bounds": [5, 1]}, "bounds"),
+        ({"scenario": {"workload": {"arrivals": {"rate_per_s": -1}}}}, "workload.arrivals.rate_per_s"),
+        ({"slo": 0.9}, "slo"),
+    ):
+        r = client.post("/v1/capacity", json=body)
+        assert (r.status_code, r.json()["path"]) == (422, path), r.text
+    r = client.post("/v1/capacity", json={"scenario": "/etc/passwd"})
+    assert (r.status_code, r.json()["path"]) == (400, "scenario")
+    assert client.get("/v1/capacity").json() == []
+
+
+# --------------------------------------------------------------------------------------------------
 # Token rule, settings
 
 

@@ -85,7 +85,7 @@ def annotation_types(ann: Any) -> set[str]:
         return set().union(*(annotation_types(type(v)) for v in get_args(ann)))
     if origin in (typing.NotRequired, typing.Required):
         return annotation_types(get_args(ann)[0])
-    named = {list: "array", dict: "object", int: "integer", float: "number", str: "string", bool: "boolean"}
+    named = {list: "array", tuple: "array", dict: "object", int: "integer", float: "number", str: "string", bool: "boolean"}
     if origin in named:
         return {named[origin]}
     if ann is type(None):
@@ -221,16 +221,16 @@ def test_sweep_body_is_the_sweep_definition(doc: dict[str, Any]) -> None:
     assert load_sweep_keys == set(schema["properties"])
 
 
-def test_capacity_route_follows_the_library(doc: dict[str, Any]) -> None:
-    """POST /v1/capacity takes kvwire.capacity's arguments when the installed kvwire has a capacity search, and
-    is absent when it has none."""
-    capacity = getattr(kvwire, "capacity", None)
-    if capacity is None:
-        assert "/v1/capacity" not in doc["paths"]
-        return
+def test_capacity_body_is_the_capacity_signature(doc: dict[str, Any]) -> None:
+    """POST /v1/capacity takes kvwire.capacity's arguments (not its callbacks) with their JSON types, the
+    scenario as ScenarioDict; the job's result holds the library's CapacityResult.to_dict()."""
     schema = request_schema(doc, "/v1/capacity")
-    params = [p for p in inspect.signature(capacity).parameters if p not in ("progress", "cancel")]
+    hints = get_type_hints(kvwire.capacity)
+    params = [p for p in inspect.signature(kvwire.capacity).parameters if p not in ("progress", "cancel")]
     assert list(schema["properties"]) == params
+    assert resolve(doc, schema["properties"]["scenario"]) == request_schema(doc, "/v1/simulations")
+    for name in params[1:]:
+        assert schema_types(doc, schema["properties"][name]) == annotation_types(hints[name]), name
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import kvwire
 import kvwire.results
 import msgspec
 import pytest
-from kvwire.results import HandoffResultDict, PercentileRowDict, SummaryDict
+from kvwire.results import CeilingsDict, HandoffResultDict, PercentileRowDict, SummaryDict
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -79,6 +79,14 @@ def test_handoff_results_conform(args: dict[str, Any]) -> None:
     out = kvwire.handoff(**args)
     msgspec.convert(out, HandoffResultDict, strict=True)
     assert set(out) == set(get_type_hints(HandoffResultDict))
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_ceilings_conform_to_ceilings_dict(name: str) -> None:
+    """kvwire.ceilings returns exactly the keys of CeilingsDict, with their types, in every mode."""
+    out = kvwire.ceilings(SCENARIOS[name])
+    msgspec.convert(out, CeilingsDict, strict=True)
+    assert undeclared(out, CeilingsDict) == []
 
 
 def test_results_docstring_examples() -> None:

@@ -24,7 +24,7 @@ from kvwire_api import __version__
 from kvwire_api.auth import require_token
 from kvwire_api.config import Settings
 from kvwire_api.errors import EXCEPTION_HANDLERS
-from kvwire_api.jobs import JobRunner, capacity_function
+from kvwire_api.jobs import JobRunner
 from kvwire_api.limiter import SimSlots
 from kvwire_api.openapi import ClosedTypedDictPlugin
 from kvwire_api.routes.catalog import CatalogController
@@ -83,11 +83,15 @@ def create_app(settings: Settings) -> Litestar:
         components = Components(security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")})
         security = [{"bearer": []}]
 
-    handlers: list[Any] = [health, SimulationController, SweepController, CatalogController, TraceController]
-    if capacity_function() is not None:  # capacity searches arrive with the library's kvwire.capacity
-        handlers.append(CapacityController)
     return Litestar(
-        route_handlers=handlers,
+        route_handlers=[
+            health,
+            SimulationController,
+            SweepController,
+            CapacityController,
+            CatalogController,
+            TraceController,
+        ],
         plugins=[ClosedTypedDictPlugin(ScenarioBody, SweepBody, CapacityBody, HandoffBody)],
         before_request=allow_header,
         lifespan=[lifespan],

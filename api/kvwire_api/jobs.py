@@ -45,23 +45,13 @@ def run_sweep(
     return table, None
 
 
-def capacity_function() -> Callable[..., Any] | None:
-    """``kvwire.capacity``, or None while the installed kvwire has no capacity search (the service then does
-    not offer ``/v1/capacity``)."""
-    fn: Callable[..., Any] | None = getattr(kvwire, "capacity", None)
-    return fn
-
-
 def run_capacity(
     definition: dict[str, Any], out: Path, progress: Progress, cancel: threading.Event, workers: int | None
 ) -> tuple[pl.DataFrame, dict[str, Any] | None]:
     """A capacity job: ``kvwire.capacity`` (deterministic, so an interrupted search simply runs again)."""
     args = {k: v for k, v in definition.items() if k != "scenario"}
-    capacity = capacity_function()
-    if capacity is None:
-        raise kvwire.ScenarioError("capacity: this kvwire has no capacity search (kvwire.capacity)", "")
-    res = capacity(definition["scenario"], **args, progress=progress, cancel=cancel)
-    result: dict[str, Any] = res.to_dict()
+    res = kvwire.capacity(definition["scenario"], **args, progress=progress, cancel=cancel)
+    result = {k: v for k, v in res.to_dict().items() if k != "points"}  # the points are the result table
     return res.points, result
 
 
@@ -335,9 +325,9 @@ class JobRunner:
             self._fail(job, error_body(e, 422))
             return
         write_parquet_atomic(table, out / "result.parquet")
-        total = job.total if job.total is not None else table.height
-        self.store.update_job(job.id, status="done", finished_s=time.time(), done=total, total=total, result=result)
-        job.done = total
+        n = table.height  # one row per point (sweep) or evaluation (capacity, whose total was an estimate)
+        self.store.update_job(job.id, status="done", finished_s=time.time(), done=n, total=n, result=result)
+        job.done = job.total = n
 
     def _fail(self, job: LiveJob, error: dict[str, Any]) -> None:
         self.store.update_job(job.id, status="failed", finished_s=time.time(), done=job.done, error=error)

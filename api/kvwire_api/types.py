@@ -30,11 +30,12 @@ def _with_keys(name: str, base: Any, extra: dict[str, Any], doc: str) -> Any:
     return td
 
 
-def _from_signature(name: str, fn: Any, doc: str) -> Any:
-    """A TypedDict of the keyword arguments of ``fn`` (all optional: each has a default there)."""
-    hints = typing.get_type_hints(fn)
+def _from_signature(name: str, fn: Any, doc: str, replace: dict[str, Any] | None = None) -> Any:
+    """A TypedDict of the arguments of ``fn`` (all optional: each has a default there), without the callbacks
+    ``progress`` and ``cancel``, with the annotations in ``replace`` swapped in (a JSON form for a Python one)."""
+    hints = {**typing.get_type_hints(fn), **(replace or {})}
     params = inspect.signature(fn).parameters
-    fields = {p: hints[p] for p in params if p in hints}
+    fields = {p: hints[p] for p in params if p in hints and p not in ("progress", "cancel")}
     td: Any = TypedDict(name, fields, total=False)  # type: ignore[misc]
     td.__doc__ = doc
     return td
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     WorkloadBody = WorkloadDict
     ScenarioBody = ScenarioDict
     HandoffBody = dict[str, Any]
+    CapacityBody = dict[str, Any]
 else:
     TraceBody = _with_keys(
         "TraceBody",
@@ -58,6 +60,14 @@ else:
         "HandoffBody",
         kvwire.handoff,
         "The closed-form hand-off of one request: the keyword arguments of kvwire.handoff.",
+    )
+    CapacityBody = _from_signature(
+        "CapacityBody",
+        kvwire.capacity,
+        "A capacity search, kvwire.capacity's arguments: the highest value of `field` (by default the arrival "
+        "rate) at which the scenario still meets its SLO for `slo_attainment` of the requests; `bounds` "
+        "[low, high] to search between (default for the rate: from the analytic ceilings).",
+        {"scenario": ScenarioBody},
     )
 
 
@@ -84,16 +94,6 @@ class SweepBody(TypedDict, total=False):
     grid: dict[str, list[Any]]
     zip: dict[str, list[Any]]
     replicates: int
-
-
-class CapacityBody(TypedDict, total=False):
-    """A capacity search, ``kvwire.capacity``'s arguments: the highest value of ``field`` (by default the arrival
-    rate) at which the scenario still meets its SLO for ``slo_attainment`` of the requests."""
-
-    scenario: ScenarioBody
-    slo_attainment: float
-    field: str
-    rel_tol: float
 
 
 #: ``?format=`` of a trace upload (overrides the content type).

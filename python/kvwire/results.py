@@ -145,8 +145,17 @@ class RunStatsDict(TypedDict):
     steps: int
 
 
-class LoadDict(TypedDict):
-    """Analytic ceilings of each resource (``kvwire.ceilings``) with the overload verdict."""
+class HopCeilingDict(TypedDict):
+    """One hop of the hand-off path (``kv-link``, ``pcie-prefill``, ``host-convert``, ...) and its ceiling."""
+
+    resource: str
+    req_per_s: float | None
+
+
+class CeilingsDict(TypedDict):
+    """What :func:`kvwire.ceilings` returns: each resource's analytic ceiling, arriving requests/s (``None``
+    where the resource does not exist in this mode or carries no work), the binding one, and what they were
+    computed at."""
 
     prefill_req_per_s: float | None
     decode_req_per_s: float | None
@@ -157,6 +166,16 @@ class LoadDict(TypedDict):
     offered_req_per_s: float | None
     prompt_tokens_mean: float
     output_tokens_mean: float
+    admitted_fraction: float
+    handoff_fraction: float
+    prefill_batch_prompts: int
+    decode_batch: int
+    hops: list[HopCeilingDict]
+
+
+class LoadDict(CeilingsDict):
+    """The summary's ``load``: the ceilings with the overload verdict (``overload_note`` is the report's line)."""
+
     overloaded: bool
     overload_note: str | None
 
@@ -206,9 +225,11 @@ class HandoffResultDict(TypedDict):
 
 
 __all__ = [
+    "CeilingsDict",
     "EnergyBreakdownDict",
     "EnergyDict",
     "HandoffResultDict",
+    "HopCeilingDict",
     "HopDict",
     "HotspotDict",
     "InstanceDict",

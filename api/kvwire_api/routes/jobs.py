@@ -29,20 +29,15 @@ from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, Refe
 from litestar.params import FromPath, JSONBody
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from kvwire_api.jobs import capacity_function, partial_table
+from kvwire_api.jobs import partial_table
 from kvwire_api.routes.common import check_id, errors, not_found
 from kvwire_api.services import Services, TooLarge
 from kvwire_api.store import TERMINAL, JobRecord, new_id
 from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_response
 from kvwire_api.types import CapacityBody, JobDict, SweepBody
 
-
-def capacity_args() -> tuple[str, ...]:
-    """The arguments of kvwire.capacity a request may set (the scenario is the first one)."""
-    capacity = capacity_function()
-    if capacity is None:
-        return ()
-    return tuple(p for p in inspect.signature(capacity).parameters if p not in ("progress", "cancel"))
+#: The arguments of kvwire.capacity a request may set.
+CAPACITY_ARGS = tuple(p for p in inspect.signature(kvwire.capacity).parameters if p not in ("progress", "cancel"))
 
 
 def dry_run(call: Any) -> None:
@@ -95,19 +90,21 @@ def prepare_sweep(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], 
 
 def prepare_capacity(svc: Services, body: dict[str, Any]) -> dict[str, Any]:
     """The capacity definition (the scenario with any trace inlined), or the error that refuses it."""
-    allowed = capacity_args()
-    unknown = sorted(set(body) - set(allowed))
+    unknown = sorted(set(body) - set(CAPACITY_ARGS))
     if unknown:
-        raise kvwire.ScenarioError(f"{unknown[0]}: unknown field, expected one of {', '.join(allowed)}", unknown[0])
+        raise kvwire.ScenarioError(
+            f"{unknown[0]}: unknown field, expected one of {', '.join(CAPACITY_ARGS)}", unknown[0]
+        )
     scenario = body.get("scenario", {})
-    if isinstance(scenario, dict):
-        scenario = svc.inline_trace(scenario, "scenario.")
-        svc.check_requests(scenario, svc.settings.max_point_requests, "scenario.", "per capacity evaluation")
+    if not isinstance(scenario, dict):
+        raise kvwire.ScenarioError(
+            "scenario: must be a scenario object (the service reads no files named in requests)", "scenario"
+        )
+    scenario = svc.inline_trace(scenario, "scenario.")
+    svc.check_requests(scenario, svc.settings.max_point_requests, "scenario.", "per capacity evaluation")
     definition = {**body, "scenario": scenario}
     args = {k: v for k, v in definition.items() if k != "scenario"}
-    capacity = capacity_function()
-    assert capacity is not None  # the route exists only when it does
-    dry_run(lambda stop: capacity(scenario, **args, cancel=stop))
+    dry_run(lambda stop: kvwire.capacity(scenario, **args, cancel=stop))
     return definition
 
 

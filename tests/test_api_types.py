@@ -85,7 +85,15 @@ def annotation_types(ann: Any) -> set[str]:
         return set().union(*(annotation_types(type(v)) for v in get_args(ann)))
     if origin in (typing.NotRequired, typing.Required):
         return annotation_types(get_args(ann)[0])
-    named = {list: "array", tuple: "array", dict: "object", int: "integer", float: "number", str: "string", bool: "boolean"}
+    named = {
+        list: "array",
+        tuple: "array",
+        dict: "object",
+        int: "integer",
+        float: "number",
+        str: "string",
+        bool: "boolean",
+    }
     if origin in named:
         return {named[origin]}
     if ann is type(None):

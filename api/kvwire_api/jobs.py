@@ -161,7 +161,8 @@ class JobRunner:
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
         for j in live:
-            if j.id in self._threads and self._threads[j.id].is_alive():
+            thread = self._threads.get(j.id)
+            if thread is not None and thread.is_alive():  # still finishing a point: it resumes at the next start
                 self.store.update_job(j.id, status="queued", done=j.done)
 
     # ----------------------------------------------------------------------------------------------
@@ -217,8 +218,6 @@ class JobRunner:
             eta = job.eta_s(time.monotonic())
             if job.running:
                 status = "running"
-        elif status not in TERMINAL:
-            status = rec.status
         return {
             "id": rec.id,
             "kind": rec.kind,

@@ -26,7 +26,7 @@ import polars as pl
 
 from kvwire_api.config import Settings
 from kvwire_api.errors import error_body
-from kvwire_api.store import TERMINAL, JobRecord, Store, write_parquet_atomic
+from kvwire_api.store import JobRecord, Store, write_parquet_atomic
 
 log = logging.getLogger("kvwire_api.jobs")
 

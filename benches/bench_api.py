@@ -79,6 +79,35 @@ def test_http_post_simulation_10k(benchmark: Any, server: Server) -> None:
     assert body["summary"]["requests"]["total"] == 10_000
 
 
+def test_post_vs_library_interleaved(benchmark: Any, server: Server) -> None:
+    """The two alternately, pair by pair (so a change of machine load hits both alike): extra_info holds each
+    one's median and minimum and the median of the per-pair overhead, ms."""
+    n = 3 if benchmark.disabled else 60
+
+    def pairs() -> tuple[list[float], list[float]]:
+        lib, http = [], []
+        with server.client() as c:
+            for _ in range(n):
+                t = time.perf_counter()
+                assert kvwire.simulate(SCENARIO_10K).summary["requests"]["total"] == 10_000
+                lib.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                assert c.post(PATH, json=SCENARIO_10K).status_code == 201
+                http.append(time.perf_counter() - t)
+        return lib, http
+
+    lib, http = benchmark.pedantic(pairs, rounds=1, iterations=1)
+    overhead = [h - x for x, h in zip(lib, http, strict=True)]
+    benchmark.extra_info.update(
+        library_median_ms=percentile(lib, 0.5) * 1e3,
+        library_min_ms=min(lib) * 1e3,
+        http_median_ms=percentile(http, 0.5) * 1e3,
+        http_min_ms=min(http) * 1e3,
+        overhead_median_ms=percentile(overhead, 0.5) * 1e3,
+        pairs=n,
+    )
+
+
 def test_health_latency_while_cores_simulate(benchmark: Any, server: Server) -> None:
     """/health p50/p99/max (extra_info, ms) while two clients keep both simulation threads busy with
     50,000-request runs."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -66,7 +67,8 @@ def create_app(settings: Settings) -> Litestar:
             log.info("removed %d files left by an interrupted write", len(removed))
         slots = SimSlots(threads=settings.sim_threads, queue=settings.sim_queue)
         runner = JobRunner(store, settings)
-        app.state.services = Services(settings=settings, store=store, slots=slots, runner=runner)
+        writer = ThreadPoolExecutor(max_workers=settings.sim_threads, thread_name_prefix="kvwire-writer")
+        app.state.services = Services(settings=settings, store=store, slots=slots, runner=runner, writer=writer)
         resumed = runner.recover()
         if resumed:
             log.info("resuming %d job(s) interrupted by the last stop: %s", len(resumed), ", ".join(resumed))
@@ -75,6 +77,7 @@ def create_app(settings: Settings) -> Litestar:
         finally:
             runner.shutdown()
             slots.shutdown()
+            writer.shutdown(wait=True)
             store.close()
 
     components: Components | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import Any
 
@@ -34,6 +35,8 @@ class Services:
     store: Store
     slots: SimSlots
     runner: JobRunner
+    #: Writes result tables while the simulation thread computes the summary (one per simulation thread).
+    writer: ThreadPoolExecutor
 
     def request_count(self, scenario: Mapping[str, Any], path: str = "") -> int:
         """How many requests ``scenario`` would simulate (generated, inline trace, or uploaded trace)."""

@@ -213,11 +213,22 @@ class Store:
     ) -> float:
         """Store a finished simulation: its per-request table first, then its row; returns its creation time."""
         write_parquet_atomic(requests, self.run_path(run_id))
+        return self.insert_run(run_id, scenario, summary, percentiles, requests.height)
+
+    def insert_run(
+        self,
+        run_id: str,
+        scenario: dict[str, Any],
+        summary: dict[str, Any],
+        percentiles: list[dict[str, Any]],
+        n_requests: int,
+    ) -> float:
+        """Commit the row of a run whose table :meth:`run_path` is already written; returns its creation time."""
         created = time.time()
         with self._tx() as c:
             c.execute(
                 "INSERT INTO runs (id, created_s, requests, scenario, summary, percentiles) VALUES (?,?,?,?,?,?)",
-                (run_id, created, requests.height, _dumps(scenario), _dumps(summary), _dumps(percentiles)),
+                (run_id, created, n_requests, _dumps(scenario), _dumps(summary), _dumps(percentiles)),
             )
         return created
 

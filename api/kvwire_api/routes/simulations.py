@@ -13,17 +13,24 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 
 from kvwire_api.routes.common import check_id, errors, not_found
 from kvwire_api.services import Services
-from kvwire_api.store import RunRecord, new_id
+from kvwire_api.store import RunRecord, new_id, write_parquet_atomic
 from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_response
 from kvwire_api.types import RunListItemDict, ScenarioBody, SimulationDict
 
 
-def run_simulation(svc: Services, run_id: FromPath[str], scenario: dict[str, Any]) -> SimulationDict:
-    """Simulate (in a worker thread), store the run, and return its document."""
+def run_simulation(svc: Services, run_id: str, scenario: dict[str, Any]) -> SimulationDict:
+    """Simulate (in a worker thread), store the run, and return its document.
+
+    The per-request table is built and written as Parquet on a writer thread while this one computes the
+    summary (both release the GIL); the row is committed once both are done, so it never lacks its file."""
     sc, requests = svc.split_trace(scenario)
     res = kvwire.simulate(sc, requests=requests)
+    path = svc.store.run_path(run_id)
+    written = svc.writer.submit(lambda: write_parquet_atomic(res.requests, path))
     summary = res.summary
-    created = svc.store.put_run(run_id, res.scenario, dict(summary), res.percentiles().to_dicts(), res.requests)
+    percentiles = res.percentiles().to_dicts()
+    written.result()
+    created = svc.store.insert_run(run_id, res.scenario, dict(summary), percentiles, res.requests.height)
     svc.store.trim_runs(svc.settings.max_runs)
     return {"id": run_id, "created_s": created, "summary": summary, "scenario": res.scenario}  # type: ignore[typeddict-item]
 

@@ -59,9 +59,7 @@ def trace_format(content_type: str, query: str | None, filename: str | None) -> 
     )
 
 
-def parse_and_store(
-    svc: Services, trace_id: FromPath[str], raw: Path, fmt: str, filename: str, nbytes: int
-) -> TraceRecord:
+def parse_and_store(svc: Services, trace_id: str, raw: Path, fmt: str, filename: str, nbytes: int) -> TraceRecord:
     """Parse the uploaded file with the library's reader and keep it as Parquet (the raw file is removed)."""
     try:
         table = kvwire.read_azure_csv(raw) if fmt == "azure" else kvwire.read_mooncake_jsonl(raw)

@@ -19,10 +19,11 @@ A normal ``pytest`` run executes each once as a smoke test on a small sweep. To 
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 import kvwire
@@ -42,19 +43,28 @@ def sweep_definition(points: int, requests: int) -> dict[str, Any]:
     return {"base": {"workload": {"requests": requests}}, "grid": grid}
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_sweep_workers(benchmark: Any, workers: int) -> None:
-    """Wall time of a whole sweep on 1 or 2 threads, and the share outside the Rust core."""
+@pytest.mark.parametrize(("kind", "workers"), [("threads", 1), ("threads", 2), ("processes", 2)])
+def test_sweep_workers(benchmark: Any, kind: str, workers: int) -> None:
+    """Wall time of a whole sweep on 1 or 2 threads (or 2 spawned processes, started and warmed up outside
+    the timing), and the share of the workers' time spent outside the Rust core."""
     definition = sweep_definition(POINTS, REQUESTS)
+    pool = None
+    if kind == "processes":
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        kvwire.sweep(sweep_definition(4, 100), executor=pool, workers=workers)
     walls: list[float] = []
 
     def run() -> Any:
         start = time.perf_counter()
-        out = kvwire.sweep(definition, workers=workers)
+        out = kvwire.sweep(definition, workers=workers, executor=pool)
         walls.append(time.perf_counter() - start)
         return out
 
-    df = benchmark.pedantic(run, rounds=1, iterations=1)
+    try:
+        df = benchmark.pedantic(run, rounds=1, iterations=1)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     core = float(df["run.wall_s"].sum())
     benchmark.extra_info.update(
         points=df.height,
@@ -109,8 +119,8 @@ def test_dask_overhead(benchmark: Any, where: str, dask_client: Any) -> None:
     """Small points (1,000 requests) on 2 threads vs a 2-process LocalCluster: the per-point cost of Dask."""
     definition = sweep_definition(max(POINTS, 40) if MEASURE else 8, 1000)
     kwargs: dict[str, Any] = {"workers": 2}
-    if where == "dask":
-        kwargs = {"executor": dask_client.get_executor(), "workers": 2}
+    if where == "dask":  # default in-flight (256 tasks) and chunking (points / 256, at most 32 per task)
+        kwargs = {"executor": dask_client.get_executor()}
         kvwire.sweep(sweep_definition(4, 100), **kwargs)  # workers import kvwire outside the timed rounds
     df = benchmark.pedantic(kvwire.sweep, args=(definition,), kwargs=kwargs, rounds=3 if MEASURE else 1, iterations=1)
     benchmark.extra_info.update(points=df.height, core_s=float(df["run.wall_s"].sum()))

@@ -65,7 +65,7 @@ def test_metric_vs_field_with_replicates(tmp_path: Path, table: pl.DataFrame) ->
     fig = plot.metric_vs(table, "workload.arrivals.rate_per_s")
     assert len(fig.axes) == 3
     ax = fig.axes[0]
-    assert ax.get_xlabel() == "workload.arrivals.rate_per_s" and ax.get_ylabel() == "SLO attainment (%)"
+    assert ax.get_xlabel() == "arrival rate (req/s)" and ax.get_ylabel() == "SLO attainment (%)"
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["link=ib-ndr", "link=eth-25g"]
     bars = ax.containers  # one ErrorbarContainer per line: (data line, caps, bars)

@@ -40,14 +40,15 @@ def deterministic(df: pl.DataFrame) -> pl.DataFrame:
 
 
 class CountingExecutor(Executor):
-    """A thread pool that records every (point, replicate) it is asked to run."""
+    """A thread pool that records every (point, replicate) it is asked to run (tasks are chunks of points)."""
 
     def __init__(self, workers: int = 2) -> None:
         self.pool = ThreadPoolExecutor(workers)
         self.submitted: list[tuple[int, int]] = []
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        self.submitted.append((args[0], args[1]))
+        self.submitted.extend((t[0], t[1]) for t in args[0])
+        self.tasks = getattr(self, "tasks", 0) + 1
         return self.pool.submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
@@ -165,9 +166,23 @@ def test_one_and_two_workers_give_identical_tables() -> None:
     one = kvwire.sweep(defn, workers=1)
     two = kvwire.sweep(defn, workers=2)
     three = kvwire.sweep(defn, executor=CountingExecutor(3))
-    assert one.height == 8
+    chunked = CountingExecutor(2)
+    by_three = kvwire.sweep(defn, executor=chunked, chunk=3)
+    assert one.height == 8 and chunked.tasks == 3  # 8 tasks in chunks of 3, 3, 2
     assert_frame_equal(deterministic(one), deterministic(two))
     assert_frame_equal(deterministic(one), deterministic(three))
+    assert_frame_equal(deterministic(one), deterministic(by_three))
+
+
+def test_process_pool_gives_the_same_table() -> None:
+    """Points also run in worker processes (a spawn ProcessPoolExecutor: each with its own GIL): same table."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    defn = {"base": {"workload": {"requests": 400}}, "grid": GRID}
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        procs = kvwire.sweep(defn, executor=pool, workers=2)
+    assert_frame_equal(deterministic(procs), deterministic(kvwire.sweep(defn, workers=1)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -293,8 +308,8 @@ class FailingExecutor(CountingExecutor):
     """Runs points, except that point 2 fails as if its worker died."""
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        if args[0] == 2:
-            self.submitted.append((args[0], args[1]))
+        if any(t[0] == 2 for t in args[0]):
+            self.submitted.extend((t[0], t[1]) for t in args[0])
             f: Future[Any] = Future()
             f.set_exception(RuntimeError("worker lost"))
             return f

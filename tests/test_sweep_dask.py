@@ -39,10 +39,12 @@ def test_dask_cluster_gives_the_thread_pools_table(client: Any) -> None:
     pids = set(client.run(os.getpid).values())
     assert len(pids) == 2 and os.getpid() not in pids
     dask = kvwire.sweep(DEFINITION, executor=client.get_executor())
+    chunked = kvwire.sweep(DEFINITION, executor=client.get_executor(), chunk=5)
     threads = kvwire.sweep(DEFINITION, workers=2)
     assert dask.height == 12
-    assert_frame_equal(dask.drop("run.wall_s", "run.wall_s:mean", "run.wall_s:ci95"),
-                       threads.drop("run.wall_s", "run.wall_s:mean", "run.wall_s:ci95"))  # fmt: skip
+    timing = ["run.wall_s", "run.wall_s:mean", "run.wall_s:ci95"]
+    assert_frame_equal(dask.drop(timing), threads.drop(timing))
+    assert_frame_equal(chunked.drop(timing), threads.drop(timing))
 
 
 class Counting(Executor):

@@ -296,7 +296,7 @@ def _fmt(value: Any, fmt: str, scale: float = 1.0) -> str:
 
 
 def _print_table(df: Any, leading: list[str], shown: tuple[tuple[Any, ...], ...], limit: int = 40) -> None:
-    cols = [(c, c, "{}", 1.0) for c in leading] + [
+    cols = [(c, c, "{:.6g}", 1.0) for c in leading] + [
         (spec[0], spec[1], spec[2], spec[3] if len(spec) > 3 else 1.0) for spec in shown if spec[0] in df.columns
     ]
     rows = [[_fmt(r.get(c), f, k) for c, _, f, k in cols] for r in df.head(limit).iter_rows(named=True)]

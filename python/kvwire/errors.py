@@ -71,8 +71,9 @@ class SweepError(ScenarioError):
     """Points of a sweep that do not validate, all of them, found before any point runs.
 
     Attributes:
-        errors: one dict per bad point and field: ``{"point": int, "values": {path: value}, "path": str,
-            "message": str}`` (``point`` is -1 for an error of the definition itself).
+        errors: one dict per bad point: ``{"point": int, "values": {path: value}, "path": str, "message": str}``
+            (a malformed definition itself — a key, an empty list, zip lists of different lengths — is a plain
+            :class:`ScenarioError` naming the key).
     """
 
     def __init__(self, message: str, path: str = "", errors: list[dict[str, Any]] | None = None) -> None:
@@ -88,6 +89,11 @@ class Cancelled(KvwireError):
     (written to ``out`` for a sweep)."""
 
 
+class PlotError(KvwireError, ValueError):
+    """Data that cannot be drawn as asked by :mod:`kvwire.plot` (a missing column, no values, a file that
+    cannot be read); ``path`` names the argument or column."""
+
+
 class InternalError(KvwireError, RuntimeError):
     """A broken internal invariant of the simulator. Never expected: please report it."""
 
@@ -98,6 +104,7 @@ __all__ = [
     "InternalError",
     "KvwireError",
     "LayoutError",
+    "PlotError",
     "QuantError",
     "ScenarioError",
     "SweepError",

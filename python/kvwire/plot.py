@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from kvwire.errors import KvwireError
+from kvwire.errors import PlotError
 from kvwire.run import SimResult
 from kvwire.summary import STAGES
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 CDF_POINTS = 500
 #: Axis labels and scale of the metrics the plots know (others are drawn as they are, labelled by name).
 LABELS: dict[str, tuple[str, float]] = {
+    "workload.arrivals.rate_per_s": ("arrival rate (req/s)", 1.0),
     "ttft_s": ("TTFT (ms)", 1e3),
     "tpot_s": ("TPOT (ms)", 1e3),
     "e2e_s": ("end-to-end latency (s)", 1.0),
@@ -55,10 +56,6 @@ STAGE_LABELS = {
     "decode_queue_s": "decode queue",
     "decode_s": "decode",
 }
-
-
-class PlotError(KvwireError, ValueError):
-    """Data that cannot be drawn as asked (a missing column, no values); ``path`` names the argument."""
 
 
 def _figure(width_in: float = 7.0, height_in: float = 4.5, ncols: int = 1) -> Figure:
@@ -206,7 +203,7 @@ def capacity_vs_split(split: Any) -> Figure:
                for s in splits]  # fmt: skip
     ax.bar(labels, values, color=colours)
     ax.set_xlabel("prefill : decode instances")
-    ax.set_ylabel(f"highest sustainable {d.get('field', 'rate')}")
+    ax.set_ylabel(f"highest sustainable {_label(d.get('field', 'rate'))[0]}")
     ax.set_title(f"capacity at SLO attainment >= {d.get('slo_attainment', 0.9):.0%} by split")
     ax.grid(True, axis="y", alpha=0.3)
     return fig
@@ -239,7 +236,7 @@ def stage_breakdown(
         stages = {s: np.array([r.summary["stages"][s] or 0.0 for _, r in items]) for s in STAGES}
     if not names:
         raise PlotError("results: nothing to draw", "results")
-    fig = _figure(7.0, 1.2 + 0.45 * len(names))
+    fig = _figure(8.0, 1.6 + 0.45 * len(names))
     ax = fig.axes[0]
     left = np.zeros(len(names))
     for s in STAGES:
@@ -249,7 +246,7 @@ def stage_breakdown(
     ax.set_ylabel("configuration")
     ax.set_title("where a request's time goes")
     ax.invert_yaxis()
-    ax.legend(fontsize="small", ncols=3, loc="lower right")
+    fig.legend(*ax.get_legend_handles_labels(), fontsize="small", ncols=6, loc="outside lower center")
     ax.grid(True, axis="x", alpha=0.3)
     return fig
 

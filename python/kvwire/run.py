@@ -14,8 +14,7 @@ import polars as pl
 from kvwire import _core
 from kvwire.errors import TraceError
 from kvwire.scenario import scenario_json
-from kvwire.summary import percentiles as _percentiles
-from kvwire.summary import requests_frame, summarise
+from kvwire.summary import PCT_SCHEMA, percentile_rows, requests_frame, summarise, with_derived
 
 REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
@@ -55,12 +54,20 @@ class SimResult:
 
     @cached_property
     def _percentiles(self) -> pl.DataFrame:
-        return _percentiles(self._columns, self.stats["itl_s"])
+        return pl.DataFrame(self._latency_rows, schema=PCT_SCHEMA)
+
+    @cached_property
+    def _summary_columns(self) -> Mapping[str, np.ndarray]:
+        return with_derived(self._columns)
+
+    @cached_property
+    def _latency_rows(self) -> list[dict[str, Any]]:
+        return percentile_rows(self._summary_columns, self.stats["itl_s"])
 
     @cached_property
     def summary(self) -> dict[str, Any]:
         # From the core's columns with numpy: no Polars table is built for a summary alone (sweeps).
-        return summarise(self._columns, self._percentiles, self.stats, self.scenario, self.ceilings)
+        return summarise(self._summary_columns, self._latency_rows, self.stats, self.scenario, self.ceilings)
 
     def __repr__(self) -> str:
         s = self.stats

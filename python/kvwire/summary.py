@@ -79,16 +79,25 @@ def _derived(cols: Columns) -> dict[str, np.ndarray]:
     """ttft, tpot, e2e and hand-off per request (NaN where undefined), as in :func:`requests_frame`."""
     first = cols["first_token_s"]
     finish = cols["finish_s"]
-    out_tokens = cols["output_tokens"].astype(np.float64)
-    decodes = out_tokens >= 2
-    tpot = np.full(first.shape, np.nan)
-    np.divide(finish - first, out_tokens - 1.0, out=tpot, where=decodes)
+    out_tokens = cols["output_tokens"]
+    tpot = np.subtract(finish, first)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        np.divide(tpot, out_tokens - 1.0, out=tpot)
+    tpot[out_tokens < 2] = np.nan
     return {
         "ttft_s": first - cols["arrival_s"],
         "tpot_s": tpot,
         "e2e_s": finish - cols["arrival_s"],
         "handoff_s": cols["kv_ready_s"] - first,
     }
+
+
+def with_derived(cols: Columns) -> Columns:
+    """The core's columns with the derived latencies (``ttft_s``, ``tpot_s``, ``e2e_s``, ``handoff_s``) added,
+    once; the percentiles and the summary reuse them."""
+    if "ttft_s" in cols:
+        return cols
+    return {**cols, **_derived(cols)}
 
 
 def _rows(mask: np.ndarray) -> slice | np.ndarray:
@@ -102,14 +111,23 @@ def _rows(mask: np.ndarray) -> slice | np.ndarray:
 
 
 def _present(x: np.ndarray) -> np.ndarray:
-    """The non-missing values of a float column (the core marks a missing time with NaN)."""
+    """The non-missing values of a float column (the core marks a missing time with NaN); the column itself,
+    without a copy, when its sum shows that nothing is missing (the times are finite)."""
+    if not math.isnan(float(np.add.reduce(x))):
+        return x
     present: np.ndarray = x[~np.isnan(x)]
     return present
 
 
+def _clamped_mean(v: np.ndarray, lo: float, hi: float) -> float | None:
+    """The mean of ``v`` kept inside [min, max]: a floating-point sum can land one ulp outside when every
+    value is (almost) the same, where the true mean cannot."""
+    return _opt(min(max(float(v.mean()), lo), hi))
+
+
 def _mean(x: np.ndarray) -> float | None:
     v = _present(x)
-    return _opt(v.mean()) if v.size else None
+    return _clamped_mean(v, float(v.min()), float(v.max())) if v.size else None
 
 
 _Q = np.array([100.0 * q for _, q in QUANTILES]) / 100.0  # as np.percentile scales them
@@ -128,13 +146,13 @@ def _stats(x: np.ndarray) -> dict[str, Any]:
     h = _Q * (n - 1)
     lo = np.floor(h).astype(np.intp)
     hi = np.minimum(lo + 1, n - 1)
-    part = np.partition(v, np.unique(np.concatenate((lo, hi, [n - 1]))))
+    part = np.partition(v, np.unique(np.concatenate((lo, hi, [0, n - 1]))))
     a, b, t = part[lo], part[hi], h - lo
     diff = b - a
     qs = np.where(t >= 0.5, b - diff * (1.0 - t), a + diff * t)
     return {
         "count": int(n),
-        "mean": _opt(v.mean()),
+        "mean": _clamped_mean(v, float(part[0]), float(part[n - 1])),
         **{name: _opt(q) for (name, _), q in zip(QUANTILES, qs, strict=True)},
         "max": _opt(part[n - 1]),
     }
@@ -148,15 +166,17 @@ def _opt(x: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-_PCT_SCHEMA: dict[str, Any] = {
+#: Column types of :func:`percentiles`.
+PCT_SCHEMA: dict[str, Any] = {
     "metric": pl.String,
     "count": pl.Int64,
     **{k: pl.Float64 for k in ("mean", *[n for n, _ in QUANTILES], "max")},
 }
 
 
-def _percentile_rows(cols: Columns, itl: dict[str, Any]) -> list[dict[str, Any]]:
-    derived = _derived(cols)
+def percentile_rows(cols: Columns, itl: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of :func:`percentiles` as dicts (what :func:`summarise` reads)."""
+    derived = with_derived(cols)
     measured = _rows(cols["measured"])
     rows = []
     for metric in LATENCY_METRICS:
@@ -178,11 +198,35 @@ def percentiles(df: pl.DataFrame | Columns, itl: dict[str, Any]) -> pl.DataFrame
     figures are computed with numpy on the columns (its sort-based percentiles release the GIL), which is
     what makes a summary cheap next to the run (``benches/README.md``, issue 10).
     """
-    return pl.DataFrame(_percentile_rows(_core_columns(df), itl), schema=_PCT_SCHEMA)
+    return pl.DataFrame(percentile_rows(with_derived(_core_columns(df)), itl), schema=PCT_SCHEMA)
 
 
 def _safe_div(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
+
+
+def _stage_means(m: Columns) -> dict[str, float | None]:
+    """Mean of each stage over the (measured) rows of ``m``, skipping rows without it; one scratch buffer."""
+    buf = np.empty_like(m["arrival_s"])
+    spans = {
+        "prefill_queue_s": ("prefill_start_s", "arrival_s"),
+        "prefill_s": ("first_token_s", "prefill_start_s"),
+        "kv_wait_s": ("kv_start_s", "first_token_s"),
+        "kv_transfer_s": ("kv_ready_s", "kv_start_s"),
+        "decode_queue_s": ("decode_start_s", "kv_ready_s"),
+        "decode_s": ("finish_s", "decode_start_s"),
+    }
+    out: dict[str, float | None] = {}
+    for stage in STAGES:
+        end, start = spans[stage]
+        np.subtract(m[end], m[start], out=buf)
+        if stage == "decode_queue_s":
+            # A request decoded where it was prefilled has no KV arrival: it waited 0 for it.
+            no_kv = np.isnan(m["kv_ready_s"])
+            if no_kv.any():
+                buf[no_kv] = m["decode_start_s"][no_kv] - m["decode_start_s"][no_kv]
+        out[stage] = _mean(buf)
+    return out
 
 
 def summarise(
@@ -206,7 +250,7 @@ def summarise(
     rows = pct.iter_rows(named=True) if isinstance(pct, pl.DataFrame) else pct
     latency = {r["metric"]: {k: r[k] for k in ("mean", *[n for n, _ in QUANTILES], "max")} for r in rows}
 
-    derived = _derived(cols)
+    derived = with_derived(cols)
     measured = _rows(cols["measured"])
     m = {name: cols[name][measured] for name in ("arrival_s", *_TIME_COLUMNS)}
     ttft, tpot = derived["ttft_s"][measured], derived["tpot_s"][measured]
@@ -215,15 +259,7 @@ def summarise(
     n_measured = int(ttft.size)
     ok = int(meets.sum())
     window = float(m["arrival_s"].max() - m["arrival_s"].min()) if n_measured >= 2 else 0.0
-    kv_ready_or_start = np.where(np.isnan(m["kv_ready_s"]), m["decode_start_s"], m["kv_ready_s"])
-    stage_spans = {
-        "prefill_queue_s": m["prefill_start_s"] - m["arrival_s"],
-        "prefill_s": m["first_token_s"] - m["prefill_start_s"],
-        "kv_wait_s": m["kv_start_s"] - m["first_token_s"],
-        "kv_transfer_s": m["kv_ready_s"] - m["kv_start_s"],
-        "decode_queue_s": m["decode_start_s"] - kv_ready_or_start,
-        "decode_s": m["finish_s"] - m["decode_start_s"],
-    }
+    stages = _stage_means(m)
     slo_out: dict[str, Any] = {
         "ttft_s": slo["ttft_s"],
         "tpot_s": slo["tpot_s"],
@@ -254,7 +290,6 @@ def summarise(
     static_j = float(stats["static_j"])
     total_j = static_j + compute_j + memory_j + link_j + transit_j + convert_j
 
-    stages = {s: _mean(stage_spans[s]) for s in STAGES}
     hot_stage, hot_owner = None, None
     candidates = {k: v for k, v in stages.items() if k != "decode_s" and v is not None}
     if candidates:
@@ -368,4 +403,13 @@ def summarise(
     }
 
 
-__all__ = ["LATENCY_METRICS", "QUANTILES", "STAGES", "percentiles", "requests_frame", "summarise"]
+__all__ = [
+    "LATENCY_METRICS",
+    "QUANTILES",
+    "STAGES",
+    "percentile_rows",
+    "percentiles",
+    "requests_frame",
+    "summarise",
+    "with_derived",
+]

@@ -63,8 +63,10 @@ MANIFEST_FORMAT = "kvwire-sweep/1"
 #: A finished point waits at most this long before it is written (points are batched into one part while
 #: they finish faster than this; a slow point is written as soon as it finishes).
 FLUSH_INTERVAL_S = 1.0
-#: Points kept in flight on an executor the caller passed, when ``workers`` is not given.
+#: Tasks kept in flight on an executor the caller passed, when ``workers`` is not given.
 DEFAULT_IN_FLIGHT = 256
+#: Largest automatic chunk (points per task) on an executor the caller passed.
+MAX_AUTO_CHUNK = 32
 
 # --------------------------------------------------------------------------------------------------
 # Definitions
@@ -344,6 +346,11 @@ def run_point(point: int, replicate: int, seed: int | None, scenario_text: str) 
     return {POINT_COLUMN: point, REPLICATE_COLUMN: replicate, SEED_COLUMN: seed, **flatten_summary(summary)}
 
 
+def run_points(tasks: list[tuple[int, int, int | None, str]]) -> list[dict[str, Any]]:
+    """:func:`run_point` for a chunk of tasks (one executor task: one scheduler round trip for several points)."""
+    return [run_point(*t) for t in tasks]
+
+
 # --------------------------------------------------------------------------------------------------
 # Output directory
 
@@ -572,6 +579,7 @@ def sweep(
     resume: bool = False,
     progress: ProgressFn | bool | None = None,
     cancel: threading.Event | None = None,
+    chunk: int | None = None,
 ) -> pl.DataFrame:
     """Run every point of a sweep and return one row per point and replicate.
 
@@ -595,6 +603,9 @@ def sweep(
             terminal or in a notebook.
         cancel: a ``threading.Event``; once set, no new point starts, the points in flight finish and are
             written, and :class:`kvwire.Cancelled` is raised.
+        chunk: points per executor task (default 1 on the own threads; with ``executor``, total / 256 rounded
+            up, at most 32, which amortises a cluster scheduler's per-task cost). A chunk is written when all
+            of its points are done, so an interruption loses at most the chunks in flight.
 
     Returns:
         A Polars DataFrame: ``point``, one column per swept path (named by the path), ``replicate``, ``seed``,
@@ -619,12 +630,13 @@ def sweep(
         with progress_bar("sweep") as bar:
             return sweep(
                 base, grid, zip=zip, replicates=replicates, workers=workers, executor=executor, out=out,
-                resume=resume, progress=bar, cancel=cancel,
+                resume=resume, progress=bar, cancel=cancel, chunk=chunk,
             )  # fmt: skip
     if progress is False:
         progress = None
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ScenarioError(f"workers: expected a whole number >= 1, got {workers!r}", "workers")
+    for name, value in (("workers", workers), ("chunk", chunk)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ScenarioError(f"{name}: expected a whole number >= 1, got {value!r}", name)
     definition = _definition(base, grid, zip, replicates)
     tasks = _resolve(definition)
     values = _point_values(definition)
@@ -640,12 +652,14 @@ def sweep(
     n_workers = workers or _default_workers()
     pool: Executor = ThreadPoolExecutor(n_workers, thread_name_prefix="kvwire-sweep") if own else executor  # type: ignore[assignment]
     limit = 2 * n_workers if (own or workers) else DEFAULT_IN_FLIGHT
+    size = chunk or (1 if own else max(1, min(MAX_AUTO_CHUNK, -(-len(todo) // DEFAULT_IN_FLIGHT))))
+    chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
     rows: list[dict[str, Any]] = []
     unwritten: list[dict[str, Any]] = []
-    in_flight: dict[Future[dict[str, Any]], dict[str, Any]] = {}
+    in_flight: dict[Future[list[dict[str, Any]]], list[dict[str, Any]]] = {}
     failure: BaseException | None = None
     last_flush = time.monotonic()
-    queue = iter(todo)
+    queue = iter(chunks)
     exhausted = False
 
     def flush() -> None:
@@ -659,33 +673,35 @@ def sweep(
         while True:
             stopping = failure is not None or (cancel is not None and cancel.is_set())
             while not stopping and not exhausted and len(in_flight) < limit:
-                task = next(queue, None)
-                if task is None:
+                part = next(queue, None)
+                if part is None:
                     exhausted = True
                     break
-                fut = pool.submit(run_point, task["point"], task["replicate"], task["seed"], task["scenario_json"])
-                in_flight[fut] = task
+                args = [(t["point"], t["replicate"], t["seed"], t["scenario_json"]) for t in part]
+                in_flight[pool.submit(run_points, args)] = part
             if stopping:
                 for fut in [f for f in in_flight if f.cancel()]:
                     del in_flight[fut]
             if not in_flight:
                 break
             finished, _ = wait(in_flight, timeout=0.1, return_when=FIRST_COMPLETED)
-            for fut in sorted(finished, key=lambda f: (in_flight[f]["point"], in_flight[f]["replicate"])):
-                task = in_flight.pop(fut)
+            for fut in sorted(finished, key=lambda f: (in_flight[f][0]["point"], in_flight[f][0]["replicate"])):
+                part = in_flight.pop(fut)
                 try:
-                    row = fut.result()
+                    got = fut.result()
                 except BaseException as e:  # re-raised once the points in flight are written
                     if failure is None:
-                        where = f"point {task['point']}, replicate {task['replicate']}"
-                        e.add_note(f"kvwire.sweep: {where}: {task['values']}")
+                        where = ", ".join(f"point {t['point']} replicate {t['replicate']}" for t in part)
+                        e.add_note(f"kvwire.sweep: {where}: {part[0]['values']}")
                         failure = e
                     continue
-                rows.append(row)
-                unwritten.append(row)
-                done_count += 1
-                if progress is not None:
-                    progress(done_count, total)
+                for row in got:
+                    if output is None:
+                        rows.append(row)  # with out=DIR the table is read back from the parts instead
+                    unwritten.append(row)
+                    done_count += 1
+                    if progress is not None:
+                        progress(done_count, total)
             if unwritten and (time.monotonic() - last_flush >= FLUSH_INTERVAL_S):
                 flush()
     except BaseException:
@@ -712,6 +728,7 @@ __all__ = [
     "load_sweep",
     "replicate_seed",
     "run_point",
+    "run_points",
     "sweep",
     "sweep_points",
     "t_quantile_975",

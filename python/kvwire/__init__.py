@@ -30,6 +30,7 @@ from kvwire.errors import (
 )
 from kvwire.handoff import handoff
 from kvwire.presets import catalog
+from kvwire.results import HandoffResultDict, SummaryDict
 from kvwire.run import SimResult, simulate
 from kvwire.scenario import ScenarioDict, default_scenario, load_scenario, validate
 from kvwire.sweep import load_sweep, sweep, sweep_points
@@ -40,6 +41,7 @@ __all__ = [
     "CapacityResult",
     "CompareResult",
     "DoesNotFitError",
+    "HandoffResultDict",
     "InternalError",
     "KvwireError",
     "LayoutError",
@@ -49,6 +51,7 @@ __all__ = [
     "ScenarioError",
     "SimResult",
     "SplitResult",
+    "SummaryDict",
     "SweepError",
     "TraceError",
     "UnknownPresetError",

@@ -22,6 +22,7 @@ class RequestCountsDict(TypedDict):
     completed: int
     rejected: int
     measured: int
+    over_context: int
 
 
 class LatencyStatsDict(TypedDict):
@@ -49,6 +50,7 @@ class SloResultDict(TypedDict):
     tpot_s: float
     attainment: float | None
     goodput_req_per_s: float | None
+    goodput_window_s: float | None
     goodput_note: NotRequired[str]
     attainment_note: NotRequired[str]
 
@@ -56,6 +58,7 @@ class SloResultDict(TypedDict):
 class ThroughputDict(TypedDict):
     req_per_s: float | None
     output_tokens_per_s: float | None
+    window_s: float
 
 
 class EnergyBreakdownDict(TypedDict):
@@ -105,6 +108,10 @@ class InstanceDict(TypedDict):
     mbu: float | None
     kv_capacity_tokens: int | None
     kv_peak_tokens: int
+    decode_batch_occupancy: float | None
+    prefill_token_occupancy: float | None
+    kv_occupancy_mean: float | None
+    kv_occupancy_peak: float | None
 
 
 class LinkResultDict(TypedDict):
@@ -176,6 +183,7 @@ class CeilingsDict(TypedDict):
 class LoadDict(CeilingsDict):
     """The summary's ``load``: the ceilings with the overload verdict (``overload_note`` is the report's line)."""
 
+    load_factor: dict[str, float] | None
     overloaded: bool
     overload_note: str | None
 
@@ -192,6 +200,7 @@ class SummaryDict(TypedDict):
     utilisation: dict[str, float | None]
     energy: EnergyDict
     stages: StagesDict
+    stages_present: StagesDict
     hotspot: HotspotDict
     instances: dict[str, InstanceDict]
     link: LinkResultDict | None

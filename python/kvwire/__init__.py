@@ -21,13 +21,15 @@ from kvwire.errors import (
     QuantError,
     ScenarioError,
     TraceError,
+    TraceFileError,
     UnknownPresetError,
 )
 from kvwire.handoff import handoff
 from kvwire.presets import catalog
 from kvwire.run import SimResult, simulate
 from kvwire.scenario import ScenarioDict, default_scenario, load_scenario, validate
-from kvwire.traces import read_azure_csv, read_mooncake_jsonl, read_trace
+from kvwire.trace_info import trace_info
+from kvwire.traces import TraceScan, read_azure_csv, read_mooncake_jsonl, read_trace, scan_trace
 
 __all__ = [
     "DoesNotFitError",
@@ -39,6 +41,8 @@ __all__ = [
     "ScenarioError",
     "SimResult",
     "TraceError",
+    "TraceFileError",
+    "TraceScan",
     "UnknownPresetError",
     "__version__",
     "catalog",
@@ -50,6 +54,8 @@ __all__ = [
     "read_azure_csv",
     "read_mooncake_jsonl",
     "read_trace",
+    "scan_trace",
     "simulate",
+    "trace_info",
     "validate",
 ]

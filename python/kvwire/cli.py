@@ -3,7 +3,8 @@
 ``kvwire run [FILE]`` runs a scenario (the built-in default when no file is given) and prints a report,
 or the summary as JSON with ``--json``. ``kvwire presets`` lists models, devices, links and formats.
 ``kvwire scenario`` prints the default scenario, to start a file from. ``kvwire layouts`` lists the engine
-KV-cache layouts of :mod:`kvwire.layout`.
+KV-cache layouts of :mod:`kvwire.layout`. ``kvwire trace-info FILE`` describes a trace
+(:mod:`kvwire.cli_trace`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from typing import Any
 import click
 
 from kvwire import __version__
+from kvwire.cli_trace import trace_info_cmd, trace_options, trace_spec, with_trace_file
 from kvwire.errors import KvwireError
 from kvwire.presets import catalog
 from kvwire.report import render
 from kvwire.run import simulate
 from kvwire.scenario import default_scenario, load_scenario, with_override
-from kvwire.traces import read_trace
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -44,16 +45,25 @@ def main() -> None:
     "--trace",
     "trace_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Replay requests from an Azure LLM CSV or Mooncake JSONL trace instead of generating them.",
+    help="Replay a trace file (Azure, BurstGPT, Mooncake or a kvwire request table; the format is detected) "
+    "instead of generating requests: the scenario's workload.trace.file.",
 )
-def run(scenario_file: Path | None, as_json: bool, overrides: tuple[str, ...], trace_file: Path | None) -> None:
+@trace_options
+def run(
+    scenario_file: Path | None, as_json: bool, overrides: tuple[str, ...], trace_file: Path | None, **trace: Any
+) -> None:
     """Run SCENARIO_FILE (.json or .toml), or the built-in default scenario when none is given."""
+    options = trace_spec(trace)
+    if options and trace_file is None:
+        flags = ", ".join("--" + name.replace("_", "-") for name in trace if trace[name] not in (None, ()))
+        raise click.UsageError(f"{flags}: only with --trace FILE")
     try:
         sc: dict[str, Any] = load_scenario(scenario_file) if scenario_file else {}
         for o in overrides:
             sc = with_override(sc, o)
-        requests = read_trace(trace_file) if trace_file else None
-        res = simulate(sc, requests=requests)
+        if trace_file is not None:
+            sc = with_trace_file(sc, trace_file, options)
+        res = simulate(sc)
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
     if as_json:
@@ -225,6 +235,9 @@ def _to_toml(d: dict[str, Any], prefix: str = "") -> str:
             out.append("")
             out.append(sub)
     return "\n".join(out)
+
+
+main.add_command(trace_info_cmd)
 
 
 if __name__ == "__main__":  # pragma: no cover

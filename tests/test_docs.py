@@ -16,6 +16,10 @@ MODULES = [
     "kvwire.quant",
     "kvwire.run",
     "kvwire.scenario",
+    "kvwire.trace_formats",
+    "kvwire.trace_info",
+    "kvwire.trace_ops",
+    "kvwire.trace_spec",
     "kvwire.traces",
 ]
 

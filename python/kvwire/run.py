@@ -129,7 +129,9 @@ def simulate(
     scenario, trace_file = split_file_trace(scenario)  # workload.trace.file: read here, passed as requests
     if trace_file is not None:
         if requests is not None:
-            raise ScenarioError("workload.trace: a request table was passed as well: give the requests once", "workload.trace")
+            raise ScenarioError(
+                "workload.trace: a request table was passed as well: give the requests once", "workload.trace"
+            )
         requests = trace_file.read()
     text = scenario_json(scenario)
     if requests is None:

@@ -7,7 +7,7 @@ The public readers are in :mod:`kvwire.traces`; this module is their machinery. 
 format     file                                                         time column → ``arrival_s``
 ========== ============================================================ ======================================
 azure      CSV ``TIMESTAMP,ContextTokens,GeneratedTokens`` (2023, 2024; wall clock ``YYYY-MM-DD HH:MM:SS`` with
-           2025 multimodal adds ``NumImages``)                          0–9 fractional digits and an optional
+           2025 multimodal adds ``NumImages``)                          0-9 fractional digits and an optional
                                                                         ``+00:00``; integer nanoseconds
 burstgpt   CSV ``Timestamp,Model,Request tokens,Response tokens,Total   seconds (``Timestamp``)
            tokens,Log Type``; ``BurstGPT_3`` adds ``Session ID`` and
@@ -39,7 +39,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, cast
 
 import polars as pl
 
@@ -125,7 +125,9 @@ class Source:
 
 def open_binary(path: str, compressed: bool) -> IO[bytes]:
     """The file's (decompressed) bytes as a stream."""
-    return gzip.open(path, "rb") if compressed else open(path, "rb")  # noqa: SIM115
+    if compressed:
+        return cast(IO[bytes], gzip.GzipFile(path, "rb"))
+    return open(path, "rb")
 
 
 def _head(path: str, compressed: bool) -> bytes:
@@ -147,7 +149,9 @@ def _check_text(path: str, head: bytes, truncated: bool) -> str:
     """The head decoded as UTF-8 (cut at its last full line when truncated), or a clear error for UTF-16/32,
     binary data and invalid UTF-8."""
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or (b"\x00" in head[:200] and _looks_utf16(head[:200])):
-        raise fail(path, "the file is UTF-16 encoded; kvwire reads UTF-8 text (convert it, e.g. `iconv -f UTF-16 -t UTF-8`)")
+        raise fail(
+            path, "the file is UTF-16 encoded; kvwire reads UTF-8 text (convert it, e.g. `iconv -f UTF-16 -t UTF-8`)"
+        )
     nul = head.find(b"\x00")
     if nul >= 0:
         line, col = _position(head, nul)
@@ -226,7 +230,7 @@ def _parquet(path: str, wanted: str) -> Source:
     return Source(path, "kvwire", "kvwire-parquet", "parquet", tuple(schema), False)
 
 
-def detect(path: str | Path, format: str = "auto") -> Source:  # noqa: A002 - the public argument name
+def detect(path: str | Path, format: str = "auto") -> Source:
     """Open ``path`` and tell what trace it is, from the magic bytes and the first line; with ``format``
     given, check that the file is one.
 
@@ -237,7 +241,9 @@ def detect(path: str | Path, format: str = "auto") -> Source:  # noqa: A002 - th
     """
     p = str(path)
     if format not in ("auto", *FORMATS):
-        raise TraceError(f"format: unknown trace format {format!r}; expected one of auto, {', '.join(FORMATS)}", "format")
+        raise TraceError(
+            f"format: unknown trace format {format!r}; expected one of auto, {', '.join(FORMATS)}", "format"
+        )
     if Path(p).is_dir():
         raise fail(p, "is a directory, not a trace file")
     try:
@@ -290,7 +296,7 @@ class Plan:
 
     source: Source
     lazy: pl.LazyFrame
-    #: arrival_s = (_t − t0) / divisor (1 for seconds; no re-basing for kvwire's own tables).
+    #: arrival_s = (_t - t0) / divisor (1 for seconds; no re-basing for kvwire's own tables).
     divisor: float
     rebase: bool
     #: output column -> the file's column, for messages.
@@ -348,7 +354,11 @@ def plan(
     rows and are refused for other formats; ``extra`` keeps the format's extra columns."""
     models, logs = _as_tuple(model, "model"), _as_tuple(log_type, "log_type")
     if src.format != "burstgpt":
-        for name, given in (("model", models is not None), ("log_type", logs is not None), ("keep_failed", keep_failed)):
+        for name, given in (
+            ("model", models is not None),
+            ("log_type", logs is not None),
+            ("keep_failed", keep_failed),
+        ):
             if given:
                 raise TraceError(f"{name}: only BurstGPT traces have this filter; {src.path} is {src.format}", name)
     if src.format == "azure":
@@ -511,7 +521,9 @@ def _bad_utf8(src: Source) -> TraceFileError | None:
                 part.decode("utf-8")
             except UnicodeDecodeError as e:
                 at_line, col = _position(part, e.start)
-                return fail(src.path, f"not UTF-8 text (byte 0x{part[e.start]:02x} at character {col})", line + at_line - 1)
+                return fail(
+                    src.path, f"not UTF-8 text (byte 0x{part[e.start]:02x} at character {col})", line + at_line - 1
+                )
             line += part.count(b"\n")
             if not chunk:
                 return None
@@ -520,13 +532,17 @@ def _bad_utf8(src: Source) -> TraceFileError | None:
 def _bad_csv_value(src: Source) -> TraceFileError | None:
     """The first field that does not parse as its column's type, found by a second scan of every field as
     text (vectorised)."""
-    typed = {
+    by_format: dict[str, dict[str, type[pl.DataType]]] = {
         "azure": {"ContextTokens": pl.Int64, "GeneratedTokens": pl.Int64, "NumImages": pl.Int64},
-        "burstgpt": {"Timestamp": pl.Float64, "Request tokens": pl.Int64, "Response tokens": pl.Int64,
-                     "Elapsed time": pl.Float64},  # fmt: skip
+        "burstgpt": {
+            "Timestamp": pl.Float64,
+            "Request tokens": pl.Int64,
+            "Response tokens": pl.Int64,
+            "Elapsed time": pl.Float64,
+        },
         "kvwire": {"arrival_s": pl.Float64, "prompt_tokens": pl.Int64, "output_tokens": pl.Int64},
-    }[src.format]
-    typed = {c: t for c, t in typed.items() if c in src.columns}
+    }
+    typed = {c: t for c, t in by_format[src.format].items() if c in src.columns}
     try:
         raw = pl.scan_csv(src.path, infer_schema=False, row_index_name="_row", truncate_ragged_lines=True)
         firsts = raw.select(

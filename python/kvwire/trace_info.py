@@ -36,11 +36,11 @@ def _lengths(s: pl.Series) -> dict[str, float | int]:
     p50, p90, p99 = _quantiles(s, (0.5, 0.9, 0.99))
     return {
         "mean": float(s.mean()),  # type: ignore[arg-type]
-        "min": int(s.min()),  # type: ignore[call-overload]
+        "min": int(s.min()),  # type: ignore[arg-type]
         "p50": p50,
         "p90": p90,
         "p99": p99,
-        "max": int(s.max()),  # type: ignore[call-overload]
+        "max": int(s.max()),  # type: ignore[arg-type]
         "total": int(s.sum()),
     }
 
@@ -86,14 +86,9 @@ def prefix_reuse(hash_ids: pl.Series) -> dict[str, float | int | None]:
 
     >>> import polars as pl
     >>> prefix_reuse(pl.Series([[0, 1], [0, 2], [0, 1, 3]]))["reuse_ratio"]
-    0.4285714285714285
+    0.42857142857142855
     """
-    blocks = (
-        pl.DataFrame({"hash_ids": hash_ids})
-        .with_row_index("request")
-        .explode("hash_ids")
-        .drop_nulls("hash_ids")
-    )
+    blocks = pl.DataFrame({"hash_ids": hash_ids}).with_row_index("request").explode("hash_ids").drop_nulls("hash_ids")
     total = blocks.height
     if total == 0:
         return {"block_tokens": MOONCAKE_BLOCK_TOKENS, "blocks": 0, "unique_blocks": 0, "reused_blocks": 0,
@@ -112,7 +107,7 @@ def trace_info(trace: str | Path | pl.DataFrame, *, bin_s: float | None = None, 
     """Describe a trace (a file, read with :func:`kvwire.read_trace` and ``options``, or a request table).
 
     Returns a JSON-serialisable dict: ``file``, ``format``, ``layout`` (``None`` for a table); ``requests``;
-    ``first_s``, ``last_s``, ``span_s``; ``mean_rate_per_s`` ((n − 1) / span); ``interarrival``
+    ``first_s``, ``last_s``, ``span_s``; ``mean_rate_per_s`` ((n - 1) / span); ``interarrival``
     {mean_s, cv (standard deviation / mean: 1 for Poisson arrivals, above 1 bursty), p50_s, p90_s, p99_s,
     max_s}; ``prompt_tokens`` and ``output_tokens`` {mean, min, p50, p90, p99, max, total}; ``zero_output``
     (requests with no output token); ``rate`` {bin_s, bins, peak_req_per_s, min_req_per_s,
@@ -228,7 +223,9 @@ def plot_rate(info: dict[str, Any], out: str | Path) -> Path:
     if series is None:
         raise KvwireError(f"output: {rate['bins']:,} bins are too many to plot; pass a wider bin", "output")
     span = info["span_s"]
-    unit, scale = ("days", 86400.0) if span >= 2 * 86400 else ("h", 3600.0) if span >= 2 * 3600 else ("min", 60.0) if span >= 120 else ("s", 1.0)  # fmt: skip
+    unit, scale = next((u, size) for u, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 0.0))
+                       if span >= 2 * size)  # fmt: skip
+    scale = scale or 1.0
     t = (np.arange(len(series) + 1) * rate["bin_s"]) / scale  # bin edges; the last bin drawn to its end
     fig, ax = plt.subplots(figsize=(9, 3.5), dpi=120)
     try:

@@ -80,7 +80,7 @@ def scale_time(requests: pl.DataFrame, time_scale: float) -> pl.DataFrame:
 
 
 def mean_rate_per_s(requests: pl.DataFrame) -> float | None:
-    """The mean arrival rate: (n − 1) / (last − first arrival), the inverse of the mean gap between
+    """The mean arrival rate: (n - 1) / (last - first arrival), the inverse of the mean gap between
     requests; ``None`` with fewer than two requests or when they all arrive at once.
 
     >>> import polars as pl
@@ -130,7 +130,7 @@ def scale_to_rate(requests: pl.DataFrame, rate_per_s: float) -> pl.DataFrame:
 
 
 def keep_mask(n: int, sample: float, seed: int = 0, offset: int = 0) -> npt.NDArray[np.bool_]:
-    """Which of rows ``offset .. offset + n − 1`` seeded thinning keeps: row i is kept when
+    """Which of rows ``offset .. offset + n - 1`` seeded thinning keeps: row i is kept when
     ``u_i < sample``, where u_i = (x_i >> 11) · 2^-53 and x_i is output i (0-based) of the SplitMix64
     generator seeded with ``seed`` — a counter-based stream, so a table thinned in chunks keeps exactly the
     rows it keeps whole.

@@ -162,15 +162,18 @@ class TraceFile:
             TraceFileError: the file (named with line and column); ScenarioError naming
                 ``workload.trace.<option>`` when the options leave no requests or no mean rate.
         """
+        scan = self.scan()
         try:
-            df = self.scan().collect()
+            df = scan.collect()
         except TraceFileError:
             raise
         except ScenarioError as e:
             raise _prefixed(e) from None
         if df.height == 0:
             key = "start_s" if self.start_s or self.duration_s is not None else "sample"
-            window = f"[{self.start_s:g} s, {'end' if self.duration_s is None else f'{self.start_s + self.duration_s:g} s'})"
+            window = (
+                f"[{self.start_s:g} s, {'end' if self.duration_s is None else f'{self.start_s + self.duration_s:g} s'})"
+            )
             raise ScenarioError(
                 f"{_WHERE}.{key}: no requests of {self.file} are left in the window {window} "
                 f"with sample {self.sample:g}",
@@ -185,7 +188,9 @@ class TraceFile:
             if src.format != "burstgpt":
                 for key in _BURSTGPT_ONLY:
                     if getattr(self, key) not in (None, False):
-                        raise TraceError(f"{key}: only BurstGPT traces have this filter; {self.file} is {src.format}", key)
+                        raise TraceError(
+                            f"{key}: only BurstGPT traces have this filter; {self.file} is {src.format}", key
+                        )
         except TraceFileError:
             raise
         except ScenarioError as e:
@@ -252,7 +257,7 @@ def split_file_trace(
     if isinstance(scenario, str | Path):
         from kvwire.scenario import load_scenario
 
-        base = Path(scenario).resolve().parent
+        base = Path(os.path.abspath(scenario)).parent
         scenario = load_scenario(scenario)
     if not isinstance(scenario, Mapping):
         return scenario, None

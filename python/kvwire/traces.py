@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+
 import polars as pl
 
 from kvwire.errors import ScenarioError, TraceError
@@ -94,8 +95,11 @@ class TraceScan:
 
     def _rows(self) -> pl.LazyFrame:
         p = self._plan
-        t = pl.col("_t")
-        arrival = ((t - self._t0).cast(pl.Float64) / p.divisor) if p.rebase else t
+        since = (pl.col("_t") - self._t0).cast(pl.Float64)
+        # Divided by a column (x·0 + d), not by the constant d: Polars turns division by a constant into a
+        # multiplication by its reciprocal, which is not the correctly rounded quotient (60e9 ns would become
+        # 60.00000000000001 s).
+        arrival = (since / (since * 0.0 + p.divisor) if p.divisor != 1.0 else since) if p.rebase else pl.col("_t")
         lf = p.lazy.with_columns(arrival.alias("_t")).rename({"_t": "arrival_s"})
         start, duration = self._start_s, self._duration_s
         if start or duration is not None:
@@ -107,7 +111,9 @@ class TraceScan:
             lf = lf.filter(inside | a.is_null())
             if start:
                 lf = lf.with_columns(a - start)
-        return lf.select("_row", *REQUEST_COLUMNS, *(c for c in lf.collect_schema() if c not in ("_row", *REQUEST_COLUMNS)))
+        return lf.select(
+            "_row", *REQUEST_COLUMNS, *(c for c in lf.collect_schema() if c not in ("_row", *REQUEST_COLUMNS))
+        )
 
     def _check(self, df: pl.DataFrame, previous: tuple[float, int] | None) -> pl.DataFrame:
         """Refuse the first bad row of a chunk (``previous``: the last arrival and record before it);
@@ -176,7 +182,10 @@ class TraceScan:
             mask = keep_mask(chunk.height, self._sample, self._seed, offset)
             offset += chunk.height
             chunk = chunk.drop("_row")
-            yield chunk if bool(mask.all()) else chunk.filter(pl.Series(mask))
+            if not bool(mask.all()):
+                chunk = chunk.filter(pl.Series(mask))
+            if chunk.height:
+                yield chunk
 
     def batches(self, rows: int = 1 << 20) -> Iterator[pl.DataFrame]:
         """The same rows as :meth:`collect`, in order, in chunks of about ``rows`` requests (Polars'
@@ -225,7 +234,7 @@ def _order_error(src: Source, p: Plan, before: int, after: int, t_before: float,
 
 def scan_trace(
     path: str | Path,
-    format: str = "auto",  # noqa: A002 - the documented argument name
+    format: str = "auto",
     *,
     model: str | Sequence[str] | None = None,
     log_type: str | Sequence[str] | None = None,
@@ -288,7 +297,7 @@ def _first_time(p: Plan) -> float | int:
 
 def read_trace(
     path: str | Path,
-    format: str = "auto",  # noqa: A002 - the documented argument name
+    format: str = "auto",
     *,
     model: str | Sequence[str] | None = None,
     log_type: str | Sequence[str] | None = None,
@@ -316,7 +325,7 @@ def read_trace(
         start_s, duration_s: keep the requests arriving in ``[start_s, start_s + duration_s)`` seconds after
             the first request (to the end without ``duration_s``); arrivals then count from ``start_s``.
         time_scale: multiply every arrival time by this (0.5 = twice the rate).
-        rate_per_s: instead of ``time_scale``, scale time so that the mean rate, (n − 1) / (last − first
+        rate_per_s: instead of ``time_scale``, scale time so that the mean rate, (n - 1) / (last - first
             arrival), is this.
         sample: keep each request with this probability (seeded thinning, 0 < sample ≤ 1).
         seed: the thinning seed (same seed, same requests).

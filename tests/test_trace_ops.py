@@ -218,7 +218,7 @@ def test_read_trace_options_compose_the_pure_functions(tmp_path: Path, options: 
 
 
 @pytest.mark.parametrize("options", OPTION_SETS, ids=lambda o: ",".join(o) or "none")
-@pytest.mark.parametrize("rows", [1, 97, 1_000_000])
+@pytest.mark.parametrize("rows", [7, 97, 1_000_000])
 def test_batches_equal_collect(tmp_path: Path, options: dict[str, float], rows: int) -> None:
     """TraceScan.batches yields, in order, chunks that concatenate to exactly TraceScan.collect(), for any
     chunk size and option set (thinning keyed on the position in the stream; the rate measured first)."""

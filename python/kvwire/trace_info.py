@@ -210,10 +210,7 @@ def plot_rate(info: dict[str, Any], out: str | Path) -> Path:
     """Write the request rate over time (one point per bin) as a PNG; needs matplotlib (``pip install
     'kvwire[plot]'``)."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure  # no pyplot: no global backend or figure state is touched
     except ImportError:
         raise KvwireError(
             "the plot needs matplotlib: pip install 'kvwire[plot]' (or pip install matplotlib)", "output"
@@ -223,31 +220,28 @@ def plot_rate(info: dict[str, Any], out: str | Path) -> Path:
     if series is None:
         raise KvwireError(f"output: {rate['bins']:,} bins are too many to plot; pass a wider bin", "output")
     span = info["span_s"]
-    unit, scale = next((u, size) for u, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 0.0))
-                       if span >= 2 * size)  # fmt: skip
-    scale = scale or 1.0
+    unit, scale = next(((u, size) for u, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)) if span >= 2 * size),
+                       ("s", 1.0))  # fmt: skip
     t = (np.arange(len(series) + 1) * rate["bin_s"]) / scale  # bin edges; the last bin drawn to its end
-    fig, ax = plt.subplots(figsize=(9, 3.5), dpi=120)
+    fig = Figure(figsize=(9, 3.5), dpi=120)
+    ax = fig.subplots()
+    ax.step(t, [*series, series[-1]], where="post", linewidth=1.0, label=f"per {_duration(rate['bin_s'])}")
+    if info["mean_rate_per_s"] is not None:
+        ax.axhline(info["mean_rate_per_s"], color="0.4", linestyle="--", linewidth=0.8, label="mean")
+    ax.set_xlabel(f"time since the first request ({unit})")
+    ax.set_ylabel("requests / s")
+    cv = info["interarrival"]["cv"] if info["interarrival"] else None
+    title = Path(info["file"]).name if info["file"] else "request table"
+    ax.set_title(f"{title}: {info['requests']:,} requests, inter-arrival CV {_fmt(cv, 2)}")
+    ax.legend(loc="lower right")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(out)
     try:
-        ax.step(t, [*series, series[-1]], where="post", linewidth=1.0, label=f"per {_duration(rate['bin_s'])}")
-        if info["mean_rate_per_s"] is not None:
-            ax.axhline(info["mean_rate_per_s"], color="0.4", linestyle="--", linewidth=0.8, label="mean")
-        ax.set_xlabel(f"time since the first request ({unit})")
-        ax.set_ylabel("requests / s")
-        cv = info["interarrival"]["cv"] if info["interarrival"] else None
-        title = Path(info["file"]).name if info["file"] else "request table"
-        ax.set_title(f"{title}: {info['requests']:,} requests, inter-arrival CV {_fmt(cv, 2)}")
-        ax.legend(loc="upper right")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path = Path(out)
-        try:
-            fig.savefig(path, format="png")
-        except OSError as e:
-            raise KvwireError(f"output: cannot write {path}: {e.strerror or e}", "output") from None
-    finally:
-        plt.close(fig)
+        fig.savefig(path, format="png")
+    except OSError as e:
+        raise KvwireError(f"output: cannot write {path}: {e.strerror or e}", "output") from None
     return path
 
 

@@ -577,6 +577,7 @@ MALFORMED = [
     ("json-bad-hash-ids", "t.jsonl",
      b'{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1, "x"]}\n',
      1, "hash_ids", "list of integer"),
+    ("kvwire-header-only", "k.csv", b"arrival_s,prompt_tokens,output_tokens\n", None, None, "no requests"),
     ("kvwire-negative-arrival", "k.csv", b"arrival_s,prompt_tokens,output_tokens\n-1.0,5,1\n0.5,5,1\n", 2,
      "arrival_s", "negative"),
 ]  # fmt: skip

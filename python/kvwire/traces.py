@@ -270,7 +270,7 @@ def scan_trace(
         raise TraceError(f"keep_failed: expected true or false, got {keep_failed!r}", "keep_failed")
     src = detect(path, format)
     p = plan(src, model=model, log_type=log_type, keep_failed=keep_failed, extra=extra)
-    t0 = _first_time(p) if p.rebase else 0.0
+    t0 = _first_time(p)
     return TraceScan(
         p, t0, start_s=start, duration_s=duration, time_scale=scale, rate_per_s=rate, sample=p_sample, seed=s_seed
     )
@@ -281,11 +281,13 @@ def _first_time(p: Plan) -> float | int:
     none: no data rows, none left by the filters, or a first row whose time cannot be read."""
     src = p.source
     try:
-        first = p.lazy.filter(pl.col("_t").is_not_null()).select("_t").head(1).collect(engine="streaming")
-        if first.height:
-            value: float | int = first.item()
+        head = p.lazy.head(1).collect(engine="streaming")  # the usual case: the first row has a time
+        first = head if head.height and head["_t"][0] is not None else None
+        if first is None and head.height:  # a blank or bad first row: the first readable time, if any
+            first = p.lazy.filter(pl.col("_t").is_not_null()).head(1).collect(engine="streaming")
+        if first is not None and first.height:
+            value: float | int = first["_t"][0] if p.rebase else 0.0  # kvwire's own tables keep their clock
             return value
-        head = p.lazy.head(1).collect(engine="streaming")
     except SCAN_ERRORS as e:
         raise diagnose(src, e) from None
     if head.height and not all(head[c].is_null().all() for c in ("_t", *_TOKENS)):

@@ -17,7 +17,7 @@ MODULES = [
     "kvwire.run",
     "kvwire.scenario",
     "kvwire.trace_formats",
-    "kvwire.trace_info",
+    "kvwire.trace_stats",
     "kvwire.trace_ops",
     "kvwire.trace_spec",
     "kvwire.traces",

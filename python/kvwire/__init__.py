@@ -28,7 +28,7 @@ from kvwire.handoff import handoff
 from kvwire.presets import catalog
 from kvwire.run import SimResult, simulate
 from kvwire.scenario import ScenarioDict, default_scenario, load_scenario, validate
-from kvwire.trace_info import trace_info
+from kvwire.trace_stats import trace_info
 from kvwire.traces import TraceScan, read_azure_csv, read_mooncake_jsonl, read_trace, scan_trace
 
 __all__ = [

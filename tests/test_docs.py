@@ -17,9 +17,9 @@ MODULES = [
     "kvwire.run",
     "kvwire.scenario",
     "kvwire.trace_formats",
-    "kvwire.trace_stats",
     "kvwire.trace_ops",
     "kvwire.trace_spec",
+    "kvwire.trace_stats",
     "kvwire.traces",
 ]
 

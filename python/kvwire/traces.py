@@ -161,8 +161,12 @@ class TraceScan:
         df = self._check(df, None).drop("_row")
         df = thin(df, self._sample, self._seed)
         if self._rate_per_s is not None:
-            return scale_to_rate(df, self._rate_per_s)
-        return scale_time(df, self._time_scale)
+            df = scale_to_rate(df, self._rate_per_s)
+        else:
+            df = scale_time(df, self._time_scale)
+        # One contiguous buffer per column (the streaming engine leaves one chunk per morsel), so that handing
+        # the columns to the core (numpy views) copies nothing: the requests are held once.
+        return df.rechunk()
 
     def _checked_batches(self, rows: int) -> Iterator[pl.DataFrame]:
         previous: tuple[float, int] | None = None
@@ -185,7 +189,7 @@ class TraceScan:
             if not bool(mask.all()):
                 chunk = chunk.filter(pl.Series(mask))
             if chunk.height:
-                yield chunk
+                yield chunk.rechunk()
 
     def batches(self, rows: int = 1 << 20) -> Iterator[pl.DataFrame]:
         """The same rows as :meth:`collect`, in order, in chunks of about ``rows`` requests (Polars'

@@ -574,6 +574,7 @@ MALFORMED = [
      b'{"timestamp": 5, "input_length": 1, "output_length": 1}\n\n\n'
      b'{"timestamp": 4, "input_length": 1, "output_length": 1}\n',
      4, "timestamp", "arrives before the request on line 1"),
+    ("json-bom", "t.jsonl", b"\xef\xbb\xbf" + J0, 1, None, "byte-order mark"),
     ("json-bad-hash-ids", "t.jsonl",
      b'{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1, "x"]}\n',
      1, "hash_ids", "list of integer"),
@@ -674,3 +675,12 @@ def test_columns_are_contiguous(tmp_path: Path) -> None:
         assert df.n_chunks("all") == [1, 1, 1]
         for c in COLUMNS:
             assert np.shares_memory(df[c].to_numpy(), df[c].to_numpy())
+
+
+def test_csv_with_utf8_bom(tmp_path: Path) -> None:
+    """A CSV saved with a UTF-8 byte-order mark (as Excel does) reads like the same file without it."""
+    text = f"{HEADER}\r\n2023-11-16 18:17:03.9799600,4808,10\r\n2023-11-16 18:17:04.0319600,3180,0\r\n"
+    plain = write(tmp_path, "a.csv", text)
+    bom = tmp_path / "b.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert kvwire.read_trace(bom).equals(kvwire.read_trace(plain))

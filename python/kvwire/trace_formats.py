@@ -265,6 +265,8 @@ def detect(path: str | Path, format: str = "auto") -> Source:
     if first.lstrip().startswith(("{", "[")):
         if format not in ("auto", "mooncake"):
             raise fail(p, f"format {format!r} expects a CSV header, but the file holds JSON lines", number)
+        if head.startswith(b"\xef\xbb\xbf"):
+            raise fail(p, "a UTF-8 byte-order mark starts the file, which JSON Lines do not allow: remove it", 1)
         if number < len(lines) or len(head) < _HEAD_BYTES:  # the first line is complete: check it now
             try:
                 record = json.loads(first)

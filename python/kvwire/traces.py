@@ -160,10 +160,8 @@ class TraceScan:
             raise diagnose(self.source, e) from None
         df = self._check(df, None).drop("_row")
         df = thin(df, self._sample, self._seed)
-        if self._rate_per_s is not None:
-            df = scale_to_rate(df, self._rate_per_s)
-        else:
-            df = scale_time(df, self._time_scale)
+        rate = self._rate_per_s
+        df = scale_time(df, self._time_scale) if rate is None else scale_to_rate(df, rate)
         # One contiguous buffer per column (the streaming engine leaves one chunk per morsel), so that handing
         # the columns to the core (numpy views) copies nothing: the requests are held once.
         return df.rechunk()

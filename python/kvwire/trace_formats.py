@@ -69,6 +69,9 @@ SCAN_ERRORS: tuple[type[BaseException], ...] = (
 
 _HEAD_BYTES = 1 << 16
 _INT64_MAX = 2**63 - 1
+#: The largest token count a request may have (the core keeps lengths in 32 bits).
+MAX_TOKENS = 2**32 - 1
+TOKEN_RANGE = "token counts are below 2^32"
 _TIMESTAMP_FORM = "YYYY-MM-DD HH:MM:SS with up to 9 fractional digits and an optional +00:00"
 
 
@@ -149,13 +152,11 @@ def _check_text(path: str, head: bytes, truncated: bool) -> str:
     """The head decoded as UTF-8 (cut at its last full line when truncated), or a clear error for UTF-16/32,
     binary data and invalid UTF-8."""
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or (b"\x00" in head[:200] and _looks_utf16(head[:200])):
-        raise fail(
-            path, "the file is UTF-16 encoded; kvwire reads UTF-8 text (convert it, e.g. `iconv -f UTF-16 -t UTF-8`)"
-        )
+        raise fail(path, "not UTF-8 text: the file is UTF-16 encoded (convert it, e.g. `iconv -f UTF-16 -t UTF-8`)")
     nul = head.find(b"\x00")
     if nul >= 0:
         line, col = _position(head, nul)
-        raise fail(path, f"binary data (a NUL byte at character {col}), not a text trace", line)
+        raise fail(path, f"not UTF-8 text: binary data (a NUL byte at character {col})", line)
     if truncated:
         cut = head.rfind(b"\n")
         head = head[: cut + 1] if cut >= 0 else head[: max(0, len(head) - 3)]
@@ -272,6 +273,8 @@ def detect(path: str | Path, format: str = "auto") -> Source:
                 record = json.loads(first)
             except json.JSONDecodeError as e:
                 raise fail(p, f"invalid JSON at character {e.colno}: {e.msg}", number) from None
+            except RecursionError:
+                record = {}  # too deep for Python's parser: left to Polars' (and refused by it if need be)
             if not isinstance(record, dict):
                 raise fail(p, f"not a JSON object (a Mooncake record), got {quote(first)}", number)
         return Source(p, "mooncake", "mooncake", "ndjson", (), compressed)
@@ -459,7 +462,7 @@ def _ndjson_record(src: Source, row: int) -> tuple[int, Any]:
         if i == row:
             try:
                 return number, json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 return number, None
     return 0, None
 
@@ -562,7 +565,7 @@ def _bad_csv_value(src: Source) -> TraceFileError | None:
         return fail(src.path, f"{quote(value)} is not a number", row + 2, column)
     digits = value.strip().lstrip("+-")
     too_big = digits.isdigit() and int(digits) > _INT64_MAX
-    reason = "is out of range (above 2^63 - 1)" if too_big else "is not a whole number of tokens"
+    reason = f"is out of range ({TOKEN_RANGE})" if too_big else "is not a whole number of tokens"
     return fail(src.path, f"{quote(value)} {reason}", row + 2, column)
 
 
@@ -583,6 +586,8 @@ def _bad_json_line(src: Source) -> TraceFileError | None:
             record = json.loads(line)
         except json.JSONDecodeError as e:
             return fail(src.path, f"invalid JSON at character {e.colno}: {e.msg}", number)
+        except RecursionError:
+            return fail(src.path, "JSON nested too deeply (a Mooncake record is one flat object)", number)
         if not isinstance(record, dict):
             return fail(src.path, f"not a JSON object (a Mooncake record), got {quote(line.strip())}", number)
         for name in names:
@@ -596,7 +601,7 @@ def _bad_json_line(src: Source) -> TraceFileError | None:
             elif isinstance(value, bool) or not isinstance(value, int):
                 return fail(src.path, f"{quote(value)} is not a whole number of tokens", number, name)
             elif abs(value) > _INT64_MAX:
-                return fail(src.path, f"{quote(value)} is out of range (above 2^63 - 1)", number, name)
+                return fail(src.path, f"{quote(value)} is out of range ({TOKEN_RANGE})", number, name)
         ids = record.get("hash_ids")
         if ids is not None:
             good = isinstance(ids, list) and all(

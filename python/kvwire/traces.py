@@ -30,7 +30,20 @@ from pathlib import Path
 import polars as pl
 
 from kvwire.errors import ScenarioError, TraceError
-from kvwire.trace_formats import FORMATS, SCAN_ERRORS, Plan, Source, bad_value, detect, diagnose, fail, line_of, plan
+from kvwire.trace_formats import (
+    FORMATS,
+    MAX_TOKENS,
+    SCAN_ERRORS,
+    TOKEN_RANGE,
+    Plan,
+    Source,
+    bad_value,
+    detect,
+    diagnose,
+    fail,
+    line_of,
+    plan,
+)
 from kvwire.trace_ops import (
     _number,
     keep_mask,
@@ -135,6 +148,12 @@ class TraceScan:
                 i = int(negative.arg_max() or 0)
                 row = int(df["_row"][i])
                 raise _row_error(src, row, p.names[column], f"{df[column][i]} is negative; token counts are ≥ 0")
+            huge = df[column] > MAX_TOKENS
+            if huge.any():
+                i = int(huge.arg_max() or 0)
+                raise _row_error(
+                    src, int(df["_row"][i]), p.names[column], f"{df[column][i]} is out of range ({TOKEN_RANGE})"
+                )
         a = df["arrival_s"]
         if not p.rebase and float(a.min() or 0.0) < 0:  # type: ignore[arg-type]
             i = int((a < 0).arg_max() or 0)

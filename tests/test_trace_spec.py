@@ -230,3 +230,15 @@ def test_run_trace_option_errors(args: list[str], needle: str) -> None:
     r = cli("run", *args)
     assert r.exit_code != 0 and isinstance(r.exception, SystemExit)
     assert needle in r.output and "Traceback" not in r.output
+
+
+def test_echo_into_keeps_other_workload_keys() -> None:
+    """echo_into replaces what the core said about the table (inline columns, a row count, the ``external``
+    marker) with the file form and keeps the workload's other keys (e.g. an over-context policy)."""
+    spec = TraceFile.from_dict({"file": str(CODE)})
+    core_echo = {"link": "ib-ndr", "workload": {"external": True, "trace_rows": 5, "over_context": "warn"}}
+    assert spec.echo_into(core_echo) == {
+        "link": "ib-ndr",
+        "workload": {"over_context": "warn", "trace": {"file": os.path.abspath(CODE), "format": "azure",
+                                                       "start_s": 0.0, "time_scale": 1.0, "sample": 1.0, "seed": 0}},
+    }  # fmt: skip

@@ -219,12 +219,13 @@ class TraceFile:
 
     def echo_into(self, echo: dict[str, Any]) -> dict[str, Any]:
         """``echo`` (the core's resolved scenario) with ``workload`` holding this file form instead of the
-        inline table the core saw (its other workload keys kept, generator fields left out)."""
+        table the core saw (its other workload keys kept; generator fields and the marker of a table passed
+        beside the scenario, ``external``, left out: the file supplies the table)."""
         workload = echo.get("workload")
         kept = {
             k: v
             for k, v in (workload.items() if isinstance(workload, dict) else ())
-            if k not in ("trace", "trace_rows", *_GENERATOR)
+            if k not in ("trace", "trace_rows", "external", *_GENERATOR)
         }
         return {**echo, "workload": {**kept, "trace": self.to_dict()}}
 

@@ -21,6 +21,10 @@ MODULES = [
     "kvwire.run",
     "kvwire.scenario",
     "kvwire.sweep",
+    "kvwire.trace_formats",
+    "kvwire.trace_ops",
+    "kvwire.trace_spec",
+    "kvwire.trace_stats",
     "kvwire.traces",
 ]
 

@@ -26,6 +26,7 @@ from kvwire.errors import (
     ScenarioError,
     SweepError,
     TraceError,
+    TraceFileError,
     UnknownPresetError,
 )
 from kvwire.handoff import handoff
@@ -34,7 +35,8 @@ from kvwire.results import HandoffResultDict, SummaryDict
 from kvwire.run import SimResult, simulate
 from kvwire.scenario import ScenarioDict, default_scenario, load_scenario, validate
 from kvwire.sweep import load_sweep, sweep, sweep_points
-from kvwire.traces import read_azure_csv, read_mooncake_jsonl, read_trace
+from kvwire.trace_stats import trace_info
+from kvwire.traces import TraceScan, read_azure_csv, read_mooncake_jsonl, read_trace, scan_trace
 
 __all__ = [
     "Cancelled",
@@ -54,6 +56,8 @@ __all__ = [
     "SummaryDict",
     "SweepError",
     "TraceError",
+    "TraceFileError",
+    "TraceScan",
     "UnknownPresetError",
     "__version__",
     "best_split",
@@ -70,8 +74,10 @@ __all__ = [
     "read_azure_csv",
     "read_mooncake_jsonl",
     "read_trace",
+    "scan_trace",
     "simulate",
     "sweep",
     "sweep_points",
+    "trace_info",
     "validate",
 ]

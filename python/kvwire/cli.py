@@ -3,7 +3,8 @@
 ``kvwire run [FILE]`` runs a scenario (the built-in default when no file is given) and prints a report,
 or the summary as JSON with ``--json``. ``kvwire presets`` lists models, devices, links and formats.
 ``kvwire scenario`` prints the default scenario, to start a file from. ``kvwire layouts`` lists the engine
-KV-cache layouts of :mod:`kvwire.layout`.
+KV-cache layouts of :mod:`kvwire.layout`. ``kvwire trace-info FILE`` describes a trace
+(:mod:`kvwire.cli_trace`).
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import click
 import polars as pl
 
 from kvwire import __version__
+from kvwire.cli_trace import trace_info_cmd, trace_options, trace_spec, with_trace_file
 from kvwire.errors import KvwireError
 from kvwire.presets import catalog
 from kvwire.report import render
 from kvwire.run import simulate
 from kvwire.scenario import default_scenario, load_scenario, to_toml, with_overrides, without_generator
-from kvwire.traces import read_trace
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -47,9 +48,11 @@ def main() -> None:
     "--trace",
     "trace_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Replay requests from an Azure LLM CSV or Mooncake JSONL trace instead of generating them (it replaces "
-    "the scenario's workload.requests, seed, arrivals and length distributions).",
+    help="Replay a trace file (Azure, BurstGPT, Mooncake or a kvwire request table; the format is detected) "
+    "instead of generating requests: the scenario's workload.trace.file (it replaces the scenario's "
+    "workload.requests, seed, arrivals and length distributions).",
 )
+@trace_options
 @click.option(
     "-o",
     "--output",
@@ -63,17 +66,23 @@ def run(
     overrides: tuple[str, ...],
     trace_file: Path | None,
     requests_file: Path | None,
+    **trace: Any,
 ) -> None:
     """Run SCENARIO_FILE (.json or .toml), or the built-in default scenario when none is given."""
     if requests_file is not None and requests_file.suffix.lower() not in (".parquet", ".csv"):
         raise click.BadParameter("the file name must end in .parquet or .csv", param_hint="'-o' / '--output'")
+    options = trace_spec(trace)
+    if options and trace_file is None:
+        flags = ", ".join("--" + name.replace("_", "-") for name in trace if trace[name] not in (None, ()))
+        raise click.UsageError(f"{flags}: only with --trace FILE")
     try:
         sc: dict[str, Any] = load_scenario(scenario_file) if scenario_file else {}
-        requests = read_trace(trace_file) if trace_file else None
-        if requests is not None:
+        if trace_file is not None:
             sc = without_generator(sc)  # the trace replaces the file's generator fields (not a --set of them)
         sc = with_overrides(sc, overrides)
-        res = simulate(sc, requests=requests)
+        if trace_file is not None:
+            sc = with_trace_file(sc, trace_file, options)
+        res = simulate(sc)
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
     if requests_file is not None:
@@ -567,6 +576,9 @@ def serve_cmd(ctx: click.Context) -> None:
             ) from None
         raise click.ClickException(f"kvwire-api is installed but cannot start: missing module {e.name!r}") from None
     serve_main.main(args=ctx.args, prog_name="kvwire serve")
+
+
+main.add_command(trace_info_cmd)
 
 
 if __name__ == "__main__":  # pragma: no cover

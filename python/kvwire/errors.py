@@ -78,6 +78,32 @@ class TraceError(ScenarioError):
     """An explicit request table is malformed; ``path`` names the column and first offending row."""
 
 
+class TraceFileError(TraceError):
+    """A trace file that cannot be read as a request table: unreadable, empty, binary or not UTF-8, an
+    unknown or mismatched format, a missing column, a value that is not a timestamp or a whole number of
+    tokens, a negative length, or requests out of time order.
+
+    The message names the file, the line and the column; the same facts are attributes.
+
+    Attributes:
+        file: the trace file as given.
+        line: 1-based line of the offending record (``None`` when the problem is not one line's, or for
+            Parquet files, which have rows instead of lines).
+        column: the offending column or JSON field as named in the file (``None`` if not one column's).
+        path: ``"FILE:LINE:COLUMN"`` (shorter when line or column is unknown).
+    """
+
+    def __init__(self, message: str, path: str = "", file: str = "", line: int | None = None,
+                 column: str | None = None) -> None:  # fmt: skip
+        super().__init__(message, path)
+        self.file = file
+        self.line = line
+        self.column = column
+
+    def __reduce__(self) -> tuple[type[TraceFileError], tuple[str, str, str, int | None, str | None]]:  # type: ignore[override]
+        return (type(self), (str(self), self.path, self.file, self.line, self.column))
+
+
 class QuantError(KvwireError, ValueError):
     """A quantisation request that does not fit its input: wrong dtype, non-contiguous array, an axis whose
     length is not a multiple of the block size, or scales/codes of the wrong size. ``path`` names the
@@ -140,5 +166,6 @@ __all__ = [
     "ScenarioError",
     "SweepError",
     "TraceError",
+    "TraceFileError",
     "UnknownPresetError",
 ]

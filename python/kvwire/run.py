@@ -12,9 +12,10 @@ import numpy as np
 import polars as pl
 
 from kvwire import _core
-from kvwire.errors import ResourceError, TraceError
-from kvwire.scenario import load_scenario, scenario_json
+from kvwire.errors import ResourceError, ScenarioError, TraceError
+from kvwire.scenario import scenario_json
 from kvwire.summary import PCT_SCHEMA, percentile_rows, requests_frame, summarise, with_derived
+from kvwire.trace_spec import split_file_trace
 
 REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
@@ -193,7 +194,8 @@ def simulate(
 
     Args:
         scenario: a scenario dict (see :class:`kvwire.scenario.ScenarioDict`), a path to a ``.json`` or
-            ``.toml`` file, or ``None`` for the built-in default.
+            ``.toml`` file, or ``None`` for the built-in default. A ``workload.trace.file`` is read here
+            (:mod:`kvwire.trace_spec`) and replayed.
         requests: optional explicit requests — a Polars DataFrame (or a mapping of columns) with
             ``arrival_s`` (seconds, sorted), ``prompt_tokens`` (≥ 1) and ``output_tokens`` (≥ 0). The
             scenario must then not describe a generated workload.
@@ -220,8 +222,14 @@ def simulate(
     >>> res.percentiles().columns
     ['metric', 'count', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99_9', 'max']
     """
-    if isinstance(scenario, str | Path):
-        scenario = load_scenario(scenario)
+    # A scenario file is loaded here; workload.trace.file is read here and passed as requests.
+    scenario, trace_file = split_file_trace(scenario)
+    if trace_file is not None:
+        if requests is not None:
+            raise ScenarioError(
+                "workload.trace: a request table was passed as well: give the requests once", "workload.trace"
+            )
+        requests = trace_file.read()
     text = scenario_json(scenario)
     if requests is None:
         n = _generated_requests(scenario)
@@ -234,6 +242,8 @@ def simulate(
         out = _core.simulate(text, *arrays)
     stats = json.loads(out["stats_json"])
     echo = json.loads(out["scenario_json"])
+    if trace_file is not None:
+        echo = trace_file.echo_into(echo)
     return SimResult(out["columns"], stats, echo, json.loads(out["ceilings_json"]))
 
 

@@ -93,13 +93,32 @@ class TraceDict(TypedDict):
     output_tokens: list[int]
 
 
+class _TraceFileRequired(TypedDict):
+    file: str
+
+
+class TraceFileDict(_TraceFileRequired, total=False):
+    """``workload.trace`` as a file to read (handled in Python, :mod:`kvwire.trace_spec`)."""
+
+    format: Literal["auto", "azure", "burstgpt", "mooncake", "kvwire"]
+    model: str | list[str]
+    log_type: str | list[str]
+    keep_failed: bool
+    start_s: float
+    duration_s: float
+    time_scale: float
+    rate_per_s: float
+    sample: float
+    seed: int
+
+
 class WorkloadDict(TypedDict, total=False):
     requests: int
     seed: int
     arrivals: ArrivalsDict
     prompt_tokens: LengthDict
     output_tokens: LengthDict
-    trace: TraceDict
+    trace: TraceDict | TraceFileDict
     external: bool
     over_context: Literal["warn", "reject", "clip"]
 
@@ -303,6 +322,11 @@ def validate(scenario: Mapping[str, Any] | str | Path | None) -> None:
 
     >>> validate({"decode": {"device": "a100"}})
     """
+    from kvwire.trace_spec import split_file_trace  # (imports this module)
+
+    scenario, trace_file = split_file_trace(scenario)
+    if trace_file is not None:
+        trace_file.check()  # the file's format and the options, without reading the requests
     _core.validate(scenario_json(scenario))
 
 

@@ -49,6 +49,7 @@ def test_echo_carries_the_file_form_and_reruns() -> None:
     res = kvwire.simulate(sc)
     echo = res.scenario["workload"]
     assert echo == {
+        "over_context": "warn",
         "trace": {
             "file": os.path.abspath(CODE),
             "format": "azure",
@@ -62,6 +63,9 @@ def test_echo_carries_the_file_form_and_reruns() -> None:
     again = kvwire.simulate({**sc, "workload": echo})
     same_requests(again.requests, res.requests)
     assert again.scenario["workload"] == echo
+    whole = kvwire.simulate(res.scenario)  # the complete echo reruns the same run
+    same_requests(whole.requests, res.requests)
+    assert whole.scenario == res.scenario
 
 
 def test_relative_file_is_relative_to_the_scenario_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

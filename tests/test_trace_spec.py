@@ -57,7 +57,7 @@ def test_echo_carries_the_file_form_and_reruns() -> None:
             "rate_per_s": 3.0,
             "sample": 1.0,
             "seed": 0,
-        }
+        },
     }
     json.dumps(res.scenario, allow_nan=False)
     again = kvwire.simulate({**sc, "workload": echo})

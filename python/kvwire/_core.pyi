@@ -20,6 +20,7 @@ __all__ = [
     "layout_convert",
     "layout_describe",
     "layout_request_bytes",
+    "layout_scale_factor",
     "quantize",
     "simulate",
     "validate",
@@ -85,6 +86,7 @@ _LayoutSpec = tuple[str, str, int, int, int, int]
 def layout_describe(spec: _LayoutSpec) -> dict[str, Any]: ...
 def layout_request_bytes(spec: _LayoutSpec, tokens: int) -> int: ...
 def layout_catalog() -> list[dict[str, Any]]: ...
+def layout_scale_factor(src: str, dst: str) -> float | None: ...
 def layout_convert(
     src: list[npt.NDArray[np.uint8]],
     src_spec: _LayoutSpec,

@@ -28,7 +28,7 @@ mod _core {
     use super::quant::{cast, decode, dequantize, error, isa, quantize};
 
     #[pymodule_export]
-    use super::layout::{layout_catalog, layout_convert, layout_describe, layout_request_bytes};
+    use super::layout::{layout_catalog, layout_convert, layout_describe, layout_request_bytes, layout_scale_factor};
 
     #[pymodule_export]
     #[allow(non_upper_case_globals)]

@@ -719,7 +719,7 @@ def test_flavour_change_of_every_code_matches_ml_dtypes(fn: str, fnuz: str, fact
 
 
 def test_e4m3_fn_to_fnuz_keeps_the_bits() -> None:
-    """vLLM's normalisation, stated by hand: E4M3FN → E4M3FNUZ keeps every byte except −0 (0x80 → 0x00, since
+    """vLLM's normalisation, stated by hand: E4M3FN → E4M3FNUZ keeps every byte except -0 (0x80 → 0x00, since
     0x80 is fnuz's NaN) and NaN (0x7F/0xFF → 0x80); the value of each code under the doubled scale is the
     original value."""
     g: dict[str, Any] = {"layers": 1, "heads": 1, "head_dim": 256}
@@ -736,9 +736,9 @@ def test_e4m3_fn_to_fnuz_keeps_the_bits() -> None:
 
 @pytest.mark.parametrize(("fn", "fnuz", "factor"), FLAVOUR_PAIRS)
 def test_fn_to_fnuz_to_fn_round_trips_every_finite_value(fn: str, fnuz: str, factor: float) -> None:
-    """fn → fnuz → fn returns every finite fn code (−0 comes back as +0, the same value): the round trip is
+    """fn → fnuz → fn returns every finite fn code (-0 comes back as +0, the same value): the round trip is
     exact on every value both formats can represent; and each stage dequantises (code · scale, with the scale
-    × factor) to the same values."""
+    x factor) to the same values."""
     g: dict[str, Any] = {"layers": 1, "heads": 1, "head_dim": 256}
     src = every_code()
     mid = layout.convert(src, lay("neutral", dtype=fn, **g), lay("neutral", dtype=fnuz, **g))
@@ -780,7 +780,7 @@ def test_fnuz_to_fn_rounding_where_exactness_is_impossible() -> None:
 @pytest.mark.parametrize("name", ["vllm_hnd", "sglang", "trtllm", "lmcache_kv_2ltd"])
 def test_fp8_e4m3fnuz_per_tensor_quantise_and_back(name: str) -> None:
     """float → fp8_e4m3fnuz with per-layer scales equals ml_dtypes E4M3FNUZ(clip(x / scale, ±240)) at every
-    engine position (NaN → 0x80, −0 → 0x00); back to float32 is code·scale exactly."""
+    engine position (NaN → 0x80, -0 → 0x00); back to float32 is code·scale exactly."""
     rng = np.random.default_rng(31)
     layers, heads, d, bs, tokens = 2, 2, 16, 4, 9
     x = awkward_values(rng, (layers, 2, tokens, heads, d))
@@ -805,7 +805,7 @@ def test_fp8_e4m3fnuz_per_tensor_quantise_and_back(name: str) -> None:
 
 def test_per_token_head_fnuz_records_and_flavour_change() -> None:
     """bf16 → fp8_per_token_head_fnuz equals the reference record (scale max(amax/224, 1e-6), E4M3FNUZ codes);
-    fp8_per_token_head → _fnuz keeps the codes (−0 → +0, NaN → 0x80) and doubles each inline scale, which is
+    fp8_per_token_head → _fnuz keeps the codes (-0 → +0, NaN → 0x80) and doubles each inline scale, which is
     exactly the record quantised directly; and _fnuz → fn → _fnuz is the identity (codes ≤ 224 by
     construction)."""
     rng = np.random.default_rng(41)

@@ -845,7 +845,7 @@ def test_fp8_group_scales_match_reference(fmt: str, group: int | None, axis: int
 @pytest.mark.parametrize(("fn", "fnuz"), [("fp8_e4m3", "fp8_e4m3fnuz"), ("fp8_e4m3_g128", "fp8_e4m3fnuz_g128")])
 def test_fnuz_with_224_is_fn_with_the_scale_doubled(fn: str, fnuz: str) -> None:
     """vLLM's gfx942 rule (scale = amax/224 in E4M3FNUZ) and its normalisation of E4M3FN tensors (same bits,
-    scale × 2) agree: quantising to the fnuz format gives exactly the fn format's codes (−0 as +0, NaN as
+    scale x 2) agree: quantising to the fnuz format gives exactly the fn format's codes (-0 as +0, NaN as
     0x80) with every scale doubled, so the dequantised values are identical. This is why the flavour change
     E4M3FNUZ → E4M3FN can halve the scale without rounding (spec/quant.md §1.1)."""
     rng = np.random.default_rng(9)
@@ -859,7 +859,7 @@ def test_fnuz_with_224_is_fn_with_the_scale_doubled(fn: str, fnuz: str) -> None:
     else:
         assert a.scales is not None and b.scales is not None
         assert_same(b.scales, (a.scales * np.float32(2)).astype(np.float32), "scales")
-    np.testing.assert_array_equal(quant.dequantize(b), quant.dequantize(a))  # equal values (−0 == +0)
+    np.testing.assert_array_equal(quant.dequantize(b), quant.dequantize(a))  # equal values (-0 == +0)
 
 
 def int_test_data(rng: np.random.Generator, shape: tuple[int, int], axis: int, group: int) -> F32:
@@ -1342,8 +1342,9 @@ import numpy as np
 from kvwire import quant
 x = (np.random.default_rng(3).standard_normal((512, 256)) * 3).astype(np.float32)
 h = hashlib.sha256()
-for fmt in ("fp8_e4m3", "fp8_e5m2", "fp8_e4m3_g128", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2",
-            "mxfp4", "nvfp4", "int8_sym_g32", "int8_asym_g32", "int4_sym_g32", "int4_asym_g32"):
+for fmt in ("fp8_e4m3", "fp8_e5m2", "fp8_e4m3_g128", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "mxfp8_e4m3", "mxfp8_e5m2",
+            "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "nvfp4", "int8_sym_g32", "int8_asym_g32", "int4_sym_g32",
+            "int4_asym_g32"):
     for axis in (-1, 0):
         q = quant.quantize(x, fmt, axis)
         for a in (q.codes, q.scales, q.zeros, quant.dequantize(q)):

@@ -95,7 +95,7 @@ def dtypes() -> list[str]:
 
 def scale_factor(src_dtype: str, dst_dtype: str) -> float:
     """What an fp8 flavour change (OCP fn ↔ AMD fnuz) multiplies the scales by: destination scale = source
-    scale × this. :func:`convert` changes the codes (and inline per token-head scales) itself; scales kept
+    scale x this. :func:`convert` changes the codes (and inline per token-head scales) itself; scales kept
     outside the cache (``k_scale``/``v_scale``) are the caller's to multiply.
 
     E4M3FN → E4M3FNUZ doubles the scale and keeps the bits (vLLM's ``normalize_e4m3fn_to_e4m3fnuz``), so it is
@@ -349,7 +349,7 @@ def convert(
         k_scale, v_scale: fp8 per-tensor scales (a number, or one per layer) when quantising to or from
             a separate-scale fp8 dtype (``fp8_e4m3``, ``fp8_e4m3fnuz``, ``fp8_e5m2``, ``fp8_e5m2fnuz``):
             stored byte = fp8(x / scale), RNE and saturating, as vLLM's CUDA path. A flavour change between
-            two of them (fn ↔ fnuz) does not use them: the destination's scales are these ×
+            two of them (fn ↔ fnuz) does not use them: the destination's scales are these x
             :func:`scale_factor`.
         out: the destination buffers to write into (only the converted tokens' slots are written); default:
             new zeroed arrays just large enough.

@@ -1,6 +1,6 @@
-"""KV-cache quantisation: bit-exact FP8 (OCP and AMD fnuz)/FP6/FP4 element codecs, OCP MX and NVFP4 block formats, FP8 with
-tensor or group scales, and INT8/INT4 group quantisation — Rust kernels on numpy arrays (no copies of the
-input, the GIL released, every core used for large inputs with output identical to one thread).
+"""KV-cache quantisation: bit-exact FP8 (OCP and AMD fnuz)/FP6/FP4 element codecs, OCP MX and NVFP4 block
+formats, FP8 with tensor or group scales, and INT8/INT4 group quantisation — Rust kernels on numpy arrays (no
+copies of the input, the GIL released, every core used for large inputs with output identical to one thread).
 
 >>> import numpy as np
 >>> from kvwire import quant
@@ -236,7 +236,7 @@ def cast(
     ``e5m2fnuz``, ``e3m2``, ``e2m3``, ``e2m1``), one round-to-nearest-even step, no scale. ``saturate=True``
     sends overflow and ±Inf to ±max (FP6/FP4 always saturate). Bit-exact with ``ml_dtypes`` ``astype``
     (non-saturating) except NaN into FP6/FP4, which kvwire maps to ±max. The fnuz formats have one NaN
-    (0x80, what NaN, ±Inf and non-saturating overflow give) and no −0. 8-bit codes keep ``x``'s shape;
+    (0x80, what NaN, ±Inf and non-saturating overflow give) and no -0. 8-bit codes keep ``x``'s shape;
     FP6/FP4 codes are packed (1-D).
 
     >>> import numpy as np

@@ -111,9 +111,11 @@ def presets(as_json: bool) -> None:
         )
     click.echo("devices:")
     for k, d in cat["devices"].items():
+        fp8 = f", FP8 {d['fp8_peak_tflops']:.0f}" if d.get("fp8_peak_tflops") else ""
         click.echo(
-            f"  {k:<12} {d['name']:<14} {d['peak_tflops']:6.0f} TFLOP/s, {d['hbm_tb_per_s']:5.2f} TB/s, "
-            f"{d['hbm_gb']:5.0f} GB, TDP {d['tdp_w']:.0f} W"
+            f"  {k:<12} {d['name']:<14} {d['peak_tflops']:6.0f} TFLOP/s BF16{fp8}, {d['hbm_tb_per_s']:5.2f} TB/s, "
+            f"{d['hbm_gb']:5.0f} GB {d.get('memory', 'HBM')}, TDP {d['tdp_w']:.0f} W"
+            + ("  [ILLUSTRATIVE: announced figures, guessed coefficients]" if d.get("illustrative") else "")
         )
     click.echo("links:")
     for k, lk in cat["links"].items():

@@ -4,6 +4,19 @@
 
 use thiserror::Error;
 
+/// The advice closing a [`Error::DoesNotFit`] message.
+fn needed_advice(needed: Option<u32>) -> String {
+    match needed {
+        Some(n) => {
+            format!("it needs at least {n} devices per instance (devices_per_instance = {n}), or a larger device")
+        }
+        None => format!(
+            "not even {} devices per instance hold it: use a larger device or smaller weights",
+            crate::scenario::MAX_DEVICES_PER_INSTANCE
+        ),
+    }
+}
+
 /// Everything that can go wrong between a scenario arriving and a result leaving the core.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum Error {
@@ -18,8 +31,8 @@ pub enum Error {
     /// The model's weights (plus the smallest useful KV cache) do not fit on an instance.
     #[error(
         "{path}: model {model:?} does not fit on {devices}x {device:?}: {weights_gb:.1} GB of weights \
-         against {usable_gb:.1} GB usable ({mem_util} of {hbm_gb:.1} GB HBM); use more devices_per_instance \
-         or a larger device"
+         against {usable_gb:.1} GB usable ({mem_util} of {hbm_gb:.1} GB {memory}); {}",
+        needed_advice(*devices_needed)
     )]
     DoesNotFit {
         path: String,
@@ -30,6 +43,11 @@ pub enum Error {
         usable_gb: f64,
         hbm_gb: f64,
         mem_util: f64,
+        /// What the device's memory is (`HBM`, `on-chip SRAM (no HBM)`).
+        memory: String,
+        /// The fewest devices per instance that hold the weights and one token of KV (`None`: not even the
+        /// largest allowed instance does).
+        devices_needed: Option<u32>,
     },
 
     /// An explicit request table is malformed (a column is missing, a value is NaN/negative, rows unsorted...).

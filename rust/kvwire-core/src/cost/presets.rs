@@ -399,7 +399,102 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
                 "NVIDIA B200 (HGX) datasheet: 2.25 PFLOP/s dense BF16, 8 TB/s, 180 GB, 1000 W",
             ),
         ),
+        (
+            "mi300x",
+            DeviceSpec {
+                source: format!(
+                    "AMD Instinct MI300X datasheet: 1,307.4 TFLOP/s dense BF16 (2,614.9 dense FP8), 5.3 TB/s HBM3, \
+                     192 GB, 750 W; {AMD_ASSUMED} H100's (same generation): idle 750/7 W, 1.0 pJ/FLOP, 60 pJ/byte"
+                ),
+                ..device("MI300X", 1307.4, 5.3, 192.0, 750.0, 750.0 / 7.0, 1.0, 60.0, "")
+            },
+        ),
+        (
+            "mi355x",
+            DeviceSpec {
+                source: format!(
+                    "AMD Instinct MI355X datasheet: 2,516.6 TFLOP/s dense BF16 (5,033.2 dense FP8), 8 TB/s HBM3E, \
+                     288 GB, 1,400 W; {AMD_ASSUMED} B200's (same generation): idle 1400/7 W, 0.6 pJ/FLOP, \
+                     45 pJ/byte"
+                ),
+                ..device("MI355X", 2516.6, 8.0, 288.0, 1400.0, 200.0, 0.6, 45.0, "")
+            },
+        ),
+        (
+            "wafer-scale",
+            DeviceSpec {
+                name: "Wafer-scale engine (illustrative)".into(),
+                peak_tflops: 125_000.0,
+                hbm_tb_per_s: 21_000.0,
+                hbm_gb: 44.0,
+                flops_eff: 0.55,
+                bw_eff: 0.80,
+                tdp_w: 23_000.0,
+                idle_w: 23_000.0 / 7.0,
+                pj_per_flop: 0.1,
+                pj_per_byte: 1.0,
+                source: WAFER_SRC.into(),
+            },
+        ),
     ]
+}
+
+/// What the AMD presets take from the reference simulator's NVIDIA devices (no public figure exists).
+const AMD_ASSUMED: &str = "flops_eff 0.55 and bw_eff 0.80 as every preset; idle power (TDP/7, the \
+     reference's H100/B200 ratio) and pJ coefficients are not published and are assumed equal to";
+
+/// The wafer-scale device's source: vendor figures for one wafer, and what is illustrative about it.
+const WAFER_SRC: &str = "ILLUSTRATIVE, not a product model: one wafer-scale decode engine as announced by \
+     Cerebras for the WSE-3 (44 GB of on-chip SRAM across 900,000 cores, 21 PB/s memory bandwidth, 125 PFLOP/s \
+     peak AI compute as stated by the vendor, precision and sparsity unstated; CS-3 system about 23 kW). There is \
+     no HBM: hbm_gb and hbm_tb_per_s hold the SRAM, so weights and KV must fit in 44 GB per wafer \
+     (devices_per_instance = wafers, acting as one with free communication between them). flops_eff/bw_eff as \
+     every preset; idle TDP/7 as the reference; 0.1 pJ/FLOP and 1 pJ/byte (on-chip SRAM) are round guesses";
+
+/// Descriptive facts of a device preset that the cost model does not use (listed by `kvwire presets`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceFacts {
+    /// Dense FP8 peak, TFLOP/s (`None`: no FP8 tensor rate).
+    pub fp8_peak_tflops: Option<f64>,
+    /// The scale-up link between devices of one instance.
+    pub scale_up: &'static str,
+    /// What `hbm_gb` / `hbm_tb_per_s` describe.
+    pub memory: &'static str,
+    /// A device modelled from announced figures with guessed coefficients, not a product datasheet.
+    pub illustrative: bool,
+}
+
+/// [`DeviceFacts`] of every device preset: `(key, facts)`, in the order of [`device_presets`].
+pub fn device_facts() -> Vec<(&'static str, DeviceFacts)> {
+    let f = |fp8: Option<f64>, scale_up, memory| DeviceFacts {
+        fp8_peak_tflops: fp8,
+        scale_up,
+        memory,
+        illustrative: false,
+    };
+    vec![
+        ("h100", f(Some(1979.0), "NVLink 4: 900 GB/s bidirectional (nvlink4)", "HBM3")),
+        ("h200", f(Some(1979.0), "NVLink 4: 900 GB/s bidirectional (nvlink4)", "HBM3e")),
+        ("a100", f(None, "NVLink 3: 600 GB/s bidirectional (nvlink3)", "HBM2e")),
+        ("a100-40g", f(None, "NVLink 3: 600 GB/s bidirectional (nvlink3)", "HBM2")),
+        ("b200", f(Some(4500.0), "NVLink 5: 1.8 TB/s bidirectional (nvlink5)", "HBM3e")),
+        ("mi300x", f(Some(2614.9), "Infinity Fabric: 7 links x 128 GB/s = 896 GB/s", "HBM3")),
+        ("mi355x", f(Some(5033.2), "Infinity Fabric: 7 links x 153.6 GB/s = 1,075.2 GB/s", "HBM3E")),
+        (
+            "wafer-scale",
+            DeviceFacts {
+                fp8_peak_tflops: None,
+                scale_up: "wafers chained layer by layer (illustrative: free, like every instance's devices)",
+                memory: "on-chip SRAM (no HBM)",
+                illustrative: true,
+            },
+        ),
+    ]
+}
+
+/// The memory a device preset's `hbm_gb` describes (`"HBM"` for a key without facts, e.g. `"custom"`).
+pub fn memory_kind(key: &str) -> &'static str {
+    device_facts().into_iter().find(|(k, _)| *k == key).map_or("HBM", |(_, f)| f.memory)
 }
 
 const LINK_SRC: &str =
@@ -455,12 +550,26 @@ mod tests {
             ]
         );
         let d: Vec<_> = device_presets().into_iter().map(|(k, _)| k).collect();
-        assert_eq!(d, ["h100", "h200", "a100", "a100-40g", "b200"]);
+        assert_eq!(d, ["h100", "h200", "a100", "a100-40g", "b200", "mi300x", "mi355x", "wafer-scale"]);
+        let facts: Vec<_> = device_facts().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(facts, d);
         let l: Vec<_> = link_presets().into_iter().map(|(k, _)| k).collect();
         assert_eq!(
             l,
             ["nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "ib-ndr", "eth-100g", "eth-25g", "cpo-optical"]
         );
+    }
+
+    /// The illustrative device says so in its name, its source and its facts, and nothing else is marked.
+    #[test]
+    fn the_wafer_scale_device_is_marked_illustrative() {
+        for ((k, d), (_, f)) in device_presets().into_iter().zip(device_facts()) {
+            let marked = d.name.contains("illustrative") && d.source.starts_with("ILLUSTRATIVE");
+            assert_eq!(marked, k == "wafer-scale", "{k}");
+            assert_eq!(f.illustrative, k == "wafer-scale", "{k}");
+        }
+        assert_eq!(memory_kind("wafer-scale"), "on-chip SRAM (no HBM)");
+        assert_eq!(memory_kind("custom"), "HBM");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::quant::formats::Format;
 use crate::workload::{Arrivals, LengthDist, Trace};
 
 pub use spec::{CompressAt, ConvertAt, DecompressAt, FirstToken, OverContext, ScenarioSpec, Streaming};
+pub use validate::MAX_DEVICES_PER_INSTANCE;
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
 #[derive(Clone, Debug, PartialEq)]

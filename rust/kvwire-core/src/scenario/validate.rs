@@ -514,13 +514,9 @@ fn pool(
             ));
         }
     }
-    if let Err(usable) = kv_capacity_tokens(
-        &device.spec,
-        p.devices_per_instance,
-        mem_util,
-        cost.resident_weight_bytes(),
-        cost.kv_bytes_per_token,
-    ) {
+    let fits =
+        |n: u32| kv_capacity_tokens(&device.spec, n, mem_util, cost.resident_weight_bytes(), cost.kv_bytes_per_token);
+    if let Err(usable) = fits(p.devices_per_instance) {
         return Err(Error::DoesNotFit {
             path: path.to_string(),
             model: model.spec.name.clone(),
@@ -530,6 +526,8 @@ fn pool(
             usable_gb: usable / 1e9,
             hbm_gb: device.spec.hbm_gb * p.devices_per_instance as f64,
             mem_util,
+            memory: crate::cost::presets::memory_kind(&device.key).to_string(),
+            devices_needed: (p.devices_per_instance + 1..=MAX_DEVICES_PER_INSTANCE).find(|&n| fits(n).is_ok()),
         });
     }
     Ok(Pool { device, instances, devices_per_instance: p.devices_per_instance, power_cap_w: p.power_cap_w, kv_format })

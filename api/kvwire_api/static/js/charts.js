@@ -27,11 +27,12 @@ function text(x, y, str, attrs = {}) {
 
 // ------------------------------------------------------------------ scales and ticks
 
+/** A round tick step (1, 2 or 5 times a power of ten) giving about `count` ticks over `span`. */
 function niceStep(span, count) {
   const raw = span / Math.max(1, count);
   const mag = 10 ** Math.floor(Math.log10(raw));
   const n = raw / mag;
-  return (n >= 5 ? 10 : n >= 2 ? 5 : n >= 1 ? 2 : 1) * mag;
+  return (n < 1.5 ? 1 : n < 3 ? 2 : n < 7 ? 5 : 10) * mag;
 }
 
 function linearScale(lo, hi, size, reverse, opts = {}) {
@@ -144,7 +145,7 @@ function axisLeft(g, y, ticks, fmt, width, x0) {
   g.append(grid, axis);
 }
 
-function axisBottom(g, x, ticks, fmt, y0, y1) {
+function axisBottom(g, x, ticks, fmt, y0, y1, width) {
   const grid = s("g", { class: "grid" });
   const axis = s("g", { class: "axis" });
   let lastX = -Infinity;
@@ -156,7 +157,7 @@ function axisBottom(g, x, ticks, fmt, y0, y1) {
     lastX = px;
     axis.append(text(px, y1 + 15, label, { "text-anchor": "middle" }));
   }
-  axis.append(s("line", { x1: x(ticks[0]), x2: x(ticks[ticks.length - 1]), y1, y2: y1 }));
+  axis.append(s("line", { x1: 0, x2: width ?? x(ticks[ticks.length - 1]), y1, y2: y1 }));
   g.append(grid, axis);
 }
 
@@ -191,7 +192,7 @@ export function lineChart(host, spec) {
     const g = s("g", { transform: `translate(${m.left},${m.top})` });
     svg.append(g);
     axisLeft(g, y.f, y.ticks, fmtY, w, 0);
-    axisBottom(g, x.f, x.ticks, fmtX, 0, h);
+    axisBottom(g, x.f, x.ticks, fmtX, 0, h, w);
     g.append(text(w / 2, h + 34, spec.x.label, { class: "axis-label", "text-anchor": "middle" }));
     svg.append(text(4, 12, spec.y.label, { class: "axis-label" }));
     const clipId = `clip-${Math.random().toString(36).slice(2)}`;
@@ -332,7 +333,7 @@ export function barChart(host, spec) {
     const svg = svgRoot(width, height, label);
     const g = s("g", { transform: `translate(${m.left},${m.top})` });
     svg.append(g);
-    axisBottom(g, x.f, x.ticks, fmt, 0, h);
+    axisBottom(g, x.f, x.ticks, fmt, 0, h, w);
     g.append(text(w / 2, h + 32, spec.x.label, { class: "axis-label", "text-anchor": "middle" }));
     spec.rows.forEach((r, i) => {
       const y0 = i * (barH + gap) + gap / 2;
@@ -400,7 +401,7 @@ export function timeline(host, r, fmtMs) {
     const svg = svgRoot(width, height, label);
     const g = s("g", { transform: `translate(${m.left},${m.top})` });
     svg.append(g);
-    axisBottom(g, x.f, x.ticks, (v) => fmtMs(v), 0, h);
+    axisBottom(g, x.f, x.ticks, (v) => fmtMs(v), 0, h, w);
     const px0 = x.f(r.prefill_s);
     const px1 = x.f(end);
     if (px1 - px0 > 0.5) g.append(s("rect", { x: px0, y: -m.top, width: px1 - px0, height: h + m.top, fill: "var(--hot)", opacity: 0.14 }));

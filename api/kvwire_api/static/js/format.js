@@ -56,7 +56,7 @@ export function pct(x, digits = 1) {
 export function compact(x) {
   const a = Math.abs(x);
   if (a >= 1e6) return `${trim(x / 1e6)}M`;
-  if (a >= 1e4) return `${trim(x / 1e3)}k`;
+  if (a >= 1e3) return `${trim(x / 1e3)}k`;
   return trim(x);
 }
 

@@ -414,15 +414,16 @@ function cdfChart(host, id, title, series, sloS) {
   const points = series.values_s.map((v, i) => [v * 1e3, series.fractions[i]]);
   const max = points[points.length - 1][0];
   const sloMs = sloS * 1e3;
+  const sloText = `${fixed(sloMs, Number.isInteger(sloMs) ? 0 : 1)} ms`;
   lineChart(host, {
     id, title: `${title} (${int(series.count)} requests)`,
     x: { label: "ms", format: compact, min: 0 },
     y: { label: "fraction of requests", format: (v) => fixed(v, 1), min: 0, max: 1 },
     series: [{ name: title, points, color: "#3451c7" }],
-    vlines: sloMs <= max * 1.25 ? [{ x: sloMs, label: `SLO ${compact(sloMs)} ms` }] : [],
+    vlines: sloMs <= max * 1.25 ? [{ x: sloMs, label: `SLO ${sloText}` }] : [],
     height: 230,
   });
-  if (sloMs > max * 1.25) host.querySelector("figcaption").append(el("span", { class: "sub" }, ` · all below the SLO of ${compact(sloMs)} ms`));
+  if (sloMs > max * 1.25) host.querySelector("figcaption").append(el("span", { class: "sub" }, ` · all below the SLO of ${sloText}`));
 }
 
 function shareButton() {

@@ -384,6 +384,9 @@ function renderSweep(host, job, rows) {
     const holder = el("div", { "data-metric": m });
     charts.append(holder);
     if (x) {
+      const ys = [...points.values()].map((p) => scaleY(p.sums[m] / p.n)).filter((v) => Number.isFinite(v));
+      const spread = ys.length && Math.min(...ys) > 0 ? Math.max(...ys) / Math.min(...ys) : 0;
+      const axis = m !== "slo.attainment" && spread > 30 ? { log: true } : yopts; // long tails: a log axis
       const series = configs.map((c, i) => ({
         name: c || label,
         color: PALETTE[i % 10],
@@ -392,7 +395,7 @@ function renderSweep(host, job, rows) {
       }));
       lineChart(holder, {
         id: `sw-${m}`, title: `${label} against ${x}`, series, height: 210,
-        x: { label: x, format: compact }, y: { label, format: fmtY, ...yopts },
+        x: { label: x, format: compact }, y: { label: axis.log ? `${label}, log scale` : label, format: fmtY, ...axis },
       });
     } else {
       barChart(holder, {

@@ -1,11 +1,13 @@
 """Helpers of the browser tests: a headless Chromium driven by Selenium (Debian's ``chromium`` and
 ``chromium-driver``), screenshots checked to be non-blank, and the browser console checked for errors.
 
-The tests skip, saying why, when no Chromium or chromedriver is installed (``.ci/run`` installs both, so on CI
-they run). Selenium is told where both are, so it never downloads a browser or a driver."""
+The tests skip, saying why, when no Chromium or chromedriver is installed, unless ``KVWIRE_REQUIRE_BROWSER`` is
+set: ``.ci/run`` installs both and sets it, so on CI they run or fail. Selenium is told where both are, so it
+never downloads a browser or a driver."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from collections.abc import Callable
@@ -28,12 +30,17 @@ def browser_paths() -> tuple[str, str] | None:
 
 def start_browser(width: int = 1280, height: int = 800) -> Any:
     """A headless Chromium at ``width`` x ``height`` with its console log kept, or a skip saying what is missing."""
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install './api[test]')")
+    webdriver = pytest.importorskip(
+        "selenium.webdriver", reason="selenium is not installed (pip install './api[test]')"
+    )
     from selenium.webdriver.chrome.service import Service
 
     paths = browser_paths()
     if paths is None:
-        pytest.skip(f"no Chromium and chromedriver on PATH: the browser tests need them ({INSTALL}); CI installs them")
+        why = f"no Chromium and chromedriver on PATH: the browser tests need them ({INSTALL}); CI installs them"
+        if os.environ.get("KVWIRE_REQUIRE_BROWSER"):  # set by .ci/run: there, a missing browser is a failure
+            pytest.fail(why)
+        pytest.skip(why)
     browser, driver = paths
     options = webdriver.ChromeOptions()
     options.binary_location = browser

@@ -46,6 +46,9 @@ ARTICLE = {
     "link_full_rate_per_s": "11.6 req/s",
 }
 
+#: Issue 14's budget for the page: everything it loads.
+PAGE_BYTES = 2_000_000
+
 RUN = {"link": "eth-25g", "workload": {"requests": 1500, "arrivals": {"rate_per_s": 11}}}
 
 
@@ -87,25 +90,54 @@ def js(driver: Any, script: str, *args: Any) -> Any:
     return driver.execute_script(script, *args)
 
 
+def data(driver: Any, element_id: str, key: str) -> Any:
+    """An element's ``data-<key>`` value (None when absent)."""
+    return js(
+        driver, "const e = document.getElementById(arguments[0]); return e && e.dataset[arguments[1]];", element_id, key
+    )
+
+
+def wait_data(driver: Any, element_id: str, key: str, want: str, what: str, timeout_s: float = 30.0) -> None:
+    wait_for(driver, lambda: data(driver, element_id, key) == want, what, timeout_s)
+
+
+def text_of(driver: Any, element_id: str) -> str:
+    return str(js(driver, "return document.getElementById(arguments[0]).textContent", element_id))
+
+
 def figure(driver: Any, key: str) -> str:
     """A figure card's value and unit as shown ("85.9 ms")."""
-    return str(js(driver, """const f = document.querySelector(`[data-figure="${arguments[0]}"]`);
-        return f ? (f.querySelector('.value').textContent + f.querySelector('.unit').textContent) : null;""", key))
+    return str(
+        js(
+            driver,
+            """const f = document.querySelector(`[data-figure="${arguments[0]}"]`);
+        return f ? (f.querySelector('.value').textContent + f.querySelector('.unit').textContent) : null;""",
+            key,
+        )
+    )
 
 
 def series(driver: Any, host_id: str) -> Any:
     """The data a chart plotted (its figure's ``data-series``)."""
-    raw = js(driver, "const f = document.querySelector(`#${arguments[0]} figure`); return f && f.dataset.series;", host_id)
+    raw = js(
+        driver, "const f = document.querySelector(`#${arguments[0]} figure`); return f && f.dataset.series;", host_id
+    )
     assert raw, f"no chart in #{host_id}"
     return json.loads(raw)
 
 
 def field_error(driver: Any, control_id: str) -> str:
     """The error line shown next to a control (via its aria-describedby), '' when hidden."""
-    return str(js(driver, """const c = document.getElementById(arguments[0]);
+    return str(
+        js(
+            driver,
+            """const c = document.getElementById(arguments[0]);
         const e = document.getElementById(arguments[0] + '-error');
         return (e && !e.hidden && c.getAttribute('aria-invalid') === 'true'
-                && c.getAttribute('aria-describedby').split(' ').includes(e.id)) ? e.textContent : '';""", control_id))
+                && c.getAttribute('aria-describedby').split(' ').includes(e.id)) ? e.textContent : '';""",
+            control_id,
+        )
+    )
 
 
 def type_into(driver: Any, element_id: str, text: str) -> None:
@@ -122,8 +154,13 @@ def type_into(driver: Any, element_id: str, text: str) -> None:
 
 def set_editor(driver: Any, element_id: str, text: str) -> None:
     """Put ``text`` in a textarea and fire ``input`` as typing would (long texts: faster than key by key)."""
-    js(driver, """const t = document.getElementById(arguments[0]); t.focus(); t.value = arguments[1];
-        t.dispatchEvent(new Event('input', {bubbles: true}));""", element_id, text)
+    js(
+        driver,
+        """const t = document.getElementById(arguments[0]); t.focus(); t.value = arguments[1];
+        t.dispatchEvent(new Event('input', {bubbles: true}));""",
+        element_id,
+        text,
+    )
 
 
 def no_console_errors(driver: Any, allow_refusals: bool = False) -> None:
@@ -136,22 +173,30 @@ def no_console_errors(driver: Any, allow_refusals: bool = False) -> None:
 
 
 def test_explorer_shows_the_articles_figures(driver: Any, server: Server, shots: Path) -> None:
-    """The article's example (Llama-3-8B, 2,048 tokens, 25 GbE, LM head on every token) shows 268.4 MB, 85.9 ms
-    on the wire, 59.0 ms of prefill, the link full at 11.6 req/s; layer streaming shows 28.7 ms exposed, with FP8
-    1.36 ms; typing another prompt length updates the figures; the chart has a line per link whose 2,048-token
-    points are kvwire.handoff's exposed times."""
+    """Loading the page fetches at most 2 MB, all from the service. The article's example (Llama-3-8B, 2,048
+    tokens, 25 GbE, LM head on every token) shows 268.4 MB, 85.9 ms on the wire, 59.0 ms of prefill, the link
+    full at 11.6 req/s; layer streaming shows 28.7 ms exposed, with FP8 1.36 ms; typing another prompt length
+    updates the figures; the chart has a line per link whose 2,048-token points are kvwire.handoff's."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
     open_page(driver, server, "#explorer")
-    wait_for(driver, lambda: js(driver, "return document.getElementById('explorer').dataset.state") == "ready", "figures")
+    wait_data(driver, "explorer", "state", "ready", "figures")
+    loaded = js(
+        driver,
+        """return performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))
+        .map(e => [e.name, e.decodedBodySize]);""",
+    )
+    assert {u.split("/", 3)[3] for u, _ in loaded} >= {"static/js/main.js", "v1/presets", "schema/openapi.json"}
+    assert all(u.startswith(server.url) for u, _ in loaded), loaded  # nothing from another host
+    assert sum(n for _, n in loaded) <= PAGE_BYTES  # everything the page loaded, API answers included
     driver.find_element(By.ID, "ex-article").click()
     for key, want in ARTICLE.items():
         wait_for(driver, lambda k=key, w=want: figure(driver, k) == w, f"{key} = {want}", 10)  # type: ignore[misc]
     driver.find_element(By.CSS_SELECTOR, "label:has(#ex-streaming-layer)").click()
     wait_for(driver, lambda: figure(driver, "exposed_s") == "28.7 ms", "28.7 ms exposed with layer streaming", 10)
     assert figure(driver, "transfer_s") == "85.9 ms" and figure(driver, "handoff_bytes") == "268.4 MB"
-    wait_for(driver, lambda: js(driver, "return document.getElementById('explorer').dataset.state") == "ready", "chart")
+    wait_data(driver, "explorer", "state", "ready", "chart")
     cost = {"prefill_lm_head": "all"}
     links = kvwire.catalog()["links"]
     lines = {s["name"]: dict(map(tuple, s["points"])) for s in series(driver, "ex-chart")}
@@ -166,7 +211,9 @@ def test_explorer_shows_the_articles_figures(driver: Any, server: Server, shots:
     assert figure(driver, "wire_bytes") == "134.2 MB"
     type_into(driver, "ex-prompt", "4096")
     want = kvwire.handoff("llama3-8b", 4096, link="eth-25g", compression="fp8", streaming="layer", cost=cost)
-    wait_for(driver, lambda: figure(driver, "handoff_bytes") == f"{fixed(want['handoff_bytes'] / 1e6, 1)} MB", "4,096 tokens")
+    wait_for(
+        driver, lambda: figure(driver, "handoff_bytes") == f"{fixed(want['handoff_bytes'] / 1e6, 1)} MB", "4,096 tokens"
+    )
     assert figure(driver, "exposed_s") == f"{fixed(want['exposed_s'] * 1e3, 2)} ms"
     no_console_errors(driver)
 
@@ -185,16 +232,21 @@ def test_run_shows_the_librarys_numbers(driver: Any, server: Server, shots: Path
     sentence equal kvwire.simulate's; the URL decodes to the scenario; the CSV and Parquet downloads are the
     library's request table."""
     open_page(driver, server, f"#run?s={encoded(RUN)}")
-    wait_for(driver, lambda: js(driver, "return document.getElementById('run').dataset.state") == "done", "the run", 60)
+    wait_data(driver, "run", "state", "done", "the run", 60)
     res = kvwire.simulate(RUN)
     s = res.summary
     names = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2e_s": "E2E", "handoff_s": "hand-off"}
-    table = js(driver, """return [...document.querySelectorAll('#run-percentiles tbody tr')].map(
-        r => [r.dataset.metric, [...r.cells].map(c => c.textContent)]);""")
+    table = js(
+        driver,
+        """return [...document.querySelectorAll('#run-percentiles tbody tr')].map(
+        r => [r.dataset.metric, [...r.cells].map(c => c.textContent)]);""",
+    )
     assert [m for m, _ in table] == list(names)
     for metric, cells in table:
         stats = s["latency"][metric]
-        want = [names[metric]] + [fixed(stats[k] * 1e3, 1) for k in ("mean", "p50", "p90", "p95", "p99", "p99_9", "max")]
+        want = [names[metric]] + [
+            fixed(stats[k] * 1e3, 1) for k in ("mean", "p50", "p90", "p95", "p99", "p99_9", "max")
+        ]
         assert cells == want, metric
     assert figure(driver, "ttft-p99") == f"{fixed(s['latency']['ttft_s']['p99'] * 1e3, 1)} ms"
     assert figure(driver, "slo") == f"{fixed(s['slo']['attainment'] * 100, 1)}%"
@@ -218,7 +270,7 @@ def test_run_shows_the_librarys_numbers(driver: Any, server: Server, shots: Path
 
     fragment = driver.current_url.split("#", 1)[1]
     assert fragment.startswith("run?s=")
-    code = fragment[len("run?s="):]
+    code = fragment[len("run?s=") :]
     assert json.loads(base64.urlsafe_b64decode(code + "=" * (-len(code) % 4))) == RUN
     links = js(driver, "return [...document.querySelectorAll('#run-results a[download]')].map(a => a.href)")
     csv = next(u for u in links if u.endswith("requests?format=csv"))
@@ -236,8 +288,10 @@ def test_editor_is_checked_as_you_type(driver: Any, server: Server) -> None:
     message next to its field; an unknown key is listed; a valid scenario shows its request count. Switching to
     TOML writes the scenario as TOML that tomllib reads back to it, and TOML typed in is checked the same way."""
     open_page(driver, server, "#run")
-    wait_for(driver, lambda: js(driver, "return document.getElementById('run').dataset.state") == "done", "the first run", 60)
-    check = lambda: js(driver, "return document.getElementById('run-check').textContent")  # noqa: E731
+    wait_data(driver, "run", "state", "done", "the first run", 60)
+
+    def check() -> str:
+        return text_of(driver, "run-check")
 
     set_editor(driver, "run-editor", '{"workload": {"requests": ')
     wait_for(driver, lambda: check().startswith("JSON: "), "a JSON syntax error")
@@ -252,8 +306,7 @@ def test_editor_is_checked_as_you_type(driver: Any, server: Server) -> None:
     rate_id = js(driver, "return document.querySelector('#run-form [data-path=\"workload.arrivals.rate_per_s\"]').id")
     wait_for(driver, lambda: field_error(driver, rate_id) == str(info.value), "the service's message at the rate")
     set_editor(driver, "run-editor", '{"wrkload": {}}')
-    wait_for(driver, lambda: "wrkload: unknown field" in js(driver, "return document.getElementById('run-editor-errors').textContent"),
-             "the unknown key listed")  # fmt: skip
+    wait_for(driver, lambda: "wrkload: unknown field" in text_of(driver, "run-editor-errors"), "the unknown key")
     good = {"link": "eth-25g", "workload": {"requests": 700, "arrivals": {"rate_per_s": 5.5}}, "slo": {"ttft_s": 2}}
     set_editor(driver, "run-editor", json.dumps(good))
     wait_for(driver, lambda: check().startswith("✓ Valid: 700 requests"), "a valid scenario")
@@ -284,7 +337,7 @@ line one
   joined"""
 '''  # the multi-line literal string is written apart: it is delimited by three quotes
     + "multi_lit = '''raw \\n kept'''\n"
-    + r'''"quoted key" = 1
+    + r""""quoted key" = 1
 dotted.key.here = true
 hex = 0xDEAD_beef
 oct = 0o755
@@ -310,9 +363,17 @@ n = 1
 n = 2
 [points.detail]
 ok = false
-''',
+""",
 ]
-BAD_TOML = ["a = 1\na = 2\n", 'a = "unterminated\n', "a = 01\n", "[t]\n[t]\n", "a = [1 2]\n", "= 1\n", "a = 1\nb = 2 3\n"]
+BAD_TOML = [
+    "a = 1\na = 2\n",
+    'a = "unterminated\n',
+    "a = 01\n",
+    "[t]\n[t]\n",
+    "a = [1 2]\n",
+    "= 1\n",
+    "a = 1\nb = 2 3\n",
+]
 
 
 def test_toml_reader_agrees_with_tomllib(driver: Any, server: Server) -> None:
@@ -324,11 +385,19 @@ def test_toml_reader_agrees_with_tomllib(driver: Any, server: Server) -> None:
         """const [docs, bad, done] = arguments;
         import('/static/js/toml.js').then(m => {
           const read = t => { try { return {ok: m.parse(t)}; } catch (e) { return {err: e.message}; } };
-          const enc = v => JSON.parse(JSON.stringify(v, (k, x) => typeof x === 'number' && !isFinite(x) ? String(x) : x));
-          done({docs: docs.map(t => { const r = read(t); return r.ok ? {ok: enc(r.ok), again: enc(m.parse(m.stringify(r.ok))), text: m.stringify(r.ok)} : r; }),
-                bad: bad.map(read)});
+          // JSON has no infinities: send them as the strings "Infinity" and "-Infinity"
+          const finite = (k, x) => (typeof x === 'number' && !isFinite(x) ? String(x) : x);
+          const enc = v => JSON.parse(JSON.stringify(v, finite));
+          const doc = t => {
+            const r = read(t);
+            if (!r.ok) return r;
+            const text = m.stringify(r.ok);
+            return {ok: enc(r.ok), again: enc(m.parse(text)), text};
+          };
+          done({docs: docs.map(doc), bad: bad.map(read)});
         });""",
-        TOML_DOCS, [*BAD_TOML, "when = 1979-05-27\n"],
+        TOML_DOCS,
+        [*BAD_TOML, "when = 1979-05-27\n"],
     )
 
     def plain(v: Any) -> Any:  # as the page encodes non-finite floats for JSON
@@ -367,7 +436,7 @@ def test_invalid_input_shows_the_api_error_next_to_the_field(driver: Any, server
     from selenium.webdriver.support.ui import Select
 
     open_page(driver, server, "#run")
-    wait_for(driver, lambda: js(driver, "return document.getElementById('run').dataset.state") == "done", "the first run", 60)
+    wait_data(driver, "run", "state", "done", "the first run", 60)
     rate_id = js(driver, "return document.querySelector('#run-form [data-path=\"workload.arrivals.rate_per_s\"]').id")
     type_into(driver, rate_id, "-1")
     driver.find_element(By.ID, "run-button").click()
@@ -379,7 +448,7 @@ def test_invalid_input_shows_the_api_error_next_to_the_field(driver: Any, server
     screenshot(driver, shots / "run-invalid-1280x800.png")
 
     open_page(driver, server, "#explorer")
-    wait_for(driver, lambda: js(driver, "return document.getElementById('explorer').dataset.state") == "ready", "figures")
+    wait_data(driver, "explorer", "state", "ready", "figures")
     type_into(driver, "ex-prompt", "0")
     with pytest.raises(kvwire.ScenarioError) as info:
         kvwire.handoff(prompt_tokens=0)
@@ -392,15 +461,15 @@ def test_invalid_input_shows_the_api_error_next_to_the_field(driver: Any, server
     wait_for(driver, lambda: field_error(driver, "ex-dpi") == str(fit.value), "the fit error at devices per instance")
     type_into(driver, "ex-dpi", "8")
     Select(driver.find_element(By.ID, "ex-device")).select_by_value("h200")
-    wait_for(driver, lambda: field_error(driver, "ex-dpi") == "" and figure(driver, "bytes_per_token") == "70,272 B",
-             "DeepSeek-V3 on 8 x H200")  # fmt: skip
+    wait_for(driver, lambda: figure(driver, "bytes_per_token") == "70,272 B", "DeepSeek-V3 on 8 x H200")
+    assert field_error(driver, "ex-dpi") == ""
 
     open_page(driver, server, "#sweeps")
     type_into(driver, "sw-grid-values-1", "4, -1")
     driver.find_element(By.ID, "sw-start").click()
     with pytest.raises(kvwire.SweepError) as sweep:
-        kvwire.sweep_points({"base": {"workload": {"requests": 1000}},
-                             "grid": {"workload.arrivals.rate_per_s": [4, -1], "link": ["ib-ndr", "eth-25g"]}})  # fmt: skip
+        grid = {"workload.arrivals.rate_per_s": [4, -1], "link": ["ib-ndr", "eth-25g"]}
+        kvwire.sweep_points({"base": {"workload": {"requests": 1000}}, "grid": grid})
     messages = " ".join(e["message"] for e in sweep.value.errors)
     wait_for(driver, lambda: field_error(driver, "sw-grid-values-1") == messages, "the sweep point's error")
     no_console_errors(driver, allow_refusals=True)
@@ -424,17 +493,29 @@ def test_sweep_shows_live_progress_and_its_chart(driver: Any, server: Server, sh
     set_editor(driver, "sw-base", json.dumps(SWEEP_BASE))
     type_into(driver, "sw-grid-values-1", ", ".join(map(str, SWEEP_RATES)))
     driver.find_element(By.ID, "sw-start").click()
-    wait_for(driver, lambda: js(driver, "return document.getElementById('sw-job').dataset.status") == "done", "the sweep", 180)
-    seen = [tuple(map(int, x.split("/"))) for x in js(driver, "return document.getElementById('sw-job').dataset.progressSeen").split(",")]
+    wait_data(driver, "sw-job", "status", "done", "the sweep", 180)
+    seen = [
+        tuple(map(int, x.split("/")))
+        for x in js(driver, "return document.getElementById('sw-job').dataset.progressSeen").split(",")
+    ]
     assert any(0 < done < total for done, total in seen), seen
     assert seen[-1] == (12, 12)
     assert js(driver, "return document.getElementById('sw-progress').value") == 12
-    wait_for(driver, lambda: js(driver, "return !!document.querySelector('[data-metric=\"latency.tpot_s.p99\"] figure')"), "the charts")
+    wait_for(
+        driver,
+        lambda: js(driver, "return !!document.querySelector('[data-metric=\"latency.tpot_s.p99\"] figure')"),
+        "the charts",
+    )
 
-    definition = {"base": SWEEP_BASE, "grid": {"workload.arrivals.rate_per_s": SWEEP_RATES, "link": ["ib-ndr", "eth-25g"]}}
+    definition = {
+        "base": SWEEP_BASE,
+        "grid": {"workload.arrivals.rate_per_s": SWEEP_RATES, "link": ["ib-ndr", "eth-25g"]},
+    }
     table = kvwire.sweep(definition)
     for metric, scale in (("slo.attainment", 1.0), ("latency.ttft_s.p99", 1e3), ("latency.tpot_s.p99", 1e3)):
-        raw = js(driver, "return document.querySelector(`[data-metric=\"${arguments[0]}\"] figure`).dataset.series", metric)
+        raw = js(
+            driver, 'return document.querySelector(`[data-metric="${arguments[0]}"] figure`).dataset.series', metric
+        )
         lines = {s["name"]: s["points"] for s in json.loads(raw)}
         for link in ("ib-ndr", "eth-25g"):
             rows = table.filter(pl.col("link") == link).sort("workload.arrivals.rate_per_s")
@@ -442,10 +523,16 @@ def test_sweep_shows_live_progress_and_its_chart(driver: Any, server: Server, sh
             assert got[:, 0].tolist() == rows["workload.arrivals.rate_per_s"].to_list()
             np.testing.assert_allclose(got[:, 1], rows[metric].to_numpy() * scale, rtol=1e-12, err_msg=metric)
     job = js(driver, "return document.getElementById('sw-job').dataset.job")
-    wait_for(driver, lambda: js(driver, "return !!document.querySelector(`#sw-jobs tr[data-job=\"${arguments[0]}\"]`)", job), "the job listed")
+    wait_for(
+        driver,
+        lambda: js(driver, 'return !!document.querySelector(`#sw-jobs tr[data-job="${arguments[0]}"]`)', job),
+        "the job listed",
+    )
     csv = js(driver, "return [...document.querySelectorAll('#sw-job a[download]')].map(a => a.href)")[0]
     downloaded = pl.read_csv(io.BytesIO(httpx.get(csv).content))
-    assert_frame_equal(downloaded.select(["point", "link", "slo.attainment"]), table.select(["point", "link", "slo.attainment"]))
+    assert_frame_equal(
+        downloaded.select(["point", "link", "slo.attainment"]), table.select(["point", "link", "slo.attainment"])
+    )
     screenshot(driver, shots / "sweeps-1280x800.png")
     screenshot(driver, shots / "sweeps-full.png", full=True)
     no_console_errors(driver)
@@ -463,7 +550,7 @@ def test_capacity_per_split_and_stored_runs(driver: Any, server: Server, shots: 
     set_editor(driver, "sw-base", json.dumps(scenario))
     type_into(driver, "sw-total", "3")
     driver.find_element(By.ID, "sw-start").click()
-    wait_for(driver, lambda: js(driver, "return document.getElementById('sw-job').dataset.status") == "done", "the split", 120)
+    wait_data(driver, "sw-job", "status", "done", "the split", 120)
     wait_for(driver, lambda: js(driver, "return !!document.querySelector('#sw-results figure')"), "the split chart")
     split = kvwire.best_split(scenario, 3)
     bars = {r["label"]: r["segments"][0]["value"] for r in series(driver, "sw-results")}
@@ -474,8 +561,8 @@ def test_capacity_per_split_and_stored_runs(driver: Any, server: Server, shots: 
 
     driver.find_element(By.CSS_SELECTOR, "label:has(input[name='sw-kind'][value='capacity'])").click()
     driver.find_element(By.ID, "sw-start").click()
-    wait_for(driver, lambda: js(driver, "return document.getElementById('sw-job').dataset.job").startswith("capacity/")
-             and js(driver, "return document.getElementById('sw-job').dataset.status") == "done", "the capacity search", 120)  # fmt: skip
+    wait_for(driver, lambda: data(driver, "sw-job", "job").startswith("capacity/"), "the capacity search")
+    wait_data(driver, "sw-job", "status", "done", "the capacity search's end", 120)
     wait_for(driver, lambda: js(driver, "return !!document.querySelector('#sw-results figure')"), "the capacity chart")
     cap = kvwire.capacity(scenario)
     (line,) = series(driver, "sw-results")
@@ -486,10 +573,14 @@ def test_capacity_per_split_and_stored_runs(driver: Any, server: Server, shots: 
     with server.client() as c:
         run_id = c.post("/v1/simulations", json={"workload": {"requests": 400}}).json()["id"]
     open_page(driver, server, "#sweeps")
-    wait_for(driver, lambda: js(driver, "return !!document.querySelector(`#sw-runs tr[data-run=\"${arguments[0]}\"]`)", run_id), "the run listed")
+    wait_for(
+        driver,
+        lambda: js(driver, 'return !!document.querySelector(`#sw-runs tr[data-run="${arguments[0]}"]`)', run_id),
+        "the run listed",
+    )
     driver.find_element(By.CSS_SELECTOR, f'#sw-runs tr[data-run="{run_id}"] a').click()
-    wait_for(driver, lambda: js(driver, "return document.getElementById('run').dataset.runId") == run_id
-             and js(driver, "return document.getElementById('run').dataset.state") == "done", "the stored run")  # fmt: skip
+    wait_data(driver, "run", "runId", run_id, "the stored run")
+    wait_data(driver, "run", "state", "done", "the stored run's results")
     res = kvwire.simulate({"workload": {"requests": 400}})
     assert figure(driver, "ttft-p99") == f"{fixed(res.summary['latency']['ttft_s']['p99'] * 1e3, 1)} ms"
     no_console_errors(driver)
@@ -528,8 +619,7 @@ def test_every_view_is_labelled_keyboard_usable_and_fits(
         assert driver.switch_to.active_element.get_attribute("id") == f"tab-{view}"
         assert driver.current_url.split("#", 1)[1].split("?")[0] == view
         if ready:
-            wait_for(driver, lambda v=view, r=ready: js(driver, f"return document.getElementById('{v}').dataset.state") == r,  # type: ignore[misc]
-                     f"{view} ready", 60)  # fmt: skip
+            wait_data(driver, view, "state", ready, f"{view} ready", 60)
         else:
             wait_for(driver, lambda: js(driver, "return !!document.querySelector('#sw-history h2')"), "the history")
         assert js(driver, UNNAMED) == [], view

@@ -114,9 +114,9 @@ def prepare_capacity(svc: Services, body: dict[str, Any]) -> dict[str, Any]:
 
 def prepare_split(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """The best-split definition and its number of splits, or the error that refuses it. The number of splits
-    (``total_instances`` − 1) is bounded by the service's ``max_sweep_points`` before anything is resolved."""
+    (``total_instances`` - 1) is bounded by the service's ``max_sweep_points`` before anything is resolved."""
     definition = _search_definition(svc, body, SPLIT_ARGS)
-    n = definition.get("total_instances")
+    n: Any = definition.get("total_instances")  # best_split checks it (a whole number >= 2)
     limit = svc.settings.max_sweep_points
     if isinstance(n, int) and not isinstance(n, bool) and n - 1 > limit:
         raise TooLarge(
@@ -124,8 +124,7 @@ def prepare_split(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], 
         )
     args = {k: v for k, v in definition.items() if k not in ("scenario", "total_instances")}
     dry_run(lambda stop: kvwire.best_split(definition["scenario"], n, **args, workers=1, cancel=stop))
-    assert isinstance(n, int)  # best_split refused anything else
-    return definition, n - 1
+    return definition, int(n) - 1
 
 
 @dataclass

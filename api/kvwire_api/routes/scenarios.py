@@ -1,12 +1,12 @@
-"""``GET /v1/scenarios/default``: the default scenario in full. ``POST /v1/scenarios/validate``: would ``POST /v1/simulations`` run this scenario? Checked as a run would be
-(the library's validation, the uploaded trace it names, the service's synchronous bound), without running it;
-with the request count and the analytic ceilings. The web page checks its editor with it as you type."""
+"""Scenarios without running them: ``GET /v1/scenarios/default`` (the default scenario in full) and
+``POST /v1/scenarios/validate`` (would ``POST /v1/simulations`` run this scenario? Checked as a run would be: the
+library's validation, the uploaded trace it names, the service's synchronous bound; answered with the request
+count and the analytic ceilings). The web page checks its editor with it as you type."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import kvwire
 from litestar import Controller, Request, get, post
 from litestar.di import NamedDependency

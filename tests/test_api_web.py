@@ -17,10 +17,8 @@ import kvwire
 import numpy as np
 import polars as pl
 import pytest
-from api_support import wait_for_job
+from api_support import make_client, wait_for_job
 from kvwire import report
-from kvwire_api import create_app
-from kvwire_api.config import Settings
 from kvwire_api.routes.catalog import MAX_BATCH
 from kvwire_api.routes.page import STATIC_DIR
 from litestar.testing import TestClient
@@ -30,10 +28,6 @@ from polars.testing import assert_frame_equal
 MAX_PAGE_BYTES = 2_000_000
 #: The only absolute URL the page's files may contain: the SVG namespace (a name, never fetched).
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
-
-
-def make_client(tmp_path: Path, **settings: Any) -> TestClient[Any]:
-    return TestClient(app=create_app(Settings(data_dir=tmp_path / "data", **settings)))
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import kvwire
 import numpy as np
 import polars as pl
 import pytest
-from api_support import Server
+from api_support import Server, running
 from browser_support import console_errors, fixed, screenshot, set_viewport, start_browser, wait_for
 from kvwire import report
 from kvwire.scenario import to_toml
@@ -163,8 +163,12 @@ def set_editor(driver: Any, element_id: str, text: str) -> None:
     )
 
 
-def no_console_errors(driver: Any, allow_refusals: bool = False) -> None:
-    errors = console_errors(driver, allow_refusals)
+#: The API's refusals of invalid input (malformed, invalid): logged by the browser as failed loads.
+REFUSALS = (400, 422)
+
+
+def no_console_errors(driver: Any, allow_statuses: tuple[int, ...] = ()) -> None:
+    errors = console_errors(driver, allow_statuses)
     assert errors == [], errors
 
 
@@ -321,7 +325,7 @@ def test_editor_is_checked_as_you_type(driver: Any, server: Server) -> None:
     assert js(driver, "return document.querySelector('#run-form [data-path=\"workload.requests\"]').value") == "300"
     set_editor(driver, "run-editor", "[workload\nrequests = 300\n")
     wait_for(driver, lambda: check().startswith("TOML: line 1"), "a TOML syntax error with its line")
-    no_console_errors(driver, allow_refusals=True)  # the service's 422 for rate -1 is logged as a failed load
+    no_console_errors(driver, REFUSALS)  # the service's 422 for rate -1 is logged as a failed load
 
 
 TOML_DOCS = [
@@ -472,7 +476,7 @@ def test_invalid_input_shows_the_api_error_next_to_the_field(driver: Any, server
         kvwire.sweep_points({"base": {"workload": {"requests": 1000}}, "grid": grid})
     messages = " ".join(e["message"] for e in sweep.value.errors)
     wait_for(driver, lambda: field_error(driver, "sw-grid-values-1") == messages, "the sweep point's error")
-    no_console_errors(driver, allow_refusals=True)
+    no_console_errors(driver, REFUSALS)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -627,3 +631,32 @@ def test_every_view_is_labelled_keyboard_usable_and_fits(
         assert overflow <= 1, f"{view} is {overflow} px wider than the {width} px screen"
         screenshot(driver, shots / f"view-{view}-{width}x{height}.png")
     no_console_errors(driver)
+
+
+def test_a_service_with_a_token_asks_for_it_once(driver: Any, tmp_path: Path) -> None:
+    """With KVWIRE_API_TOKEN set, the page still loads (it holds no data); the first refused call opens a dialog
+    asking for the token, once for every call refused together; with it, the calls are retried and the runner's
+    first run completes, and the progress stream of a job (fetched with the token) reaches its end."""
+    from selenium.webdriver.common.by import By
+
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("KVWIRE_API_")}
+    env.update(KVWIRE_API_TOKEN="tok-web", KVWIRE_API_JOB_WORKERS="1")
+    with running(tmp_path / "data", env) as server:
+        set_viewport(driver, 1280, 800)
+        driver.get("about:blank")
+        driver.get(f"{server.url}/#run")
+        wait_for(driver, lambda: js(driver, "return document.getElementById('token-dialog').open"), "the token dialog")
+        driver.find_element(By.ID, "token-input").send_keys("tok-web")
+        driver.find_element(By.CSS_SELECTOR, "#token-dialog button[value=ok]").click()
+        wait_data(driver, "run", "state", "done", "the first run with the token", 60)
+        assert not js(driver, "return document.getElementById('token-dialog').open")
+        sweep = {"grid": {"workload.seed": list(range(1, 9))}, "base": SWEEP_BASE}
+        with server.client(headers={"Authorization": "Bearer tok-web"}) as c:
+            job = c.post("/v1/sweeps", json=sweep).json()
+        driver.get(f"{server.url}/#sweeps?job=sweep/{job['id']}")
+        wait_data(driver, "sw-job", "status", "done", "the job followed with the token", 60)
+        assert int(data(driver, "sw-job", "progressEvents")) >= 1  # events came over the stream
+        job_row = f'#sw-jobs tr[data-job="sweep/{job["id"]}"] .badge.done'
+        wait_for(driver, lambda: js(driver, "return !!document.querySelector(arguments[0])", job_row), "the job list")
+        driver.get("about:blank")  # leave before the server stops: no call of the page may be left in flight
+    no_console_errors(driver, (401,))  # the first calls, refused before the token was given

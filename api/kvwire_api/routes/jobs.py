@@ -14,7 +14,7 @@ import inspect
 import json
 import math
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -36,6 +36,8 @@ from kvwire_api.store import TERMINAL, JobRecord, new_id
 from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_response
 from kvwire_api.types import NOT_FROM_REQUESTS, CapacityBody, JobDict, SplitBody, SweepBody
 
+#: Checks a job's body: (service, body) -> (the definition to run, its number of points if known).
+Prepare = Callable[[Services, dict[str, Any]], tuple[dict[str, Any], int | None]]
 #: The arguments of kvwire.capacity and kvwire.best_split a request may set.
 CAPACITY_ARGS = tuple(p for p in inspect.signature(kvwire.capacity).parameters if p not in NOT_FROM_REQUESTS)
 SPLIT_ARGS = tuple(p for p in inspect.signature(kvwire.best_split).parameters if p not in NOT_FROM_REQUESTS)
@@ -165,6 +167,13 @@ class JobController(Controller):
             raise not_found(f"{self.kind} job", job_id)
         return rec
 
+    async def _start(self, request: Request[Any, Any, Any], svc: Services, prepare: Prepare) -> Response[JobDict]:
+        """Check the body exactly as sent (the library refuses unknown keys by name; the typed view drops them)
+        with ``prepare`` on a simulation slot, then record the job and answer 202."""
+        raw: dict[str, Any] = await request.json()
+        definition, total = await svc.slots.run(lambda: prepare(svc, raw), svc.settings.run_timeout_s)
+        return await self._accept(svc, definition, total)
+
     async def _accept(self, svc: Services, definition: dict[str, Any], total: int | None) -> Response[JobDict]:
         job_id = new_id()
         rec = await anyio.to_thread.run_sync(svc.runner.submit, self.kind, definition, total, job_id)
@@ -290,9 +299,7 @@ class SweepController(JobController):
     async def create(
         self, data: JSONBody[SweepBody], request: Request[Any, Any, Any], svc: NamedDependency[Services]
     ) -> Response[JobDict]:
-        raw: dict[str, Any] = await request.json()
-        definition, total = await svc.slots.run(lambda: prepare_sweep(svc, raw), svc.settings.run_timeout_s)
-        return await self._accept(svc, definition, total)
+        return await self._start(request, svc, prepare_sweep)
 
 
 class CapacityController(JobController):
@@ -312,9 +319,7 @@ class CapacityController(JobController):
     async def create(
         self, data: JSONBody[CapacityBody], request: Request[Any, Any, Any], svc: NamedDependency[Services]
     ) -> Response[JobDict]:
-        raw: dict[str, Any] = await request.json()
-        definition = await svc.slots.run(lambda: prepare_capacity(svc, raw), svc.settings.run_timeout_s)
-        return await self._accept(svc, definition, None)
+        return await self._start(request, svc, lambda s, body: (prepare_capacity(s, body), None))
 
 
 class SplitController(JobController):
@@ -334,9 +339,7 @@ class SplitController(JobController):
     async def create(
         self, data: JSONBody[SplitBody], request: Request[Any, Any, Any], svc: NamedDependency[Services]
     ) -> Response[JobDict]:
-        raw: dict[str, Any] = await request.json()
-        definition, total = await svc.slots.run(lambda: prepare_split(svc, raw), svc.settings.run_timeout_s)
-        return await self._accept(svc, definition, total)
+        return await self._start(request, svc, prepare_split)
 
 
 __all__ = [

@@ -297,7 +297,7 @@ function tableOf(series, xLabel, fmtX, fmtY) {
 // ------------------------------------------------------------------ horizontal bars
 
 /**
- * Bars: `{id, title, rows: [{label, segments: [{name, value, color}], strong}], x: {label, format, max},
+ * Bars: `{id, title, rows: [{label, segments: [{name, value, color}], strong}], x: {label, format, tick, max},
  * total: fn(row) -> label at the bar's end, markers: [{row, value, label}], height}`. Segments of a row stack.
  */
 export function barChart(host, spec) {
@@ -333,7 +333,7 @@ export function barChart(host, spec) {
     const svg = svgRoot(width, height, label);
     const g = s("g", { transform: `translate(${m.left},${m.top})` });
     svg.append(g);
-    axisBottom(g, x.f, x.ticks, fmt, 0, h, w);
+    axisBottom(g, x.f, x.ticks, spec.x.tick || fmt, 0, h, w);
     g.append(text(w / 2, h + 32, spec.x.label, { class: "axis-label", "text-anchor": "middle" }));
     spec.rows.forEach((r, i) => {
       const y0 = i * (barH + gap) + gap / 2;
@@ -392,7 +392,7 @@ export function timeline(host, r, fmtMs) {
   };
   const label = `Timeline: prefill ends at ${fmtMs(r.prefill_s)}, the KV transfer runs from ${fmtMs(start)} to ${fmtMs(end)}; ${fmtMs(r.exposed_s)} exposed`;
   return frame(host, { id: "timeline", table, data }, (width) => {
-    const m = { top: 8, right: 20, bottom: 34, left: 170 };
+    const m = { top: 26, right: 20, bottom: 34, left: 170 };
     const barH = 24;
     const h = rows.length * (barH + 14);
     const height = h + m.top + m.bottom;
@@ -401,14 +401,15 @@ export function timeline(host, r, fmtMs) {
     const svg = svgRoot(width, height, label);
     const g = s("g", { transform: `translate(${m.left},${m.top})` });
     svg.append(g);
-    axisBottom(g, x.f, x.ticks, (v) => fmtMs(v), 0, h, w);
+    axisBottom(g, x.f, x.ticks, (v) => `${Number((v * 1e3).toPrecision(4))} ms`, 0, h, w);
     const px0 = x.f(r.prefill_s);
     const px1 = x.f(end);
     if (px1 - px0 > 0.5) g.append(s("rect", { x: px0, y: -m.top, width: px1 - px0, height: h + m.top, fill: "var(--hot)", opacity: 0.14 }));
-    const roomRight = w - px1 > 130;
-    g.append(text(roomRight ? px1 + 6 : px0 - 6, h - 8, `exposed ${fmtMs(r.exposed_s)}`, {
-      "text-anchor": roomRight ? "start" : "end", class: "bar-label", style: "fill: var(--hot)",
-    }));
+    // the exposed time, written above its shaded span (kept inside the plot)
+    const exposedText = `exposed ${fmtMs(r.exposed_s)}`;
+    const half = exposedText.length * 3.4;
+    const cx = Math.min(Math.max((px0 + px1) / 2, half), w - half);
+    g.append(text(cx, -10, exposedText, { "text-anchor": "middle", class: "bar-label", style: "fill: var(--hot)" }));
     rows.forEach(([name, a, b, color], i) => {
       const y0 = i * (barH + 14) + 6;
       g.append(text(-8, y0 + barH / 2 + 4, name, { "text-anchor": "end", class: "bar-label" }));

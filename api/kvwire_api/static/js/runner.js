@@ -226,7 +226,12 @@ export function mountRunner(root, { catalog, defaults, openapi }) {
       return false;
     }
   }
-  const checkLater = debounce(runCheck, 250);
+  const checkLater = debounce(() => {
+    // results of another scenario stay on screen, marked as such, until the next run
+    if (root.dataset.runId) results.classList.toggle("stale", JSON.stringify(scenario) !== lastRun);
+    return runCheck();
+  }, 250);
+  let lastRun = null;
 
   // ------------------------------------------------------------ running
   async function run() {
@@ -272,6 +277,8 @@ export function mountRunner(root, { catalog, defaults, openapi }) {
     const base = `/v1/simulations/${sim.id}`;
     const [cdf, report] = await Promise.all([get(`${base}/cdf?points=200`), getText(`${base}/report`)]);
     renderResults(results, sim, cdf, report);
+    lastRun = JSON.stringify(scenario);
+    results.classList.remove("stale");
     root.dataset.state = "done";
     root.dataset.runId = sim.id;
   }
@@ -384,7 +391,7 @@ function renderResults(host, sim, cdf, report) {
   barChart(stageHost, {
     id: "run-stages", title: "Where a request's time goes (mean per stage)",
     rows: STAGES.map(([k, name]) => ({ label: name, strong: k === hot, segments: [{ name, value: s.stages[k] === null ? 0 : s.stages[k] * 1e3, color: k === hot ? HOT : CALM }] })),
-    x: { label: "ms (a skipped stage counts 0; the six add up to the mean E2E)", format: (v) => fixed(v, 1) },
+    x: { label: "ms per request (a skipped stage counts 0)", format: (v) => fixed(v, 1), tick: compact },
   });
   const util = Object.entries(s.utilisation).filter(([, v]) => v !== null);
   barChart(utilHost, {
@@ -397,7 +404,7 @@ function renderResults(host, sim, cdf, report) {
   barChart(energyHost, {
     id: "run-energy", title: "",
     rows: [{ label: "energy", segments: parts.map(([k, name], i) => ({ name, value: e.breakdown[k] / 1e3, color: PALETTE[[0, 1, 4, 2, 6, 5][i] ?? i] })) }],
-    x: { label: "kJ", format: (v) => fixed(v, 1) },
+    x: { label: "kJ", format: (v) => fixed(v, 1), tick: compact },
   });
 }
 

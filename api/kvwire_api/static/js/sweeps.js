@@ -453,7 +453,7 @@ function renderSplit(host, job, rows) {
     id: "sw-split", title: `Capacity per prefill:decode split of ${r.total_instances} instances`,
     rows: r.splits.map((s) => ({ label: `${s.prefill}:${s.decode}`, strong: best && s.prefill === best.prefill, segments: [{ name: "capacity", value: s.capacity ?? 0, color: best && s.prefill === best.prefill ? "#3451c7" : "#8da2e8" }] })),
     markers: r.splits.filter((s) => s.ceiling !== null).map((s) => ({ row: `${s.prefill}:${s.decode}`, value: s.ceiling })),
-    x: { label: "req/s meeting the SLO", format: (v) => fixed(v, 1) },
+    x: { label: "req/s meeting the SLO", format: (v) => fixed(v, 2), tick: compact },
     total: (row) => `${fixed(row.segments[0].value, 2)} req/s`,
   });
 }

@@ -26,6 +26,8 @@ const METRICS = [
 ];
 const FIRST_GRID = [[RATE, "4, 8, 12, 16"], ["link", "ib-ndr, eth-25g"]];
 
+const active = (job) => ["queued", "running"].includes(job.status);
+
 /** A value typed in a grid cell: JSON when it reads as JSON (numbers, true, {"preset": ...}), else a string. */
 function cell(text) {
   const t = text.trim();
@@ -244,7 +246,7 @@ export function mountSweeps(root, { runnerScenario }) {
         downloadLink(`${url}/results?format=csv`, `${k}-${id}.csv`, "Results CSV"),
         downloadLink(`${url}/results?format=parquet`, `${k}-${id}.parquet`, "Parquet"),
       );
-      if (["queued", "running"].includes(job.status)) {
+      if (active(job)) {
         actions.append(el("button", { type: "button", class: "button small danger", onclick: () => del(url).catch(() => {}) }, "Cancel"));
       }
     };
@@ -252,7 +254,7 @@ export function mountSweeps(root, { runnerScenario }) {
       const job = await get(url);
       show(job);
       await draw(job, true);
-      if (!["queued", "running"].includes(job.status)) return;
+      if (!active(job)) return;
       for await (const ev of events(`${url}/events`, ctl.signal)) {
         const doc = JSON.parse(ev.data);
         if (ev.event === "deleted") break;
@@ -292,13 +294,14 @@ export function mountSweeps(root, { runnerScenario }) {
       el("td", {}, when(j.created_s)),
       el("td", { class: "left" }, el("div", { class: "actions" },
         downloadLink(`${KINDS[j.kind].path}/${j.id}/results?format=csv`, `${j.kind}-${j.id}.csv`, "CSV"),
-        el("button", { type: "button", class: "button small danger", "aria-label": `Delete job ${j.id}`, onclick: async () => {
+        el("button", { type: "button", class: "button small danger", "aria-label": `${active(j) ? "Cancel" : "Delete"} job ${j.id}`, onclick: async () => {
+          if (!active(j) && !window.confirm(`Delete the ${KINDS[j.kind].name.toLowerCase()} ${j.id.slice(0, 8)} and its results?`)) return;
           try {
             await del(`${KINDS[j.kind].path}/${j.id}`);
           } finally {
             loadHistory();
           }
-        } }, ["queued", "running"].includes(j.status) ? "Cancel" : "Delete")))));
+        } }, active(j) ? "Cancel" : "Delete")))));
     const runRows = runs.map((r) => el("tr", { "data-run": r.id },
       el("td", { class: "left" }, el("a", { href: `#run?id=${r.id}`, class: "mono" }, r.id.slice(0, 8))),
       el("td", { class: "left" }, [r.model, r.mode === "colocated" ? "colocated" : r.link].filter(Boolean).join(" · ")),

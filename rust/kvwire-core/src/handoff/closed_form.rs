@@ -1,13 +1,16 @@
 //! The hand-off in closed form (`spec/handoff.md`): size of the cargo, time on the wire, the prefill that
-//! produced it, the part left exposed after the prefill (whole or layer-wise streamed), and the request rate
-//! at which hand-offs alone fill the link. No queueing: one request on an otherwise idle link.
+//! produced it, the part left exposed after the prefill (whole or layer-wise streamed), the request rate at
+//! which hand-offs alone fill the link, the transfer layer's share (launch overhead, registration, host
+//! staging) and a layout conversion at its placement. No queueing: one request on an otherwise idle path,
+//! priced with the same hops (`plan::hops`), transfer costs and endpoint passes as the simulation.
 
 use serde::Serialize;
 
 use crate::cost::model::ModelCost;
 use crate::cost::roofline::StepTimer;
-use crate::handoff::transfer::{endpoint_pass, TransferCost};
-use crate::scenario::{CompressAt, Scenario};
+use crate::handoff::endpoint::{convert_work, decoding_pool, endpoint_work};
+use crate::handoff::plan::hops;
+use crate::scenario::{ConvertAt, Scenario};
 
 /// How the KV cache leaves the prefill instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -30,11 +33,26 @@ pub struct Handoff {
     pub handoff_bytes: f64,
     /// Bytes on the wire after compression.
     pub wire_bytes: f64,
-    /// Link latency + data time, s. Compressing in transit adds the stage's 1 µs, and the data time is
-    /// max(S/ρ/B, ops/(1.6·B)): the stage's ops budget, not the wire, sets it for transit-bound formats.
+    /// Link latency + launch overhead + registration + data time, s, over every hop of the path in turn
+    /// (host-staged: PCIe out, a host conversion, the network, PCIe in). Compressing in transit adds the
+    /// stage's 1 µs, and the data time is max(S/ρ/B, ops/(1.6·B)): the stage's ops budget, not the wire, sets
+    /// it for transit-bound formats.
     pub transfer_s: f64,
-    /// Prefill step time of the prompt alone on one prefill instance (with the sender's compression pass
-    /// when `handoff.compress_at` is `"sender"`), s.
+    /// The network hop's connector launch overhead (`link.launch_overhead_us`; in `transfer_s`), s.
+    pub launch_s: f64,
+    /// The network hop's per-transfer memory registration (`link.registration` `"per_transfer"`:
+    /// registration_ms_per_gb × the bytes handed to the NIC; 0 with a pool; in `transfer_s`), s.
+    pub registration_s: f64,
+    /// The hops other than the network (host-staged PCIe hops and a host conversion; in `transfer_s`), s.
+    pub staging_s: f64,
+    /// The layout conversion alone (`handoff.convert`) at its placement, s: an HBM pass on the prefill
+    /// instance (in `prefill_s`) or the decode instance (added to its first decode step), or the host
+    /// conversion hop (in `staging_s`). 0 without a conversion.
+    pub convert_s: f64,
+    /// Where the conversion runs (`None`: no conversion).
+    pub convert_at: Option<ConvertAt>,
+    /// Prefill step time of the prompt alone on one prefill instance (with the sender's compression and/or
+    /// conversion pass), s.
     pub prefill_s: f64,
     /// Time from the end of prefill until the KV has landed, s.
     pub exposed_s: f64,
@@ -44,32 +62,48 @@ pub struct Handoff {
     pub streaming: StreamingMode,
 }
 
-/// Closed form for a prompt of `prompt_tokens` with the scenario's model, prefill device, link and
-/// compression (placement included), priced by the same [`TransferCost`] as the simulation's network hop.
-/// Streaming: T_exposed = ℓ + max(T_x'/L, T_x' − (L−1)/L·T_p) with T_x' the data time (S/(ρB), or the
-/// in-transit stage's ops time when that is longer) and ℓ the latency (+ the stage's 1 µs).
+/// Closed form for a prompt of `prompt_tokens` with the scenario's model, pools, link and transfer layer,
+/// compression and conversion (placements included), priced by the simulation's own hops
+/// ([`hops`], whose costs are [`TransferCost`](crate::handoff::transfer::TransferCost)s) and endpoint passes
+/// ([`endpoint_work`]). Whole: the hops one after the other (store and forward). Streaming (one FCFS hop):
+/// T_exposed = ℓ' + max(T_x'/L, T_x' − (L−1)/L·T_p) with T_x' the data time (S/(ρB), or the in-transit stage's
+/// ops time when that is longer) and ℓ' the latency (+ the stage's 1 µs, the launch overhead and the
+/// registration).
 pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> Handoff {
     let model = ModelCost::new(&sc.model.spec, sc.lm_head);
-    let prefill_pool = sc.prefill_pool();
-    let timer = StepTimer::new(
-        &prefill_pool.device.spec,
-        prefill_pool.devices_per_instance,
-        prefill_pool.power_cap_w,
-        sc.roofline,
-    );
+    let timer =
+        |p: &crate::scenario::Pool| StepTimer::new(&p.device.spec, p.devices_per_instance, p.power_cap_w, sc.roofline);
+    let sender = timer(sc.prefill_pool());
     let handoff_bytes = prompt_tokens as f64 * model.kv_bytes_per_token;
-    let kv_bytes_per_value = sc.model.spec.kv_bytes_per_value;
-    let mut prefill_s = timer.time(model.prefill(prompt_tokens, 1, model.prompt_attention_flops(prompt_tokens))).time_s;
-    if let (Some(f), CompressAt::Sender) = (sc.compression, sc.compress_at) {
-        prefill_s += timer.pass(endpoint_pass(f, kv_bytes_per_value, handoff_bytes)).time_s;
+    let tokens = prompt_tokens as f64;
+    let mut prefill_s =
+        sender.time(model.prefill(prompt_tokens, 1, model.prompt_attention_flops(prompt_tokens))).time_s;
+    let pass = endpoint_work(sc, tokens, true);
+    if pass.bytes > 0.0 {
+        // Compression and/or conversion on the sender: one pass after the prefill, as the engine charges it.
+        prefill_s += sender.pass(pass).time_s;
     }
-    let x = TransferCost::network(&sc.link.spec.spec, sc.compression, sc.compress_at, kv_bytes_per_value)
-        .transfer(handoff_bytes);
+    let (path, network) = hops(sc);
+    let xs: Vec<_> = path.iter().map(|h| h.cost.transfer(handoff_bytes)).collect();
+    let x = xs[network];
+    let transfer_s: f64 = xs.iter().map(|t| t.duration_s).sum();
+    let staging_s: f64 = xs.iter().enumerate().filter(|(i, _)| *i != network).map(|(_, t)| t.duration_s).sum();
     let layers = sc.model.spec.layers;
     let l = layers as f64;
     let exposed_s = match streaming {
-        StreamingMode::Whole => x.duration_s,
+        StreamingMode::Whole => transfer_s,
         StreamingMode::Layer => x.latency_s + (x.data_s / l).max(x.data_s - (l - 1.0) / l * prefill_s),
+    };
+    let convert_at = sc.convert.as_ref().map(|c| c.at);
+    let convert_s = match convert_at {
+        None => 0.0,
+        Some(ConvertAt::Sender) => convert_work(sc, tokens, true).map_or(0.0, |w| sender.pass(w).time_s),
+        Some(ConvertAt::Receiver) => {
+            convert_work(sc, tokens, false).map_or(0.0, |w| timer(decoding_pool(sc)).pass(w).time_s)
+        }
+        Some(ConvertAt::Host) => {
+            path.iter().zip(&xs).filter(|(h, _)| h.resource == "host-convert").map(|(_, t)| t.duration_s).sum()
+        }
     };
     Handoff {
         prompt_tokens,
@@ -77,7 +111,12 @@ pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> H
         bytes_per_token: model.kv_bytes_per_token,
         handoff_bytes,
         wire_bytes: x.wire_bytes,
-        transfer_s: x.duration_s,
+        transfer_s,
+        launch_s: x.launch_s,
+        registration_s: x.registration_s,
+        staging_s,
+        convert_s,
+        convert_at,
         prefill_s,
         exposed_s,
         link_full_rate_per_s: 1.0 / x.data_s,

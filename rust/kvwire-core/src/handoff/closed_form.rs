@@ -206,6 +206,75 @@ mod tests {
         }
     }
 
+    /// The transfer layer in a one-request simulation: for a connector's launch overhead, per-transfer and
+    /// pooled registration, multi-NIC links at their measured efficiency, NICs shared by GPUs, a host-staged
+    /// path, a processor-sharing link, and layer-wise streaming, the simulated hand-off (kv_ready −
+    /// first_token) equals the calculator's transfer time (exposed time when streamed), and the network hop's
+    /// time equals the formula ℓ + launch + registration + S/(B·n·e/g) written out from the link's fields.
+    #[test]
+    fn transfer_layer_agrees_with_a_one_request_simulation() {
+        let links = [
+            (r#"{"preset": "ib-ndr", "launch_overhead_us": 3000}"#, "whole"),
+            (r#"{"preset": "ib-ndr", "registration": "per_transfer"}"#, "whole"),
+            (r#"{"preset": "ib-ndr", "registration": "per_transfer", "launch_overhead_us": 500}"#, "layer"),
+            (r#""ib-ndr-nixl""#, "whole"),
+            (r#""roce-4x200g""#, "whole"),
+            (r#""roce-8x400g""#, "whole"),
+            (r#"{"preset": "eth-100g", "nics": 2, "gpus_per_nic": 2}"#, "whole"),
+            (r#"{"preset": "eth-25g", "model": "host_staged", "registration": "per_transfer"}"#, "whole"),
+            (
+                r#"{"preset": "ib-ndr", "model": "shared", "registration": "per_transfer", "launch_overhead_us": 100}"#,
+                "whole",
+            ),
+        ];
+        for (link, streaming) in links {
+            let json = format!(
+                r#"{{"link": {link}, "handoff": {{"streaming": "{streaming}"}}, "workload": {{"trace": {{
+                    "arrival_s": [0.5], "prompt_tokens": [2048], "output_tokens": [2]}}}}}}"#
+            );
+            let sc = Scenario::from_json(&json, None).unwrap();
+            let mode = if streaming == "layer" { StreamingMode::Layer } else { StreamingMode::Whole };
+            let h = handoff(&sc, 2048, mode);
+            let l = &sc.link.spec.spec;
+            let b = l.bandwidth_gb_per_s * 1e9 * l.nics as f64 * l.nic_efficiency.unwrap() / l.gpus_per_nic as f64;
+            let reg = match l.registration {
+                crate::cost::presets::Registration::Pool => 0.0,
+                crate::cost::presets::Registration::PerTransfer => l.registration_ms_per_gb * 1e-3 * h.wire_bytes / 1e9,
+            };
+            assert_eq!(h.launch_s, l.launch_overhead_us * 1e-6, "{link}");
+            assert!((h.registration_s - reg).abs() <= 1e-15, "{link}");
+            let network = l.latency_us * 1e-6 + h.launch_s + reg + h.wire_bytes / b;
+            assert!((h.transfer_s - h.staging_s - network).abs() <= 1e-12 * network, "{link}");
+            let out = crate::simulate(sc).unwrap();
+            let got = out.table.kv_ready_s[0] - out.table.first_token_s[0];
+            let want = if mode == StreamingMode::Whole { h.transfer_s } else { h.exposed_s };
+            assert!((got - want).abs() <= 1e-9 * want, "{link}: {got} vs {want}");
+        }
+    }
+
+    /// A pre-registered pool and per-transfer registration differ by exactly the registration cost per
+    /// transfer, registration_ms_per_gb × GB handed to the NIC, in the calculator and in the simulation.
+    #[test]
+    fn pool_and_per_transfer_differ_by_the_registration() {
+        let run = |reg: &str| {
+            let json = format!(
+                r#"{{"link": {{"preset": "eth-100g", "registration": "{reg}", "registration_ms_per_gb": 50}},
+                    "workload": {{"trace": {{"arrival_s": [0.5], "prompt_tokens": [4096], "output_tokens": [3]}}}}}}"#
+            );
+            let sc = Scenario::from_json(&json, None).unwrap();
+            let h = handoff(&sc, 4096, StreamingMode::Whole);
+            let out = crate::simulate(sc).unwrap();
+            (h, out.table.kv_ready_s[0] - out.table.first_token_s[0])
+        };
+        let (pool, sim_pool) = run("pool");
+        let (per, sim_per) = run("per_transfer");
+        let cost = 50e-3 * pool.wire_bytes / 1e9;
+        assert_eq!(pool.registration_s, 0.0);
+        assert!((per.registration_s - cost).abs() <= 1e-15);
+        assert!((per.transfer_s - pool.transfer_s - cost).abs() <= 1e-12);
+        assert!((sim_per - sim_pool - cost).abs() <= 1e-9);
+    }
+
     /// Sender compression: no in-transit stage (no added 1 µs, no ops budget), the compressed bytes on the
     /// wire, and the prefill step lengthened by the element-wise pass.
     #[test]

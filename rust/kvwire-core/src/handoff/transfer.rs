@@ -154,7 +154,7 @@ pub fn endpoint_pass(f: &Format, kv_bytes_per_value: f64, bytes: f64) -> StepWor
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cost::presets::link_presets;
+    use crate::cost::presets::{link_presets, LinkSpec, Registration};
     use crate::quant::formats::format;
 
     fn link(key: &str) -> LinkSpec {
@@ -173,6 +173,40 @@ mod tests {
             assert_eq!(t.wire_bytes, bytes);
             assert_eq!(t.transit_j, 0.0);
         }
+    }
+
+    /// Each transfer-layer cost is its formula, computed here from the link's fields: the launch overhead adds
+    /// launch_overhead_us·1e-6 to the latency; per-transfer registration adds registration_ms_per_gb·1e-3 per
+    /// GB handed to the NIC (the wire bytes; the input bytes when an in-transit stage compresses them), a pool
+    /// nothing; the data time is S / (line rate · nics · efficiency / gpus_per_nic).
+    #[test]
+    fn transfer_layer_costs_are_their_formulas() {
+        let bytes = 1.13e9;
+        let base = link("ib-ndr");
+        let plain = TransferCost::plain(&base).transfer(bytes);
+        assert_eq!((plain.launch_s, plain.registration_s), (0.0, 0.0));
+        let launched = TransferCost::plain(&LinkSpec { launch_overhead_us: 3000.0, ..base.clone() }).transfer(bytes);
+        assert_eq!(launched.launch_s, 3e-3);
+        assert_eq!(launched.latency_s, 10e-6 + 3e-3);
+        assert_eq!(launched.data_s, plain.data_s);
+        assert_eq!(launched.duration_s, 10e-6 + 3e-3 + bytes / 50e9);
+        let per = LinkSpec { registration: Registration::PerTransfer, ..base.clone() };
+        let reg = TransferCost::plain(&per).transfer(bytes);
+        assert_eq!(reg.registration_s, 78.125e-3 * 1e-9 * bytes);
+        assert!((reg.duration_s - plain.duration_s - reg.registration_s).abs() < 1e-15);
+        // Precompressed: the sender's compressed buffer is registered; in transit: the uncompressed one.
+        let fp8 = format("fp8").unwrap();
+        let pre = TransferCost::precompressed(&per, fp8).transfer(bytes);
+        assert_eq!(pre.registration_s, 78.125e-3 * 1e-9 * (bytes / 2.0));
+        let transit = TransferCost::in_transit(&per, fp8, 2.0).transfer(bytes);
+        assert_eq!(transit.registration_s, 78.125e-3 * 1e-9 * bytes);
+        // NICs: 4 x 25 GB/s at 0.87, shared by 2 GPUs.
+        let nics = LinkSpec { bandwidth_gb_per_s: 25.0, nics: 4, nic_efficiency: Some(0.87), gpus_per_nic: 2, ..base };
+        let x = TransferCost::plain(&nics).transfer(bytes);
+        assert_eq!(x.data_s, bytes / (25e9 * 4.0 * 0.87 / 2.0));
+        // Without a given efficiency the NIC count's measured curve applies.
+        let curve = LinkSpec { nic_efficiency: None, gpus_per_nic: 1, nics: 8, bandwidth_gb_per_s: 50.0, ..nics };
+        assert_eq!(TransferCost::plain(&curve).transfer(bytes).data_s, bytes / (50e9 * 8.0 * 0.475));
     }
 
     /// 25 GbE saturates at 11.6 hand-offs/s of 268.4 MB (spec/handoff.md).

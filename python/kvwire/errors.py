@@ -80,7 +80,8 @@ class DoesNotFitError(ScenarioError):
 
     >>> import kvwire
     >>> try:
-    ...     kvwire.validate({"model": "llama3-70b", "decode": {"device": "wafer-scale"}})
+    ...     kvwire.validate({"model": "llama3-70b", "prefill": {"device": "mi300x"},
+    ...                      "decode": {"device": "wafer-scale"}})
     ... except kvwire.DoesNotFitError as e:
     ...     print(e.path, e.devices_needed)
     decode 4

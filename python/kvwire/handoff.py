@@ -31,7 +31,7 @@ layout and fp8 flavour to the consumer's (``convert``), at the ``"sender"``, ``"
 ...             convert={"from": "vllm_hnd", "from_dtype": "fp8_e4m3fnuz", "to": "neutral", "to_dtype": "fp8_e4m3",
 ...                      "at": "receiver"})
 >>> h["convert_at"], round(h["convert_s"] * 1e6, 1)
-('receiver', 100.1)
+('receiver', 100.2)
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def handoff(
     ``link_full_rate_per_s`` (requests/s of this size at which hand-offs alone fill the link: 1 / data time).
     ``transfer_s`` runs over every hop (host-staged: PCIe out, a host conversion, the network, PCIe in) and
     includes the transfer layer: ``launch_s`` (the connector's launch overhead), ``registration_s``
-    (``link.registration = "per_transfer"``: registration_ms_per_gb × the bytes handed to the NIC; 0 with a
+    (``link.registration = "per_transfer"``: registration_ms_per_gb x the bytes handed to the NIC; 0 with a
     pre-registered pool) and ``staging_s`` (the hops other than the network). ``convert`` is a scenario's
     ``handoff.convert`` (``{"from", "to", "at", "from_dtype", "to_dtype", ...}``): ``convert_s`` is the
     conversion alone at ``convert_at`` (in ``prefill_s`` on the sender, added to the first decode step on the

@@ -189,7 +189,7 @@ def test_bad_trace_file(tmp_path: Path) -> None:
     assert_clean_failure(run("run", "--trace", str(odd)), "unknown trace format")
     unsorted = tmp_path / "u.csv"
     unsorted.write_text(AZURE_HEADER + "2024-05-10 00:00:02,5,1\n2024-05-10 00:00:01,6,1\n")
-    assert_clean_failure(run("run", "--trace", str(unsorted)), "row 1")
+    assert_clean_failure(run("run", "--trace", str(unsorted)), "line 3", "time order")
 
 
 def test_non_numeric_token_count_in_trace(tmp_path: Path) -> None:

@@ -37,7 +37,12 @@ def test_scenario_file_with_a_trace(tmp_path: Path) -> None:
     out = run_json(str(f), "--trace", str(CODE_CSV))
     assert out["summary"]["requests"]["total"] == 8819  # data/README.md: the code trace's rows
     assert out["scenario"]["link"]["preset"] == "eth-100g"
-    assert out["scenario"]["workload"] == {"external": True, "over_context": "clip"}
+    workload = out["scenario"]["workload"]
+    assert workload["over_context"] == "clip"
+    # The echo names the trace file (absolute, with its detected format), so the run can be repeated.
+    assert workload["trace"]["file"] == str(CODE_CSV.resolve())
+    assert workload["trace"]["format"] == "azure"
+    assert "requests" not in workload and "external" not in workload
 
 
 def test_a_set_generator_field_with_a_trace_is_still_an_error() -> None:

@@ -9,14 +9,22 @@ import pytest
 
 MODULES = [
     "kvwire",
+    "kvwire.capacity",
     "kvwire.ceilings",
     "kvwire.errors",
     "kvwire.handoff",
     "kvwire.layout",
+    "kvwire.plot",
+    "kvwire.progress",
     "kvwire.presets",
     "kvwire.quant",
     "kvwire.run",
     "kvwire.scenario",
+    "kvwire.sweep",
+    "kvwire.trace_formats",
+    "kvwire.trace_ops",
+    "kvwire.trace_spec",
+    "kvwire.trace_stats",
     "kvwire.traces",
 ]
 

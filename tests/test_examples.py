@@ -11,12 +11,14 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def test_when_to_stay_colocated_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    """The colocation example runs every configuration and prints a verdict per case."""
+    """The colocation example runs every configuration and prints a verdict per case, and the capacity of
+    both modes per workload and link (4 lines)."""
     runpy.run_path(str(EXAMPLES / "when_to_stay_colocated.py"), run_name="__main__")
     out = capsys.readouterr().out
     assert "Best configuration" in out
     assert out.count(" req/s over ") == 8
     assert "rho < 1:" in out and "rho >= 1:" in out
+    assert sum(1 for line in out.splitlines() if "disaggregated 2+2" in line and "colocated 4" in line) == 4
 
 
 def test_layout_conversion_cost_runs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,6 @@
 """Trace readers (spec/traces.md, ../shared/data/README.md): the real Azure 2023 and Mooncake files, small
-files written here in each format's exact layout and quirks, and malformed files.
+files written here in each format's exact published layout and quirks (headers with spaces, every timestamp
+variant, zero-output rows, gzip), kvwire's own tables, format detection, and malformed files.
 
 Expected figures for the real files are the ones data/README.md states (row counts, rounded means, time
 spans), and arrival times are recomputed here with an independent parser (``csv``/``json`` and integer
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import gzip
 import hashlib
 import json
 import math
+import pickle
 from pathlib import Path
 
 import kvwire
@@ -154,11 +157,22 @@ def test_real_mooncake_traces(path: Path, rows: int, mean_in: int, mean_out: int
 
 
 @pytest.mark.parametrize("path", list(SHA256), ids=lambda p: p.name)
-def test_read_trace_dispatches_by_extension(path: Path) -> None:
-    """read_trace picks the Azure reader for .csv and the Mooncake reader for .jsonl."""
+def test_read_trace_detects_the_format(path: Path) -> None:
+    """read_trace recognises each real file from its first line (CSV header or JSON), gives the same table as
+    the format-specific reader plus the format's extra columns (hash_ids for Mooncake, as a list column)."""
     specific = kvwire.read_azure_csv(path) if path.suffix == ".csv" else kvwire.read_mooncake_jsonl(path)
-    assert kvwire.read_trace(path).equals(specific)
-    assert kvwire.read_trace(str(path)).equals(specific)
+    table = kvwire.read_trace(path)
+    assert table.select(COLUMNS).equals(specific)
+    assert kvwire.read_trace(str(path), extra=False).equals(specific)
+    if path.suffix == ".jsonl":
+        assert table.columns == [*COLUMNS, "hash_ids"]
+        with path.open() as f:
+            first = json.loads(f.readline())
+        assert table["hash_ids"][0].to_list() == first["hash_ids"]
+        assert kvwire.scan_trace(path).format == "mooncake"
+    else:
+        assert table.columns == COLUMNS
+        assert kvwire.scan_trace(path).format == "azure"
 
 
 @pytest.mark.parametrize(
@@ -280,163 +294,400 @@ def test_small_trace_runs_end_to_end(tmp_path: Path) -> None:
     assert res.requests["tpot_s"].is_null().all()
 
 
+def test_azure_every_fraction_length(tmp_path: Path) -> None:
+    """Timestamps with 0 to 9 fractional digits, with and without ``+00:00``, give the nanoseconds an
+    independent integer parse gives (so a 2025 file with any precision reads exactly)."""
+    lines = []
+    for digits in range(10):
+        frac = "" if digits == 0 else "." + "123456789"[:digits]
+        for zone in ("", "+00:00"):
+            lines.append(f"2024-10-15 00:{len(lines):02d}:07{frac}{zone},{10 + digits},{digits}")
+    p = write(tmp_path, "t.csv", HEADER + "\n" + "\n".join(lines) + "\n")
+    assert_table(kvwire.read_trace(p), azure_reference(p))
+    a = kvwire.read_trace(p)["arrival_s"].to_list()
+    # row 1 is a minute after row 0 and row 2 two minutes and 0.1 s: correctly rounded quotients of the
+    # nanosecond differences, as Python's division gives them
+    assert a[:3] == [0.0, 60.0, 120_100_000_000 / 1e9]
+
+
+def test_azure_2025_multimodal_layout(tmp_path: Path) -> None:
+    """The 2025 multimodal trace adds ``NumImages`` between TIMESTAMP and the token columns: detected as
+    Azure, columns found by name, ``num_images`` kept as an extra column (and left out by read_azure_csv)."""
+    p = write(
+        tmp_path,
+        "mm.csv",
+        "TIMESTAMP,NumImages,ContextTokens,GeneratedTokens\n"
+        "2024-10-15 00:00:00.0000000,2,900,120\n"
+        "2024-10-15 00:00:01.5000000,0,35,0\n"
+        "2024-10-15 00:00:03.2500000,5,4100,77\n",
+    )
+    scan = kvwire.scan_trace(p)
+    assert (scan.format, scan.source.layout) == ("azure", "azure-multimodal")
+    df = kvwire.read_trace(p)
+    assert df.columns == [*COLUMNS, "num_images"]
+    assert df["arrival_s"].to_list() == [0.0, 1.5, 3.25]
+    assert df["prompt_tokens"].to_list() == [900, 35, 4100]
+    assert df["output_tokens"].to_list() == [120, 0, 77]
+    assert df["num_images"].to_list() == [2, 0, 5]
+    assert kvwire.read_azure_csv(p).columns == COLUMNS
+
+
+BURST_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"
+BURST_ROWS = [  # Timestamp (s from 0:00 of day 1), Model, request, response (0 = failed), total, log type
+    ("5", "ChatGPT", 472, 18, "Conversation log"),
+    ("45", "ChatGPT", 1087, 230, "Conversation log"),
+    ("118", "GPT-4", 417, 276, "Conversation log"),
+    ("120", "GPT-4", 300, 0, "API log"),
+    ("131", "ChatGPT", 52, 9, "API log"),
+    ("131", "GPT-4", 1904, 0, "Conversation log"),
+    ("200", "GPT-4", 96, 33, "API log"),
+]
+
+
+def burst_text(rows: list[tuple[str, str, int, int, str]], *, fails: bool = True) -> str:
+    """A BurstGPT_1/_2 file (``fails=False``: the without_fails release, zero-response rows removed)."""
+    body = [f"{t},{m},{q},{r},{q + r},{lt}" for t, m, q, r, lt in rows if fails or r > 0]
+    return BURST_HEADER + "\n" + "\n".join(body) + "\n"
+
+
+def test_burstgpt_layout_with_fails(tmp_path: Path) -> None:
+    """BurstGPT_1/_2: header with spaces; failed requests (Response tokens 0) dropped by default and kept with
+    keep_failed; arrivals are seconds after the first kept request; Model and Log Type kept as columns."""
+    p = write(tmp_path, "BurstGPT_1.csv", burst_text(BURST_ROWS))
+    scan = kvwire.scan_trace(p)
+    assert (scan.format, scan.source.layout) == ("burstgpt", "burstgpt")
+    df = kvwire.read_trace(p)
+    ok = [r for r in BURST_ROWS if r[3] > 0]
+    assert df.columns == [*COLUMNS, "model", "log_type"]
+    assert df["arrival_s"].to_list() == [float(r[0]) - 5.0 for r in ok]
+    assert df["prompt_tokens"].to_list() == [r[2] for r in ok]
+    assert df["output_tokens"].to_list() == [r[3] for r in ok]
+    assert df["model"].to_list() == [r[1] for r in ok]
+    assert df["log_type"].to_list() == [r[4] for r in ok]
+    kept = kvwire.read_trace(p, keep_failed=True)
+    assert kept.height == len(BURST_ROWS)
+    assert kept["output_tokens"].to_list() == [r[3] for r in BURST_ROWS]
+
+
+def test_burstgpt_without_fails_layout(tmp_path: Path) -> None:
+    """BurstGPT_without_fails_*: same header, no zero-response rows: the same table as the file with failures
+    read with the default (failures dropped)."""
+    with_fails = kvwire.read_trace(write(tmp_path, "a.csv", burst_text(BURST_ROWS)))
+    without = kvwire.read_trace(write(tmp_path, "BurstGPT_without_fails_1.csv", burst_text(BURST_ROWS, fails=False)))
+    assert without.equals(with_fails)
+    assert without.equals(kvwire.read_trace(tmp_path / "BurstGPT_without_fails_1.csv", keep_failed=True))
+
+
+def test_burstgpt_filters(tmp_path: Path) -> None:
+    """``model=`` and ``log_type=`` keep the matching rows (one value or several); arrivals count from the first
+    kept request; a filter that keeps nothing is a TraceFileError saying so."""
+    p = write(tmp_path, "b.csv", burst_text(BURST_ROWS))
+    gpt4 = kvwire.read_trace(p, model="GPT-4", keep_failed=True)
+    rows = [r for r in BURST_ROWS if r[1] == "GPT-4"]
+    assert gpt4["prompt_tokens"].to_list() == [r[2] for r in rows]
+    assert gpt4["arrival_s"].to_list() == [float(r[0]) - 118.0 for r in rows]
+    api = kvwire.read_trace(p, log_type="API log")
+    assert api["prompt_tokens"].to_list() == [r[2] for r in BURST_ROWS if r[4] == "API log" and r[3] > 0]
+    both = kvwire.read_trace(p, model=["GPT-4", "ChatGPT"], log_type=["API log", "Conversation log"])
+    assert both.equals(kvwire.read_trace(p))
+    with pytest.raises(kvwire.TraceFileError, match="no requests are left after the filters"):
+        kvwire.read_trace(p, model="GPT-5")
+
+
+def test_burstgpt_session_layout(tmp_path: Path) -> None:
+    """BurstGPT_3 (v2.0): ``Session ID`` (UUIDs) and ``Elapsed time`` columns, float timestamps that do not
+    start at 0 (seconds since 0:00 of the first day): Session ID kept as ``session_id``, Elapsed time as
+    ``elapsed_s``; arrivals relative to the first kept request."""
+    text = (
+        "Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "19440110.0,1722ac82-0a46-4bf0-aa08-89794e7a2b3f,43,GPT-4,906,446,1352,Conversation log\n"
+        "19440161.0,d5983bf9-4b48-497b-892b-a58995247443,2,ChatGPT,36,29,65,Conversation log\n"
+        "19440161.5,d5983bf9-4b48-497b-892b-a58995247443,0,ChatGPT,12,0,12,Conversation log\n"
+        "19440254.0,8b74c7d8-1643-4bba-8c69-91cb4548c506,3,ChatGPT,935,178,1113,API log\n"
+    )
+    p = write(tmp_path, "BurstGPT_3.csv", text)
+    assert kvwire.scan_trace(p).source.layout == "burstgpt-session"
+    df = kvwire.read_trace(p)
+    assert df.columns == [*COLUMNS, "model", "log_type", "session_id", "elapsed_s"]
+    assert df["arrival_s"].to_list() == [0.0, 51.0, 144.0]
+    assert df["session_id"].to_list() == [
+        "1722ac82-0a46-4bf0-aa08-89794e7a2b3f",
+        "d5983bf9-4b48-497b-892b-a58995247443",
+        "8b74c7d8-1643-4bba-8c69-91cb4548c506",
+    ]
+    assert df["elapsed_s"].to_list() == [43.0, 2.0, 3.0]
+    kept = kvwire.read_trace(p, keep_failed=True, extra=False)
+    assert kept.columns == COLUMNS and kept["arrival_s"].to_list() == [0.0, 51.0, 51.5, 144.0]
+
+
+def test_mooncake_keeps_hash_ids_and_skips_blank_lines(tmp_path: Path) -> None:
+    """read_trace keeps Mooncake's ``hash_ids`` as a list column (for prefix caching), ignores unknown keys
+    (DynoSim's ``session_id``) and skips blank lines."""
+    text = (
+        '{"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 48]}\n\n'
+        '{"timestamp": 27482, "input_length": 513, "output_length": 0, "hash_ids": [46, 49], "session_id": "s"}\n'
+        '{"timestamp": 30000, "input_length": 12, "output_length": 1, "hash_ids": []}\n'
+    )
+    df = kvwire.read_trace(write(tmp_path, "m.jsonl", text))
+    assert df.schema["hash_ids"] == pl.List(pl.Int64)
+    assert df["hash_ids"].to_list() == [[46, 47, 48], [46, 49], []]
+    assert df["arrival_s"].to_list() == [0.0, 0.0, 2.518]
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("azure.csv", f"{HEADER}\r\n2023-11-16 18:17:03.9799600,4808,10\r\n2023-11-16 18:17:04.0319600,3180,0"),
+        ("burst.csv", burst_text(BURST_ROWS)),
+        (
+            "mooncake.jsonl",
+            '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]}\n'
+            '{"timestamp": 7, "input_length": 6, "output_length": 0, "hash_ids": [1, 2]}\n',
+        ),
+    ],
+)
+def test_gzip_is_detected_and_read(tmp_path: Path, name: str, text: str) -> None:
+    """A gzip-compressed file (whatever its name) reads to exactly the table of the plain file."""
+    plain = write(tmp_path, name, text)
+    packed = tmp_path / (name + ".gz")
+    packed.write_bytes(gzip.compress(text.encode()))
+    odd_name = tmp_path / ("renamed-" + name)
+    odd_name.write_bytes(gzip.compress(text.encode()))
+    expected = kvwire.read_trace(plain)
+    assert kvwire.scan_trace(packed).source.compressed
+    assert kvwire.read_trace(packed).equals(expected)
+    assert kvwire.read_trace(odd_name).equals(expected)
+
+
+def test_kvwire_tables_round_trip(tmp_path: Path) -> None:
+    """A request table saved as Parquet or CSV (e.g. a run's ``res.requests``, every column) reads back to
+    exactly its request columns; arrival times are kept as they are (not re-based to the first request)."""
+    res = kvwire.simulate({"workload": {"requests": 300}})
+    table = res.requests.with_columns(pl.col("arrival_s") + 7.25)  # a table whose first arrival is not 0
+    table.write_parquet(tmp_path / "r.parquet")
+    table.drop("id").write_csv(tmp_path / "r.csv")
+    expected = table.select(COLUMNS).with_columns(pl.col(c).cast(pl.Int64) for c in COLUMNS[1:])
+    for name in ("r.parquet", "r.csv"):
+        scan = kvwire.scan_trace(tmp_path / name)
+        assert scan.format == "kvwire"
+        assert scan.collect().equals(expected), name
+    assert kvwire.read_trace(tmp_path / "r.parquet", format="kvwire").equals(expected)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fmt", "needle"),
+    [
+        ("a.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n", "burstgpt", "missing column(s) 'Timestamp'"),
+        ("a.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n", "mooncake", "expects JSON Lines"),
+        ("m.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1}\n', "azure", "expects a CSV header"),
+        ("k.csv", "arrival_s,prompt_tokens\n0.0,5\n", "auto", "missing column(s) 'output_tokens'"),
+        ("x.csv", "when,what\n1,2\n", "auto", "unknown trace format"),
+    ],
+)
+def test_format_mismatch(tmp_path: Path, name: str, text: str, fmt: str, needle: str) -> None:
+    """An explicit format the file does not match, or a header of no known format, is a TraceFileError at
+    line 1 saying what was expected."""
+    p = write(tmp_path, name, text)
+    with pytest.raises(kvwire.TraceFileError) as info:
+        kvwire.read_trace(p, format=fmt)
+    assert needle in str(info.value) and str(p) in str(info.value)
+    assert info.value.file == str(p) and info.value.line == 1
+
+
+def test_bad_format_and_filter_arguments(tmp_path: Path) -> None:
+    """An unknown format name, and BurstGPT filters on another format, are refused naming the argument."""
+    p = write(tmp_path, "a.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n")
+    with pytest.raises(kvwire.TraceError) as info:
+        kvwire.read_trace(p, format="splitwise")
+    assert info.value.path == "format" and "azure" in str(info.value)
+    for option in ({"model": "GPT-4"}, {"log_type": "API log"}, {"keep_failed": True}):
+        with pytest.raises(kvwire.TraceError) as info:
+            kvwire.read_trace(p, **option)  # type: ignore[arg-type]
+        assert info.value.path == next(iter(option)) and "BurstGPT" in str(info.value)
+
+
 # --------------------------------------------------------------------------------------------------
-# Malformed files
+# Malformed files: a TraceFileError (never a raw Polars or Unicode exception) naming file, line and column
 
+BURST_BAD = BURST_HEADER + "\n5,ChatGPT,472,18,490,Conversation log\n"
+J0 = b'{"timestamp": 0, "input_length": 5, "output_length": 1}\n'  # a good Mooncake line at t = 0
 
-def test_azure_bad_timestamp_names_the_row(tmp_path: Path) -> None:
-    """An unparseable TIMESTAMP is a TraceError naming the (0-based data) row and quoting the value."""
-    p = write(tmp_path, "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\nyesterday,6,0\n")
-    with pytest.raises(kvwire.TraceError) as info:
-        kvwire.read_azure_csv(p)
-    assert "row 1" in str(info.value) and "yesterday" in str(info.value)
-    assert str(p) in info.value.path and "[1]" in info.value.path
-
-
-def test_azure_other_time_zone_is_refused(tmp_path: Path) -> None:
-    """Only the ``+00:00`` zone of the 2024 files is understood; another offset is refused, not ignored."""
-    p = write(tmp_path, "t.csv", f"{HEADER}\n2024-05-10 00:00:00+00:00,5,1\n2024-05-10 00:00:01+01:00,5,1\n")
-    with pytest.raises(kvwire.TraceError) as info:
-        kvwire.read_azure_csv(p)
-    assert "row 1" in str(info.value)
-
-
-def test_azure_unsorted_names_the_row(tmp_path: Path) -> None:
-    """Out-of-order rows are a TraceError naming the first row that arrives before its predecessor."""
-    p = write(
-        tmp_path,
-        "t.csv",
-        f"{HEADER}\n2024-05-10 00:00:01,5,1\n2024-05-10 00:00:02,5,1\n2024-05-10 00:00:00,5,1\n"
-        "2024-05-10 00:00:03,5,1\n",
-    )
-    with pytest.raises(kvwire.TraceError) as info:
-        kvwire.read_azure_csv(p)
-    assert "row 2" in str(info.value)
+MALFORMED = [
+    # id, file name, content (bytes), line, column, words the message must hold
+    ("empty", "t.csv", b"", None, None, "empty"),
+    ("blank-only", "t.csv", b"\n\n \n", None, None, "blank lines"),
+    ("header-only", "t.csv", f"{HEADER}\n".encode(), None, None, "no requests"),
+    ("missing-column", "t.csv", b"TIMESTAMP,ContextTokens\n2024-05-10 00:00:00,5\n", 1, None, "GeneratedTokens"),
+    ("bad-timestamp", "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\nyesterday,6,0\n".encode(), 3, "TIMESTAMP",
+     "'yesterday' is not a timestamp"),
+    ("impossible-date", "t.csv", f"{HEADER}\n2024-02-30 00:00:00,5,1\n".encode(), 2, "TIMESTAMP", "not a timestamp"),
+    ("other-zone", "t.csv", f"{HEADER}\n2024-05-10 00:00:00+00:00,5,1\n2024-05-10 00:00:01+01:00,5,1\n".encode(),
+     3, "TIMESTAMP", "+01:00"),
+    ("seconds-60", "t.csv", f"{HEADER}\n2024-05-10 00:00:60.5,5,1\n".encode(), 2, "TIMESTAMP", "not a timestamp"),
+    ("non-monotone", "t.csv",
+     f"{HEADER}\n2024-05-10 00:00:01,5,1\n2024-05-10 00:00:02,5,1\n2024-05-10 00:00:00,5,1\n".encode(),
+     4, "TIMESTAMP", "arrives before the request on line 3"),
+    ("non-numeric", "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n2024-05-10 00:00:01,abc,1\n".encode(),
+     3, "ContextTokens", "'abc' is not a whole number"),
+    ("fractional", "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n2024-05-10 00:00:01,6.5,1\n".encode(),
+     3, "ContextTokens", "'6.5' is not a whole number"),
+    ("above-int64", "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,99999999999999999999999\n".encode(),
+     2, "GeneratedTokens", "out of range"),
+    ("above-2^32", "t.csv", f"{HEADER}\n2024-05-10 00:00:00,4294967296,1\n".encode(), 2, "ContextTokens",
+     "4294967296 is out of range (token counts are below 2^32)"),
+    ("negative", "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n2024-05-10 00:00:01,5,-3\n".encode(),
+     3, "GeneratedTokens", "-3 is negative"),
+    ("empty-field", "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n2024-05-10 00:00:01,,1\n".encode(),
+     3, "ContextTokens", "empty"),
+    ("too-many-fields", "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n2024-05-10 00:00:01,5,1,7\n".encode(),
+     3, None, "4 fields"),
+    ("nul-bytes", "t.csv", HEADER.encode() + b"\n\x00\x00\x01\x02junk", 2, None, "not UTF-8 text: binary data"),
+    ("bad-utf8", "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n".encode() + b"\xff\xfe\xfa,1,2\n", 3, None,
+     "not UTF-8"),
+    ("utf16-bom", "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n".encode("utf-16"), None, None,
+     "not UTF-8 text: the file is UTF-16"),
+    ("utf16-no-bom", "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n".encode("utf-16-le"), None, None, "UTF-16"),
+    ("truncated-gzip", "t.csv.gz", gzip.compress(f"{HEADER}\n2024-05-10 00:00:00,5,1\n".encode())[:12], None, None,
+     "gzip"),
+    ("burst-nan-time", "b.csv", (BURST_BAD + "nan,GPT-4,1,1,2,API log\n").encode(), 3, "Timestamp",
+     "not a finite number of seconds"),
+    ("burst-text-time", "b.csv", (BURST_BAD + "soon,GPT-4,1,1,2,API log\n").encode(), 3, "Timestamp",
+     "'soon' is not a number"),
+    ("json-truncated", "t.jsonl", J0 + b'{"timestamp": 10, "input_length": 5\n',
+     2, None, "invalid JSON"),
+    ("json-missing-field", "t.jsonl",
+     J0 + b'{"timestamp": 10, "output_length": 1}\n',
+     2, "input_length", "missing"),
+    ("json-null-time", "t.jsonl", b'{"timestamp": null, "input_length": 5, "output_length": 1}\n', 1, "timestamp",
+     "missing or null"),
+    ("json-not-object", "t.jsonl", J0 + b'\n[1, 2, 3]\n', 3, None,
+     "not a JSON object"),
+    ("json-string-length", "t.jsonl", b'{"timestamp": 0, "input_length": "many", "output_length": 1}\n', 1,
+     "input_length", "'many' is not a whole number"),
+    ("json-float-length", "t.jsonl", b'{"timestamp": 0, "input_length": 10.7, "output_length": 1}\n', 1,
+     "input_length", "10.7 is not a whole number"),
+    ("json-bool-length", "t.jsonl", b'{"timestamp": 0, "input_length": true, "output_length": 1}\n', 1,
+     "input_length", "not a whole number"),
+    ("json-above-int64", "t.jsonl",
+     J0 + b'{"timestamp": 1, "input_length": 99999999999999999999999, "output_length": 1}\n',
+     2, "input_length", "out of range"),
+    ("json-negative", "t.jsonl", b'{"timestamp": 0, "input_length": 5, "output_length": -1}\n', 1, "output_length",
+     "negative"),
+    ("json-non-monotone-after-blank", "t.jsonl",
+     b'{"timestamp": 5, "input_length": 1, "output_length": 1}\n\n\n'
+     b'{"timestamp": 4, "input_length": 1, "output_length": 1}\n',
+     4, "timestamp", "arrives before the request on line 1"),
+    ("json-too-deep", "t.jsonl", J0 + b'{"timestamp": 1, "input_length": 2, "x": ' + b"[" * 100_000 + b"]" * 100_000
+     + b"}\n", 2, None, "nested too deeply"),
+    ("json-2^32-length", "t.jsonl", b'{"timestamp": 0, "input_length": 4294967296, "output_length": 1}\n', 1,
+     "input_length", "out of range"),
+    ("json-bom", "t.jsonl", b"\xef\xbb\xbf" + J0, 1, None, "byte-order mark"),
+    ("json-bad-hash-ids", "t.jsonl",
+     b'{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1, "x"]}\n',
+     1, "hash_ids", "list of integer"),
+    ("kvwire-header-only", "k.csv", b"arrival_s,prompt_tokens,output_tokens\n", None, None, "no requests"),
+    ("kvwire-negative-arrival", "k.csv", b"arrival_s,prompt_tokens,output_tokens\n-1.0,5,1\n0.5,5,1\n", 2,
+     "arrival_s", "negative"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("text", "needle"),
-    [
-        ("TIMESTAMP,ContextTokens\n2024-05-10 00:00:00,5\n", "GeneratedTokens"),
-        (f"{HEADER}\n", "no requests"),
-        ("", ""),
-        ("a,b,c\n1,2,3\n", "TIMESTAMP"),
-    ],
-    ids=["missing-column", "header-only", "empty-file", "wrong-header"],
+    ("name", "data", "line", "column", "needle"), [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED]
 )
-def test_azure_structural_errors(tmp_path: Path, text: str, needle: str) -> None:
-    """A missing column, a header without rows, an empty file or another CSV is a TraceError naming the
-    file."""
-    p = write(tmp_path, "t.csv", text)
-    with pytest.raises(kvwire.TraceError) as info:
-        kvwire.read_azure_csv(p)
-    assert str(p) in str(info.value)
-    assert needle in str(info.value)
+def test_malformed_file(
+    tmp_path: Path, name: str, data: bytes, line: int | None, column: str | None, needle: str
+) -> None:
+    """Each malformed file is a kvwire.TraceFileError (not a Polars, Unicode or JSON exception) whose message
+    names the file and gives the reason, and whose attributes (and message) give the line and column."""
+    p = tmp_path / name
+    p.write_bytes(data)
+    with pytest.raises(kvwire.TraceFileError) as info:
+        kvwire.read_trace(p)
+    e = info.value
+    message = str(e)
+    assert message.startswith(f"{p}: "), message
+    assert needle in message, message
+    assert (e.file, e.line, e.column) == (str(p), line, column), message
+    if line is not None:
+        assert f"line {line}" in message and e.path.startswith(f"{p}:{line}")
+    if column is not None:
+        assert repr(column) in message and e.path.endswith(f":{column}")
+    assert isinstance(e, kvwire.TraceError) and isinstance(e, ValueError)
 
 
-def test_azure_missing_token_value_is_named_by_simulate(tmp_path: Path) -> None:
-    """An empty token field reaches simulate as a null, which is a TraceError naming column and row."""
-    p = write(tmp_path, "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n2024-05-10 00:00:01,,1\n")
-    try:
-        table = kvwire.read_azure_csv(p)
-    except kvwire.TraceError as e:  # refusing it in the reader is fine too
-        assert "1" in str(e)
-        return
-    with pytest.raises(kvwire.TraceError) as info:
-        kvwire.simulate({}, requests=table)
-    assert info.value.path == "requests.prompt_tokens[1]"
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    """A missing file and a directory are TraceFileErrors naming the path, for every reader."""
+    for reader in (kvwire.read_trace, kvwire.read_azure_csv, kvwire.read_mooncake_jsonl, kvwire.scan_trace):
+        with pytest.raises(kvwire.TraceFileError) as info:
+            reader(tmp_path / "none.csv")
+        assert "none.csv" in str(info.value)
+    with pytest.raises(kvwire.TraceFileError, match="directory"):
+        kvwire.read_trace(tmp_path)
 
 
-def test_azure_non_numeric_token_count(tmp_path: Path) -> None:
-    """A non-numeric ContextTokens value is a TraceError naming the file (and the row)."""
-    p = write(tmp_path, "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n2024-05-10 00:00:01,abc,1\n")
-    with pytest.raises(kvwire.TraceError) as info:
-        kvwire.read_azure_csv(p)
-    assert str(p) in str(info.value)
+def test_error_far_into_a_file_names_its_line(tmp_path: Path) -> None:
+    """Problems beyond the first 64 KiB (what detection reads) are found by the full scan and named by line:
+    an invalid UTF-8 byte on line 5,002 of a gzip file, and a non-numeric count on line 6,001 of a plain one."""
+    rows = "".join(f"2024-05-10 00:{i // 60 % 60:02d}:{i % 60:02d}.5+00:00,{i + 1},{i % 7}\n" for i in range(6000))
+    junk = (HEADER + "\n" + rows[: rows.index("\n", 5000 * 38) + 1]).encode()
+    cut = junk.count(b"\n")  # the next line is line cut + 1
+    packed = tmp_path / "t.csv.gz"
+    packed.write_bytes(gzip.compress(junk + b"2024-05-10 \xc3\x28:00:00,1,1\n"))
+    with pytest.raises(kvwire.TraceFileError) as info:
+        kvwire.read_trace(packed)
+    assert info.value.line == cut + 1 and "not UTF-8" in str(info.value)
+    plain = write(tmp_path, "t.csv", HEADER + "\n" + rows + "2024-05-10 02:00:00+00:00,many,1\n")
+    with pytest.raises(kvwire.TraceFileError) as info:
+        kvwire.read_trace(plain)
+    assert (info.value.line, info.value.column) == (6002, "ContextTokens")
 
 
-def test_azure_fractional_token_count(tmp_path: Path) -> None:
-    """Token counts are integers (traces.md); a fractional count is refused, not truncated."""
-    p = write(tmp_path, "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n2024-05-10 00:00:01,6.5,1\n")
-    with pytest.raises(kvwire.TraceError):
-        kvwire.read_azure_csv(p)
+def test_huge_field_is_quoted_short(tmp_path: Path) -> None:
+    """A 1 MB field is quoted in at most a few dozen characters: error messages stay one short line."""
+    p = write(tmp_path, "t.csv", f"{HEADER}\n2024-05-10 00:00:00,{'9' * 1_000_000}x,1\n")
+    with pytest.raises(kvwire.TraceFileError) as info:
+        kvwire.read_trace(p)
+    assert len(str(info.value)) < 300 + len(str(p)) and info.value.line == 2
 
 
-@pytest.mark.parametrize(
-    ("lines", "line_no"),
-    [
-        (
-            [
-                '{"timestamp": 0, "input_length": 5, "output_length": 1}',
-                '{"timestamp": 10, "input_length": 5',
-            ],
-            2,
-        ),
-        (
-            [
-                '{"timestamp": 0, "input_length": 5, "output_length": 1}',
-                '{"timestamp": 10, "output_length": 1}',
-            ],
-            2,
-        ),
-        (['{"timestamp": null, "input_length": 5, "output_length": 1}'], 1),
-        (['{"timestamp": 0, "input_length": 5, "output_length": 1}', "", "[1, 2, 3]"], 3),
-        (['{"timestamp": 0, "input_length": "many", "output_length": 1}'], 1),
-    ],
-    ids=["truncated-json", "missing-field", "null-timestamp", "not-an-object", "non-numeric"],
-)
-def test_mooncake_bad_line_names_the_line(tmp_path: Path, lines: list[str], line_no: int) -> None:
-    """A line that is not a Mooncake record is a TraceError naming its 1-based line number."""
-    p = write(tmp_path, "t.jsonl", "\n".join(lines) + "\n")
-    with pytest.raises(kvwire.TraceError) as info:
-        kvwire.read_mooncake_jsonl(p)
-    assert f"line {line_no}" in str(info.value)
-    assert info.value.path == f"{p}:{line_no}"
+def test_trace_file_error_pickles() -> None:
+    """A TraceFileError survives pickling (Dask workers send errors back) with all its attributes."""
+    e = kvwire.TraceFileError("f.csv: line 3, column 'C': bad", "f.csv:3:C", "f.csv", 3, "C")
+    back = pickle.loads(pickle.dumps(e))
+    assert (type(back), str(back), back.path, back.file, back.line, back.column) == (
+        kvwire.TraceFileError, str(e), "f.csv:3:C", "f.csv", 3, "C")  # fmt: skip
 
 
-def test_mooncake_unsorted_and_empty(tmp_path: Path) -> None:
-    """Decreasing timestamps name the offending row; an empty or blank-only file has no requests."""
-    p = write(
-        tmp_path,
-        "u.jsonl",
-        '{"timestamp": 5, "input_length": 1, "output_length": 1}\n'
-        '{"timestamp": 4, "input_length": 1, "output_length": 1}\n',
-    )
-    with pytest.raises(kvwire.TraceError) as info:
-        kvwire.read_mooncake_jsonl(p)
-    assert "row 1" in str(info.value)
-    for name, text in [("e.jsonl", ""), ("b.jsonl", "\n\n")]:
-        with pytest.raises(kvwire.TraceError) as info:
-            kvwire.read_mooncake_jsonl(write(tmp_path, name, text))
-        assert "no requests" in str(info.value)
+def test_blank_lines_in_csv_are_skipped(tmp_path: Path) -> None:
+    """Blank lines (every field empty) inside or at the end of a CSV are skipped, not read as requests."""
+    p = write(tmp_path, "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n\n2024-05-10 00:00:02,6,0\n\n\n")
+    df = kvwire.read_trace(p)
+    assert df["prompt_tokens"].to_list() == [5, 6] and df["arrival_s"].to_list() == [0.0, 2.0]
 
 
-@pytest.mark.parametrize("value", ["10.7", "true"])
-def test_mooncake_non_integer_length(tmp_path: Path, value: str) -> None:
-    """input_length must be an integer: a fractional or boolean value is refused, not coerced."""
-    p = write(tmp_path, "t.jsonl", f'{{"timestamp": 0, "input_length": {value}, "output_length": 2}}\n')
-    with pytest.raises(kvwire.TraceError):
-        kvwire.read_mooncake_jsonl(p)
+def test_missing_token_value_after_blank_lines_names_the_line(tmp_path: Path) -> None:
+    """An empty token field is named by its physical line even after skipped blank lines."""
+    p = write(tmp_path, "t.csv", f"{HEADER}\n2024-05-10 00:00:00,5,1\n\n\n2024-05-10 00:00:01,7,\n")
+    with pytest.raises(kvwire.TraceFileError) as info:
+        kvwire.read_trace(p)
+    assert (info.value.line, info.value.column) == (5, "GeneratedTokens")
 
 
-def test_unreadable_and_unknown_files(tmp_path: Path) -> None:
-    """Missing files and unknown extensions are TraceErrors naming the path, for every reader."""
-    for reader, name in [
-        (kvwire.read_azure_csv, "none.csv"),
-        (kvwire.read_mooncake_jsonl, "none.jsonl"),
-        (kvwire.read_trace, "none.csv"),
-        (kvwire.read_trace, "none.jsonl"),
-    ]:
-        with pytest.raises(kvwire.TraceError) as info:
-            reader(tmp_path / name)
-        assert name in str(info.value)
-    with pytest.raises(kvwire.TraceError) as info:
-        kvwire.read_trace(write(tmp_path, "t.parquet", "x"))
-    assert "t.parquet" in str(info.value)
+def test_columns_are_contiguous(tmp_path: Path) -> None:
+    """read_trace (and every batch) returns one buffer per column, so the numpy arrays simulate hands to the
+    core are views of the table, not copies (the requests are held once)."""
+    rows = [f"2024-05-10 {i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d},{i + 1},{i % 5}\n" for i in range(20_000)]
+    p = write(tmp_path, "t.csv", HEADER + "\n" + "".join(rows))  # Polars' streaming scan reads it in morsels
+    for df in (kvwire.read_trace(p), *kvwire.scan_trace(p).batches(rows=6_000)):
+        assert df.n_chunks("all") == [1, 1, 1]
+        for c in COLUMNS:
+            assert np.shares_memory(df[c].to_numpy(), df[c].to_numpy())
 
 
-def test_readers_return_exactly_the_request_columns() -> None:
-    """Both readers return exactly the three request columns simulate() takes, in order (no extra columns
-    such as hash_ids or the raw TIMESTAMP)."""
-    for path in (CODE, MC_SYN):
-        assert kvwire.read_trace(path).columns == COLUMNS
+def test_csv_with_utf8_bom(tmp_path: Path) -> None:
+    """A CSV saved with a UTF-8 byte-order mark (as Excel does) reads like the same file without it."""
+    text = f"{HEADER}\r\n2023-11-16 18:17:03.9799600,4808,10\r\n2023-11-16 18:17:04.0319600,3180,0\r\n"
+    plain = write(tmp_path, "a.csv", text)
+    bom = tmp_path / "b.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert kvwire.read_trace(bom).equals(kvwire.read_trace(plain))

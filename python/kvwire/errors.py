@@ -16,6 +16,7 @@ workload.arrivals.rate_per_s
 from __future__ import annotations
 
 import re
+from typing import Any
 
 #: Longest run of the offending input an error message quotes, characters.
 QUOTE_LIMIT = 200
@@ -77,6 +78,32 @@ class TraceError(ScenarioError):
     """An explicit request table is malformed; ``path`` names the column and first offending row."""
 
 
+class TraceFileError(TraceError):
+    """A trace file that cannot be read as a request table: unreadable, empty, binary or not UTF-8, an
+    unknown or mismatched format, a missing column, a value that is not a timestamp or a whole number of
+    tokens, a negative length, or requests out of time order.
+
+    The message names the file, the line and the column; the same facts are attributes.
+
+    Attributes:
+        file: the trace file as given.
+        line: 1-based line of the offending record (``None`` when the problem is not one line's, or for
+            Parquet files, which have rows instead of lines).
+        column: the offending column or JSON field as named in the file (``None`` if not one column's).
+        path: ``"FILE:LINE:COLUMN"`` (shorter when line or column is unknown).
+    """
+
+    def __init__(self, message: str, path: str = "", file: str = "", line: int | None = None,
+                 column: str | None = None) -> None:  # fmt: skip
+        super().__init__(message, path)
+        self.file = file
+        self.line = line
+        self.column = column
+
+    def __reduce__(self) -> tuple[type[TraceFileError], tuple[str, str, str, int | None, str | None]]:  # type: ignore[override]
+        return (type(self), (str(self), self.path, self.file, self.line, self.column))
+
+
 class QuantError(KvwireError, ValueError):
     """A quantisation request that does not fit its input: wrong dtype, non-contiguous array, an axis whose
     length is not a multiple of the block size, or scales/codes of the wrong size. ``path`` names the
@@ -96,18 +123,49 @@ class ResourceError(KvwireError, MemoryError):
     (``"workload.requests"`` or ``"requests"``). A ``MemoryError``, so ``except MemoryError`` catches it."""
 
 
+class SweepError(ScenarioError):
+    """Points of a sweep that do not validate, all of them, found before any point runs.
+
+    Attributes:
+        errors: one dict per bad point: ``{"point": int, "values": {path: value}, "path": str, "message": str}``
+            (a malformed definition itself — a key, an empty list, zip lists of different lengths — is a plain
+            :class:`ScenarioError` naming the key).
+    """
+
+    def __init__(self, message: str, path: str = "", errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message, path)
+        self.errors: list[dict[str, Any]] = list(errors or [])
+
+    def __reduce__(self) -> tuple[type[SweepError], tuple[str, str, list[dict[str, Any]]]]:  # type: ignore[override]
+        return (type(self), (str(self), self.path, self.errors))
+
+
+class Cancelled(KvwireError):
+    """A sweep or search stopped because its ``cancel`` event was set; the points that finished were kept
+    (written to ``out`` for a sweep)."""
+
+
+class PlotError(KvwireError, ValueError):
+    """Data that cannot be drawn as asked by :mod:`kvwire.plot` (a missing column, no values, a file that
+    cannot be read); ``path`` names the argument or column."""
+
+
 class InternalError(KvwireError, RuntimeError):
     """A broken internal invariant of the simulator. Never expected: please report it."""
 
 
 __all__ = [
+    "Cancelled",
     "DoesNotFitError",
     "InternalError",
     "KvwireError",
     "LayoutError",
+    "PlotError",
     "QuantError",
     "ResourceError",
     "ScenarioError",
+    "SweepError",
     "TraceError",
+    "TraceFileError",
     "UnknownPresetError",
 ]

@@ -23,6 +23,7 @@ import json
 from typing import Any, Literal
 
 from kvwire import _core
+from kvwire.results import HandoffResultDict
 from kvwire.scenario import scenario_json
 
 
@@ -36,7 +37,7 @@ def handoff(
     device: str | dict[str, Any] = "h100",
     devices_per_instance: int = 1,
     cost: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> HandoffResultDict:
     """Hand-off of one ``prompt_tokens`` prompt of ``model`` from a prefill instance of ``devices_per_instance``
     x ``device`` over an idle ``link``, in closed form (no queueing): ``bytes_per_token``, ``handoff_bytes``,
     ``wire_bytes``, ``transfer_s`` (latency + data time; a compression runs in transit, adding the stage's
@@ -68,7 +69,7 @@ def handoff(
     }
     if cost is not None:
         sc["cost"] = cost
-    out: dict[str, Any] = json.loads(_core.handoff_json(scenario_json(sc), prompt_tokens, streaming))
+    out: HandoffResultDict = json.loads(_core.handoff_json(scenario_json(sc), prompt_tokens, streaming))
     return out
 
 

@@ -12,10 +12,10 @@ import numpy as np
 import polars as pl
 
 from kvwire import _core
-from kvwire.errors import ResourceError, TraceError
-from kvwire.scenario import load_scenario, scenario_json
-from kvwire.summary import percentiles as _percentiles
-from kvwire.summary import requests_frame, summarise
+from kvwire.errors import ResourceError, ScenarioError, TraceError
+from kvwire.scenario import scenario_json
+from kvwire.summary import PCT_SCHEMA, percentile_rows, requests_frame, summarise, with_derived
+from kvwire.trace_spec import split_file_trace
 
 REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
@@ -91,15 +91,20 @@ class SimResult:
 
     def __init__(
         self,
-        requests: pl.DataFrame,
+        columns: Mapping[str, np.ndarray],
         stats: dict[str, Any],
         scenario: dict[str, Any],
         ceilings: dict[str, Any] | None = None,
     ) -> None:
-        self.requests = requests
+        self._columns = columns
         self.stats = stats
         self.scenario = scenario
         self.ceilings = ceilings
+
+    @cached_property
+    def requests(self) -> pl.DataFrame:
+        """One row per request (built on first use from the core's columns, without copying them)."""
+        return requests_frame(dict(self._columns))
 
     def percentiles(self) -> pl.DataFrame:
         """Latency percentiles: one row per metric (``ttft_s, tpot_s, itl_s, e2e_s, handoff_s``), columns
@@ -108,16 +113,25 @@ class SimResult:
 
     @cached_property
     def _percentiles(self) -> pl.DataFrame:
-        return _percentiles(self.requests, self.stats["itl_s"])
+        return pl.DataFrame(self._latency_rows, schema=PCT_SCHEMA)
+
+    @cached_property
+    def _summary_columns(self) -> Mapping[str, np.ndarray]:
+        return with_derived(self._columns)
+
+    @cached_property
+    def _latency_rows(self) -> list[dict[str, Any]]:
+        return percentile_rows(self._summary_columns, self.stats["itl_s"])
 
     @cached_property
     def summary(self) -> dict[str, Any]:
-        return summarise(self.requests, self._percentiles, self.stats, self.scenario, self.ceilings)
+        # From the core's columns with numpy: no Polars table is built for a summary alone (sweeps).
+        return summarise(self._summary_columns, self._latency_rows, self.stats, self.scenario, self.ceilings)
 
     def __repr__(self) -> str:
         s = self.stats
         return (
-            f"SimResult({self.requests.height} requests: {s['completed']} completed, "
+            f"SimResult({len(self._columns['id'])} requests: {s['completed']} completed, "
             f"{s['rejected']} rejected; horizon {s['horizon_s']:.3f} s)"
         )
 
@@ -180,7 +194,8 @@ def simulate(
 
     Args:
         scenario: a scenario dict (see :class:`kvwire.scenario.ScenarioDict`), a path to a ``.json`` or
-            ``.toml`` file, or ``None`` for the built-in default.
+            ``.toml`` file, or ``None`` for the built-in default. A ``workload.trace.file`` is read here
+            (:mod:`kvwire.trace_spec`) and replayed.
         requests: optional explicit requests — a Polars DataFrame (or a mapping of columns) with
             ``arrival_s`` (seconds, sorted), ``prompt_tokens`` (≥ 1) and ``output_tokens`` (≥ 0). The
             scenario must then not describe a generated workload.
@@ -207,8 +222,14 @@ def simulate(
     >>> res.percentiles().columns
     ['metric', 'count', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99_9', 'max']
     """
-    if isinstance(scenario, str | Path):
-        scenario = load_scenario(scenario)
+    # A scenario file is loaded here; workload.trace.file is read here and passed as requests.
+    scenario, trace_file = split_file_trace(scenario)
+    if trace_file is not None:
+        if requests is not None:
+            raise ScenarioError(
+                "workload.trace: a request table was passed as well: give the requests once", "workload.trace"
+            )
+        requests = trace_file.read()
     text = scenario_json(scenario)
     if requests is None:
         n = _generated_requests(scenario)
@@ -221,7 +242,9 @@ def simulate(
         out = _core.simulate(text, *arrays)
     stats = json.loads(out["stats_json"])
     echo = json.loads(out["scenario_json"])
-    return SimResult(requests_frame(out["columns"]), stats, echo, json.loads(out["ceilings_json"]))
+    if trace_file is not None:
+        echo = trace_file.echo_into(echo)
+    return SimResult(out["columns"], stats, echo, json.loads(out["ceilings_json"]))
 
 
 __all__ = ["SimResult", "request_arrays", "simulate"]

@@ -93,13 +93,32 @@ class TraceDict(TypedDict):
     output_tokens: list[int]
 
 
+class _TraceFileRequired(TypedDict):
+    file: str
+
+
+class TraceFileDict(_TraceFileRequired, total=False):
+    """``workload.trace`` as a file to read (handled in Python, :mod:`kvwire.trace_spec`)."""
+
+    format: Literal["auto", "azure", "burstgpt", "mooncake", "kvwire"]
+    model: str | list[str]
+    log_type: str | list[str]
+    keep_failed: bool
+    start_s: float
+    duration_s: float
+    time_scale: float
+    rate_per_s: float
+    sample: float
+    seed: int
+
+
 class WorkloadDict(TypedDict, total=False):
     requests: int
     seed: int
     arrivals: ArrivalsDict
     prompt_tokens: LengthDict
     output_tokens: LengthDict
-    trace: TraceDict
+    trace: TraceDict | TraceFileDict
     external: bool
     over_context: Literal["warn", "reject", "clip"]
 
@@ -303,6 +322,11 @@ def validate(scenario: Mapping[str, Any] | str | Path | None) -> None:
 
     >>> validate({"decode": {"device": "a100"}})
     """
+    from kvwire.trace_spec import split_file_trace  # (imports this module)
+
+    scenario, trace_file = split_file_trace(scenario)
+    if trace_file is not None:
+        trace_file.check()  # the file's format and the options, without reading the requests
     _core.validate(scenario_json(scenario))
 
 
@@ -360,21 +384,54 @@ def with_overrides(scenario: Mapping[str, Any], assignments: Sequence[str]) -> d
     {'prompt_tokens': {'dist': 'fixed', 'value': 1000}}
     """
     parsed = [_parse_assignment(a) for a in assignments]
-    preset = [isinstance(v, str) and ".".join(parts) in PRESET_PATHS for parts, v in parsed]
-    ordered = [x for x, p in zip(parsed, preset, strict=True) if p] + [
-        x for x, p in zip(parsed, preset, strict=True) if not p
+    try:
+        return with_values(scenario, [(".".join(parts), value) for parts, value in parsed])
+    except ScenarioError as e:
+        raise ScenarioError(f"--set {e}", e.path) from None
+
+
+def with_values(scenario: Mapping[str, Any], assignments: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """Return a copy of ``scenario`` with each ``(dotted_path, value)`` set, by the rules of
+    :func:`with_overrides` (presets first, defaults for new objects, a ``dist``/``process`` change dropping the
+    old kind's defaults). Sweeps set each point's swept fields with it.
+
+    >>> with_values({}, [("link.channels", 2), ("link", "eth-25g")])["link"]
+    {'preset': 'eth-25g', 'channels': 2}
+    """
+    pairs = []
+    for path, value in assignments:
+        parts = path.split(".")
+        if not all(parts):
+            raise ScenarioError(f"{path!r}: empty path segment", path)
+        pairs.append((parts, value))
+    preset = [isinstance(v, str) and ".".join(parts) in PRESET_PATHS for parts, v in pairs]
+    ordered = [x for x, p in zip(pairs, preset, strict=True) if p] + [
+        x for x, p in zip(pairs, preset, strict=True) if not p
     ]
     out = copy.deepcopy(dict(scenario))
     defaulted: set[str] = set()
     for parts, value in ordered:
-        _assign(out, parts, value, defaulted)
+        _assign(out, parts, copy.deepcopy(value), defaulted)
     return out
+
+
+def with_value(scenario: Mapping[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """Return a copy of ``scenario`` with the field at the dotted ``path`` set to ``value`` (sweeps, ``--set``).
+
+    An object the scenario does not have yet starts from its default when that default is a flat table (so
+    ``link.channels`` keeps the default link and ``workload.prompt_tokens.mean`` the default distribution);
+    a preset name becomes ``{"preset": name}`` so that its fields can be overridden.
+
+    >>> with_value({"link": "eth-25g"}, "link.channels", 2)["link"]
+    {'preset': 'eth-25g', 'channels': 2}
+    """
+    return with_values(scenario, [(path, value)])
 
 
 def _assign(out: dict[str, Any], parts: list[str], value: Any, defaulted: set[str]) -> None:
     """Apply one assignment, recording in ``defaulted`` the paths filled from defaults (not set by anyone)."""
     node: dict[str, Any] = out
-    default: Any = default_scenario()
+    default: Any = _defaults()
     where = ".".join(parts)
     for i, part in enumerate(parts[:-1]):
         child = node.get(part)
@@ -388,7 +445,7 @@ def _assign(out: dict[str, Any], parts: list[str], value: Any, defaulted: set[st
             # A preset name written as a string becomes {"preset": name} so fields can be overridden.
             child = node[part] = {"preset": child}
         elif not isinstance(child, dict):
-            raise ScenarioError(f"--set {where}: {here} is not an object", here)
+            raise ScenarioError(f"{where}: {here} is not an object", here)
         node = child
     key = parts[-1]
     current = node.get(key)
@@ -424,6 +481,16 @@ def without_generator(scenario: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_DEFAULT: dict[str, Any] = {}
+
+
+def _defaults() -> dict[str, Any]:
+    """The default scenario, read once (callers never modify it)."""
+    if not _DEFAULT:
+        _DEFAULT.update(default_scenario())
+    return _DEFAULT
+
+
 __all__ = [
     "ScenarioDict",
     "default_scenario",
@@ -433,5 +500,7 @@ __all__ = [
     "validate",
     "with_override",
     "with_overrides",
+    "with_value",
+    "with_values",
     "without_generator",
 ]

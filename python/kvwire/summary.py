@@ -10,6 +10,7 @@ per-token gaps per decode step instead of storing one value per token (see ``met
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -67,14 +68,114 @@ def requests_frame(columns: dict[str, np.ndarray]) -> pl.DataFrame:
     )
 
 
-def _stats_exprs(metric: str) -> list[pl.Expr]:
-    c = pl.col(metric)
-    return [
-        c.count().alias(f"{metric}:count"),
-        c.mean().alias(f"{metric}:mean"),
-        *[c.quantile(q, interpolation="linear").alias(f"{metric}:{name}") for name, q in QUANTILES],
-        c.max().alias(f"{metric}:max"),
-    ]
+#: The core's per-request columns as numpy arrays (times NaN where a stage did not happen).
+Columns = Mapping[str, np.ndarray]
+
+
+def _core_columns(requests: pl.DataFrame | Columns) -> Columns:
+    """The core's raw columns as numpy arrays (NaN for a missing time), from either form of the table."""
+    if not isinstance(requests, pl.DataFrame):
+        return requests
+    out: dict[str, np.ndarray] = {}
+    for name in (
+        "arrival_s",
+        "output_tokens",
+        "measured",
+        "local_decode",
+        "over_context",
+        "first_token_seen_s",
+        *_TIME_COLUMNS,
+    ):
+        if name in requests.columns:
+            series = requests[name]
+            out[name] = series.to_numpy() if series.dtype == pl.Boolean else series.cast(pl.Float64).to_numpy()
+    return out
+
+
+def _derived(cols: Columns) -> dict[str, np.ndarray]:
+    """ttft, tpot, e2e and hand-off per request (NaN where undefined), as in :func:`requests_frame`."""
+    first = cols["first_token_s"]
+    # When the user sees the first token (metrics.first_token): after prefill (default) or after the KV lands
+    # and the first decode step; TTFT and TPOT count from it, the hand-off from the prefill's first token.
+    seen = cols.get("first_token_seen_s", first)
+    finish = cols["finish_s"]
+    out_tokens = cols["output_tokens"]
+    tpot = np.subtract(finish, seen)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        np.divide(tpot, out_tokens - 1.0, out=tpot)
+    tpot[out_tokens < 2] = np.nan
+    return {
+        "ttft_s": seen - cols["arrival_s"],
+        "tpot_s": tpot,
+        "e2e_s": finish - cols["arrival_s"],
+        "handoff_s": cols["kv_ready_s"] - first,
+    }
+
+
+def with_derived(cols: Columns) -> Columns:
+    """The core's columns with the derived latencies (``ttft_s``, ``tpot_s``, ``e2e_s``, ``handoff_s``) added,
+    once; the percentiles and the summary reuse them."""
+    if "ttft_s" in cols:
+        return cols
+    return {**cols, **_derived(cols)}
+
+
+def _rows(mask: np.ndarray) -> slice | np.ndarray:
+    """Index of the rows a boolean mask selects: a slice (no copies) when they are one contiguous run, as
+    the measured set is when nothing was rejected (every request after the warm-up, in arrival order)."""
+    first = int(np.argmax(mask)) if mask.size else 0
+    n = int(mask.sum())
+    if n == 0 or mask[first : first + n].all():
+        return slice(first, first + n)
+    return mask
+
+
+def _present(x: np.ndarray) -> np.ndarray:
+    """The non-missing values of a float column (the core marks a missing time with NaN); the column itself,
+    without a copy, when its sum shows that nothing is missing (the times are finite)."""
+    if not math.isnan(float(np.add.reduce(x))):
+        return x
+    present: np.ndarray = x[~np.isnan(x)]
+    return present
+
+
+def _clamped_mean(v: np.ndarray, lo: float, hi: float) -> float | None:
+    """The mean of ``v`` kept inside [min, max]: a floating-point sum can land one ulp outside when every
+    value is (almost) the same, where the true mean cannot."""
+    return _opt(min(max(float(v.mean()), lo), hi))
+
+
+def _mean(x: np.ndarray) -> float | None:
+    v = _present(x)
+    return _clamped_mean(v, float(v.min()), float(v.max())) if v.size else None
+
+
+_Q = np.array([100.0 * q for _, q in QUANTILES]) / 100.0  # as np.percentile scales them
+
+
+def _stats(x: np.ndarray) -> dict[str, Any]:
+    """count, mean, the :data:`QUANTILES` and max of the present values.
+
+    The quantiles are numpy's ``"linear"`` method (virtual index (n - 1)·q, then numpy's two-sided lerp)
+    computed from one ``np.partition`` at the needed ranks instead of one selection per quantile.
+    """
+    v = _present(x)
+    n = v.size
+    if n == 0:
+        return {"count": 0, "mean": None, **{name: None for name, _ in QUANTILES}, "max": None}
+    h = _Q * (n - 1)
+    lo = np.floor(h).astype(np.intp)
+    hi = np.minimum(lo + 1, n - 1)
+    part = np.partition(v, np.unique(np.concatenate((lo, hi, [0, n - 1]))))
+    a, b, t = part[lo], part[hi], h - lo
+    diff = b - a
+    qs = np.where(t >= 0.5, b - diff * (1.0 - t), a + diff * t)
+    return {
+        "count": int(n),
+        "mean": _clamped_mean(v, float(part[0]), float(part[n - 1])),
+        **{name: _opt(q) for (name, _), q in zip(QUANTILES, qs, strict=True)},
+        "max": _opt(part[n - 1]),
+    }
 
 
 def _opt(x: Any) -> float | None:
@@ -85,31 +186,39 @@ def _opt(x: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def percentiles(df: pl.DataFrame, itl: dict[str, Any]) -> pl.DataFrame:
-    """One row per latency metric: ``metric, count, mean, p50, p90, p95, p99, p99_9, max`` (seconds)."""
-    measured = df.lazy().filter(pl.col("measured"))
-    per_request = ("ttft_s", "tpot_s", "e2e_s")
-    row = (
-        pl.concat(
-            [
-                measured.select([e for m in per_request for e in _stats_exprs(m)]),
-                df.lazy().select(_stats_exprs("handoff_s")),
-            ],
-            how="horizontal",
-        )
-        .collect()
-        .row(0, named=True)
-    )
+#: Column types of :func:`percentiles`.
+PCT_SCHEMA: dict[str, Any] = {
+    "metric": pl.String,
+    "count": pl.Int64,
+    **{k: pl.Float64 for k in ("mean", *[n for n, _ in QUANTILES], "max")},
+}
+
+
+def percentile_rows(cols: Columns, itl: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of :func:`percentiles` as dicts (what :func:`summarise` reads)."""
+    derived = with_derived(cols)
+    measured = _rows(cols["measured"])
     rows = []
     for metric in LATENCY_METRICS:
         if metric == "itl_s":
-            stats = {k: itl.get(k) for k in ("count", "mean", *[n for n, _ in QUANTILES], "max")}
+            raw = {k: itl.get(k) for k in ("count", "mean", *[n for n, _ in QUANTILES], "max")}
+            stats = {k: (_opt(v) if k != "count" else int(v or 0)) for k, v in raw.items()}
+        elif metric == "handoff_s":
+            stats = _stats(derived[metric])
         else:
-            stats = {k.split(":", 1)[1]: v for k, v in row.items() if k.startswith(metric + ":")}
-        rows.append({"metric": metric, **{k: (_opt(v) if k != "count" else int(v or 0)) for k, v in stats.items()}})
-    schema: dict[str, Any] = {"metric": pl.String, "count": pl.Int64}
-    schema.update({k: pl.Float64 for k in ("mean", *[n for n, _ in QUANTILES], "max")})
-    return pl.DataFrame(rows, schema=schema)
+            stats = _stats(derived[metric][measured])
+        rows.append({"metric": metric, **stats})
+    return rows
+
+
+def percentiles(df: pl.DataFrame | Columns, itl: dict[str, Any]) -> pl.DataFrame:
+    """One row per latency metric: ``metric, count, mean, p50, p90, p95, p99, p99_9, max`` (seconds).
+
+    ``df`` is the per-request table or the core's raw columns (numpy arrays, NaN for a missing time); the
+    figures are computed with numpy on the columns (its sort-based percentiles release the GIL), which is
+    what makes a summary cheap next to the run (``benches/README.md``, issue 10).
+    """
+    return pl.DataFrame(percentile_rows(with_derived(_core_columns(df)), itl), schema=PCT_SCHEMA)
 
 
 def _occupancy(i: dict[str, Any], horizon: float, scheduler: dict[str, Any]) -> dict[str, float | None]:
@@ -127,55 +236,71 @@ def _occupancy(i: dict[str, Any], horizon: float, scheduler: dict[str, Any]) -> 
     }
 
 
-def _stage_exprs() -> list[tuple[str, pl.Expr]]:
-    """Each stage's duration per request (null where the request skipped the stage: no hand-off or decode
-    for outputs of 0-1 tokens, no link when colocated or kept local). They sum to E2E."""
-    col = pl.col
-    return [
-        ("prefill_queue_s", col("prefill_start_s") - col("arrival_s")),
-        ("prefill_s", col("first_token_s") - col("prefill_start_s")),
-        ("kv_wait_s", col("kv_start_s") - col("first_token_s")),
-        ("kv_transfer_s", col("kv_ready_s") - col("kv_start_s")),
-        ("decode_queue_s", col("decode_start_s") - pl.coalesce(col("kv_ready_s"), col("decode_start_s"))),
-        ("decode_s", col("finish_s") - col("decode_start_s")),
-    ]
-
-
 def _safe_div(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
 
+def _stage_means(m: Columns) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """Mean of each stage over the (measured) rows of ``m``: counting a skipped stage as 0 (the reference's
+    rule, so the six means sum to the mean E2E: no hand-off or decode for outputs of 0-1 tokens, no link when
+    colocated or kept local), and over only the rows that had the stage. One scratch buffer."""
+    buf = np.empty_like(m["arrival_s"])
+    spans = {
+        "prefill_queue_s": ("prefill_start_s", "arrival_s"),
+        "prefill_s": ("first_token_s", "prefill_start_s"),
+        "kv_wait_s": ("kv_start_s", "first_token_s"),
+        "kv_transfer_s": ("kv_ready_s", "kv_start_s"),
+        "decode_queue_s": ("decode_start_s", "kv_ready_s"),
+        "decode_s": ("finish_s", "decode_start_s"),
+    }
+    out: dict[str, float | None] = {}
+    present: dict[str, float | None] = {}
+    n = m["arrival_s"].size
+    for stage in STAGES:
+        end, start = spans[stage]
+        np.subtract(m[end], m[start], out=buf)
+        if stage == "decode_queue_s":
+            # A request decoded where it was prefilled has no KV arrival: it waited 0 for it.
+            no_kv = np.isnan(m["kv_ready_s"])
+            if no_kv.any():
+                buf[no_kv] = m["decode_start_s"][no_kv] - m["decode_start_s"][no_kv]
+        present[stage] = _mean(buf)
+        had = ~np.isnan(buf)
+        out[stage] = _opt(float(buf[had].sum()) / n) if n else None
+    return out, present
+
+
 def summarise(
-    df: pl.DataFrame,
-    pct: pl.DataFrame,
+    df: pl.DataFrame | Columns,
+    pct: pl.DataFrame | list[dict[str, Any]],
     stats: dict[str, Any],
     scenario: dict[str, Any],
     ceilings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere. ``ceilings``
-    (the core's analytic ceilings for the run) become the ``load`` entry."""
-    col = pl.col
+    """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere.
+
+    ``df`` is the per-request table or the core's raw columns; ``pct`` the :func:`percentiles` table (or its
+    rows). Computed with numpy on the columns, without building the Polars table. ``ceilings`` (the core's
+    analytic ceilings for the run) become the ``load`` entry.
+    """
+    cols = _core_columns(df)
     horizon = float(stats["horizon_s"])
     slo = scenario["slo"]
     colocated = scenario["mode"] == "colocated"
 
-    latency = {
-        r["metric"]: {k: r[k] for k in ("mean", *[n for n, _ in QUANTILES], "max")} for r in pct.iter_rows(named=True)
-    }
+    rows = pct.iter_rows(named=True) if isinstance(pct, pl.DataFrame) else pct
+    latency = {r["metric"]: {k: r[k] for k in ("mean", *[n for n, _ in QUANTILES], "max")} for r in rows}
 
-    m = df.filter(col("measured"))
-    meets = (col("ttft_s") <= slo["ttft_s"]) & (col("tpot_s").is_null() | (col("tpot_s") <= slo["tpot_s"]))
-    agg = m.select(
-        meets.sum().alias("ok"),
-        pl.len().alias("n"),
-        col("arrival_s").min().alias("first"),
-        col("arrival_s").max().alias("last"),
-        *[e.fill_null(0.0).mean().alias(name) for name, e in _stage_exprs()],
-        *[e.mean().alias(f"present:{name}") for name, e in _stage_exprs()],
-    ).row(0, named=True)
-    n_measured = int(agg["n"])
-    ok = int(agg["ok"] or 0)
-    window = (agg["last"] - agg["first"]) if n_measured >= 2 else 0.0
+    derived = with_derived(cols)
+    measured = _rows(cols["measured"])
+    m = {name: cols[name][measured] for name in ("arrival_s", *_TIME_COLUMNS)}
+    ttft, tpot = derived["ttft_s"][measured], derived["tpot_s"][measured]
+    with np.errstate(invalid="ignore"):  # NaN (a stage that did not happen) compares False, as null does
+        meets = (ttft <= slo["ttft_s"]) & (np.isnan(tpot) | (tpot <= slo["tpot_s"]))
+    n_measured = int(ttft.size)
+    ok = int(meets.sum())
+    window = float(m["arrival_s"].max() - m["arrival_s"].min()) if n_measured >= 2 else 0.0
+    stages, stages_present = _stage_means(m)
     slo_out: dict[str, Any] = {
         "ttft_s": slo["ttft_s"],
         "tpot_s": slo["tpot_s"],
@@ -190,8 +315,8 @@ def summarise(
     if n_measured == 0:
         slo_out["attainment_note"] = "no measured requests"
 
-    done = df.filter(col("finish_s").is_not_null())
-    out_tokens = int(done.select(col("output_tokens").cast(pl.Int64).sum()).item() or 0)
+    done = ~np.isnan(cols["finish_s"])
+    out_tokens = int(cols["output_tokens"][done].sum(dtype=np.int64))
     completed = int(stats["completed"])
 
     instances = stats["instances"]
@@ -209,10 +334,6 @@ def summarise(
     static_j = float(stats["static_j"])
     total_j = static_j + compute_j + memory_j + link_j + transit_j + convert_j
 
-    # A skipped stage counts as 0 (the reference's rule), so the stage means sum to the mean E2E; the means
-    # over the requests that had each stage are kept under "stages_present".
-    stages = {s: _opt(agg[s]) for s in STAGES}
-    stages_present = {s: _opt(agg[f"present:{s}"]) for s in STAGES}
     hot_stage, hot_owner = None, None
     candidates = {k: v for k, v in stages.items() if k != "decode_s" and v is not None}
     if candidates:
@@ -233,18 +354,18 @@ def summarise(
         hot_resource = max(pool, key=lambda k: pool[k])
 
     population = float(stats["population_area"])
-    mean_e2e = done.select(col("e2e_s").mean()).item()
+    mean_e2e = _mean(derived["e2e_s"][done])
     little_l = _safe_div(population, horizon)
     lam_w = _safe_div(completed * float(mean_e2e), horizon) if mean_e2e is not None else None
 
     return {
         "requests": {
-            "total": df.height,
+            "total": int(cols["arrival_s"].size),
             "completed": completed,
             "rejected": int(stats["rejected"]),
             "measured": n_measured,
             # prompt + output above the model's context (run, rejected or clipped by workload.over_context)
-            "over_context": int(df["over_context"].sum()),
+            "over_context": int(cols["over_context"].sum()) if "over_context" in cols else 0,
         },
         "latency": latency,
         "slo": slo_out,
@@ -304,7 +425,7 @@ def summarise(
             "mean_wait_s": _safe_div(link["wait_s"], link["transfers"]),
             "achieved_gb_per_s": _safe_div(link["wire_bytes"] / 1e9, link["busy_s"]),
             "link_j_per_transfer": _safe_div(link["link_j"], link["transfers"]),
-            "local_decodes": int(df.select(col("local_decode").sum()).item() or 0) if not colocated else 0,
+            "local_decodes": int(cols["local_decode"].sum()) if not colocated else 0,
             "transit_bound_fraction": _safe_div(link["transit_bound"], link["transfers"]),
         },
         "hops": [
@@ -331,4 +452,13 @@ def summarise(
     }
 
 
-__all__ = ["LATENCY_METRICS", "QUANTILES", "STAGES", "percentiles", "requests_frame", "summarise"]
+__all__ = [
+    "LATENCY_METRICS",
+    "QUANTILES",
+    "STAGES",
+    "percentile_rows",
+    "percentiles",
+    "requests_frame",
+    "summarise",
+    "with_derived",
+]

@@ -1,0 +1,116 @@
+"""The Litestar application: routes, the shared services (store, limiter, job runner), errors, auth, OpenAPI.
+
+>>> import tempfile
+>>> from litestar.testing import TestClient
+>>> from kvwire_api.config import Settings
+>>> with TestClient(create_app(Settings(data_dir=tempfile.mkdtemp()))) as client:
+...     client.get("/health").json()["status"]
+'ok'
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any
+
+from litestar import Litestar, Request, Response
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import Components, SecurityScheme
+
+from kvwire_api import __version__
+from kvwire_api.auth import require_token
+from kvwire_api.config import Settings
+from kvwire_api.errors import EXCEPTION_HANDLERS
+from kvwire_api.jobs import JobRunner
+from kvwire_api.limiter import SimSlots
+from kvwire_api.openapi import ClosedTypedDictPlugin
+from kvwire_api.routes.catalog import CatalogController
+from kvwire_api.routes.common import provide_services
+from kvwire_api.routes.health import health
+from kvwire_api.routes.jobs import CapacityController, SweepController
+from kvwire_api.routes.simulations import SimulationController
+from kvwire_api.routes.traces import TraceController
+from kvwire_api.services import Services
+from kvwire_api.store import Store
+from kvwire_api.types import CapacityBody, HandoffBody, ScenarioBody, SweepBody
+
+log = logging.getLogger("kvwire_api")
+
+DESCRIPTION = """kvwire as a service: simulate disaggregated LLM serving (prefill pool -> KV link -> decode pool)
+and colocated serving. Scenarios are the JSON of `kvwire.simulate`; summaries are `kvwire.SummaryDict`. Long work
+(sweeps, capacity searches) runs as persistent jobs. Errors are JSON whose `path` names the offending field."""
+
+
+async def allow_header(request: Request[Any, Any, Any]) -> Response[None] | None:
+    """Answer OPTIONS with every method of the path (Litestar's own OPTIONS handler can miss methods
+    registered on the same path by one controller)."""
+    if request.method != "OPTIONS":
+        return None
+    template = request.scope.get("path_template")
+    methods = sorted({m for r in request.app.routes if r.path_format == template for m in r.methods})
+    return Response(None, status_code=204, headers={"Allow": ", ".join(methods)})
+
+
+def create_app(settings: Settings) -> Litestar:
+    """The service for ``settings`` (its data directory is created if needed). Serve it with one worker
+    process: the simulations run in threads inside it."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        store = Store(settings.data_dir)
+        removed = store.sweep_orphans()
+        if removed:
+            log.info("removed %d files left by an interrupted write", len(removed))
+        slots = SimSlots(threads=settings.sim_threads, queue=settings.sim_queue)
+        runner = JobRunner(store, settings)
+        writer = ThreadPoolExecutor(max_workers=settings.sim_threads, thread_name_prefix="kvwire-writer")
+        app.state.services = Services(settings=settings, store=store, slots=slots, runner=runner, writer=writer)
+        resumed = runner.recover()
+        if resumed:
+            log.info("resuming %d job(s) interrupted by the last stop: %s", len(resumed), ", ".join(resumed))
+        try:
+            yield
+        finally:
+            runner.shutdown()
+            slots.shutdown()
+            writer.shutdown(wait=True)
+            store.close()
+
+    components: Components | None = None
+    security: list[dict[str, list[str]]] | None = None
+    if settings.token is not None:
+        components = Components(security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")})
+        security = [{"bearer": []}]
+
+    return Litestar(
+        route_handlers=[
+            health,
+            SimulationController,
+            SweepController,
+            CapacityController,
+            CatalogController,
+            TraceController,
+        ],
+        plugins=[ClosedTypedDictPlugin(ScenarioBody, SweepBody, CapacityBody, HandoffBody)],
+        before_request=allow_header,
+        lifespan=[lifespan],
+        dependencies={"svc": Provide(provide_services, sync_to_thread=False)},
+        guards=[require_token],
+        exception_handlers=EXCEPTION_HANDLERS,
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="kvwire",
+            version=__version__,
+            description=DESCRIPTION,
+            components=components or Components(),
+            security=security,
+        ),
+        debug=False,
+    )
+
+
+__all__ = ["create_app"]

@@ -1,0 +1,335 @@
+"""Long work as jobs: sweeps (``kvwire.sweep``) and capacity searches (``kvwire.capacity``).
+
+A job is a row in the store before its id is returned (202), so an acknowledged job is never lost. A runner
+thread takes queued jobs in order (``max_running_jobs`` at a time) and calls the library with ``progress=``
+(an in-memory counter the status and Server-Sent-Events endpoints read) and ``cancel=`` (a
+``threading.Event``). Sweeps write their points under the job's directory (``out=``, ``resume=True``), so a job
+interrupted by a crash or a restart resumes from its finished points when the service starts again; a
+capacity search is deterministic and simply runs again. A job interrupted more than ``max_job_restarts``
+times, or running past ``job_timeout_s``, is marked failed with its finished points kept.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kvwire
+import polars as pl
+
+from kvwire_api.config import Settings
+from kvwire_api.errors import error_body
+from kvwire_api.store import JobRecord, Store, write_parquet_atomic
+
+log = logging.getLogger("kvwire_api.jobs")
+
+Progress = Callable[[int, int], None]
+#: A job kind: (definition, output directory, progress, cancel, workers) -> (result table, result dict or None).
+Work = Callable[
+    [dict[str, Any], Path, Progress, threading.Event, int | None], tuple[pl.DataFrame, dict[str, Any] | None]
+]
+
+
+def run_sweep(
+    definition: dict[str, Any], out: Path, progress: Progress, cancel: threading.Event, workers: int | None
+) -> tuple[pl.DataFrame, dict[str, Any] | None]:
+    """A sweep job: ``kvwire.sweep`` writing its points under ``out`` and resuming from those already there."""
+    table = kvwire.sweep(definition, out=out, resume=True, workers=workers, progress=progress, cancel=cancel)
+    return table, None
+
+
+def run_capacity(
+    definition: dict[str, Any], out: Path, progress: Progress, cancel: threading.Event, workers: int | None
+) -> tuple[pl.DataFrame, dict[str, Any] | None]:
+    """A capacity job: ``kvwire.capacity`` (deterministic, so an interrupted search simply runs again)."""
+    args = {k: v for k, v in definition.items() if k != "scenario"}
+    res = kvwire.capacity(definition["scenario"], **args, progress=progress, cancel=cancel)
+    result = {k: v for k, v in res.to_dict().items() if k != "points"}  # the points are the result table
+    return res.points, result
+
+
+KINDS: dict[str, Work] = {"sweep": run_sweep, "capacity": run_capacity}
+
+
+def partial_table(out: Path, definition: dict[str, Any]) -> pl.DataFrame | None:
+    """The points a sweep has written under ``out`` so far (its Parquet parts, sorted by point and replicate,
+    with one column per swept field as in the finished table), or None if there are none yet."""
+    parts = sorted(out.glob("part-*.parquet"))
+    if not parts:
+        return None
+    df = pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed").sort("point", "replicate")
+    swept = [*definition.get("grid", {}), *definition.get("zip", {})]
+    if swept:
+        values = {t["point"]: t["values"] for t in kvwire.sweep_points(definition)}
+        cols = []
+        for key in swept:
+            column = [values[p][key] for p in df["point"].to_list()]
+            try:
+                cols.append(pl.Series(key, column, strict=True))
+            except (TypeError, pl.exceptions.PolarsError):  # mixed kinds: as JSON text, as the library does
+                cols.append(pl.Series(key, [json.dumps(v, sort_keys=True) for v in column], dtype=pl.String))
+        df = df.with_columns(cols).select("point", *swept, pl.exclude("point", *swept))
+    return df
+
+
+@dataclasses.dataclass
+class LiveJob:
+    """What the runner knows about a queued or running job beyond its row."""
+
+    id: str
+    kind: str
+    cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
+    #: Why ``cancel`` was set: "cancel" (a client), "shutdown" (the service stops) or "timeout".
+    reason: str | None = None
+    running: bool = False
+    done: int = 0
+    total: int | None = None
+    #: Progress at the first report of this session, and when it came (for the ETA).
+    first_done: int | None = None
+    first_at: float | None = None
+    last_saved: float = 0.0
+    version: int = 0
+
+    def eta_s(self, now: float) -> float | None:
+        if self.first_done is None or self.first_at is None or self.total is None:
+            return None
+        advanced = self.done - self.first_done
+        if advanced <= 0:
+            return None
+        return (self.total - self.done) * (now - self.first_at) / advanced
+
+
+class JobRunner:
+    """Runs queued jobs in threads, one at a time by default; see the module docstring."""
+
+    def __init__(self, store: Store, settings: Settings, kinds: dict[str, Work] | None = None) -> None:
+        self.store = store
+        self.settings = settings
+        self.kinds = dict(KINDS if kinds is None else kinds)
+        self._lock = threading.Lock()
+        self._queue: collections.deque[str] = collections.deque()
+        self._live: dict[str, LiveJob] = {}
+        self._threads: dict[str, threading.Thread] = {}
+        self._stopping = False
+
+    # ----------------------------------------------------------------------------------------------
+    # lifecycle
+
+    def recover(self) -> list[str]:
+        """At start: queue again every job that was queued or running when the service stopped (a running one
+        counts a restart; past ``max_job_restarts`` it is marked failed, its finished points kept)."""
+        resumed = []
+        for rec in self.store.list_jobs(statuses=("queued", "running")):
+            if rec.status == "running":
+                restarts = rec.restarts + 1
+                if restarts > self.settings.max_job_restarts:
+                    self.store.update_job(
+                        rec.id,
+                        status="failed",
+                        finished_s=time.time(),
+                        restarts=restarts,
+                        error={
+                            "status_code": 500,
+                            "detail": f"interrupted {restarts} times (the service stopped or crashed while it "
+                            "ran); not resumed again. The finished points are kept.",
+                        },
+                    )
+                    continue
+                self.store.update_job(rec.id, status="queued", restarts=restarts)
+            resumed.append(rec.id)
+            self._enqueue(rec)
+        self._start_next()
+        return resumed
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop: running jobs are asked to stop after their in-flight points and stay queued for the next start."""
+        with self._lock:
+            self._stopping = True
+            live = [j for j in self._live.values() if j.running]
+            threads = list(self._threads.values())
+        for j in live:
+            j.reason = "shutdown"
+            j.cancel.set()
+        deadline = time.monotonic() + timeout_s
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        for j in live:
+            thread = self._threads.get(j.id)
+            if thread is not None and thread.is_alive():  # still finishing a point: it resumes at the next start
+                self.store.update_job(j.id, status="queued", done=j.done)
+
+    # ----------------------------------------------------------------------------------------------
+    # requests
+
+    def submit(self, kind: str, definition: dict[str, Any], total: int | None, job_id: str) -> JobRecord:
+        """Record a job as queued (durably) and start it when a runner is free."""
+        if kind not in self.kinds:
+            raise KeyError(kind)
+        self.store.put_job(job_id, kind, definition, total)
+        rec = self.store.get_job(job_id)
+        assert rec is not None
+        self._enqueue(rec)
+        self._start_next()
+        self.store.trim_jobs(self.settings.max_jobs)
+        return rec
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a queued or running job; False if it is not active (finished, or unknown)."""
+        with self._lock:
+            job = self._live.get(job_id)
+            if job is None:
+                return False
+            if not job.running:
+                self._queue.remove(job_id)
+                del self._live[job_id]
+                queued = True
+            else:
+                job.reason = "cancel"
+                job.cancel.set()
+                queued = False
+        if queued:
+            self.store.update_job(job_id, status="cancelled", finished_s=time.time())
+        return True
+
+    def counts(self) -> dict[str, int]:
+        """Jobs this process is running and holding in its queue (from memory)."""
+        with self._lock:
+            running = sum(1 for j in self._live.values() if j.running)
+            return {"running": running, "queued": len(self._live) - running}
+
+    def live(self, job_id: str) -> LiveJob | None:
+        return self._live.get(job_id)
+
+    def snapshot(self, rec: JobRecord) -> dict[str, Any]:
+        """The status document of a job: its row with the live progress of a running one."""
+        job = self._live.get(rec.id)
+        done, total = rec.done, rec.total
+        eta = None
+        status = rec.status
+        if job is not None:
+            done, total = max(done, job.done), job.total if job.total is not None else total
+            eta = job.eta_s(time.monotonic())
+            if job.running:
+                status = "running"
+        return {
+            "id": rec.id,
+            "kind": rec.kind,
+            "status": status,
+            "done": done,
+            "total": total,
+            "eta_s": eta if status == "running" else (0.0 if status == "done" else None),
+            "cancel_requested": bool(job is not None and job.reason == "cancel"),
+            "created_s": rec.created_s,
+            "started_s": rec.started_s,
+            "finished_s": rec.finished_s,
+            "restarts": rec.restarts,
+            "resumed_from": rec.resumed_from if job is None or job.first_done is None else job.first_done,
+            "error": rec.error,
+            "result": rec.result,
+        }
+
+    # ----------------------------------------------------------------------------------------------
+    # internals
+
+    def _enqueue(self, rec: JobRecord) -> None:
+        with self._lock:
+            if rec.id not in self._live:
+                self._live[rec.id] = LiveJob(id=rec.id, kind=rec.kind, done=rec.done, total=rec.total)
+                self._queue.append(rec.id)
+
+    def _start_next(self) -> None:
+        with self._lock:
+            while (
+                not self._stopping
+                and self._queue
+                and sum(1 for j in self._live.values() if j.running) < self.settings.max_running_jobs
+            ):
+                job = self._live[self._queue.popleft()]
+                job.running = True
+                t = threading.Thread(target=self._run, args=(job,), name=f"kvwire-job-{job.id[:8]}", daemon=True)
+                self._threads[job.id] = t
+                t.start()
+
+    def _progress(self, job: LiveJob) -> Progress:
+        def progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if job.first_done is None:
+                job.first_done, job.first_at = done, now
+                self.store.update_job(job.id, resumed_from=done)
+            job.done, job.total = done, total
+            job.version += 1
+            if now - job.last_saved >= 1.0 or done >= total:
+                job.last_saved = now
+                self.store.update_job(job.id, done=done, total=total)
+
+        return progress
+
+    def _timeout(self, job: LiveJob) -> None:
+        if job.reason is None:
+            job.reason = "timeout"
+            job.cancel.set()
+
+    def _run(self, job: LiveJob) -> None:
+        timer = threading.Timer(self.settings.job_timeout_s, self._timeout, args=(job,))
+        timer.daemon = True
+        try:
+            rec = self.store.get_job(job.id)
+            if rec is None:  # deleted meanwhile
+                return
+            self.store.update_job(job.id, status="running", started_s=rec.started_s or time.time())
+            job.version += 1
+            timer.start()
+            out = self.store.job_dir(job.id)
+            self._finish(job, out, rec)
+        except Exception:  # never let a job thread die silently
+            log.exception("job %s: runner failed", job.id)
+            self._fail(job, {"status_code": 500, "detail": "internal error in the job runner (see the server log)"})
+        finally:
+            timer.cancel()
+            with self._lock:
+                self._live.pop(job.id, None)
+                self._threads.pop(job.id, None)
+            job.version += 1
+            self._start_next()
+
+    def _finish(self, job: LiveJob, out: Path, rec: JobRecord) -> None:
+        work = self.kinds[rec.kind]
+        try:
+            table, result = work(
+                rec.definition, out / "parts", self._progress(job), job.cancel, self.settings.job_workers
+            )
+        except kvwire.Cancelled:
+            if job.reason == "shutdown":
+                self.store.update_job(job.id, status="queued", done=job.done)
+            elif job.reason == "timeout":
+                self._fail(
+                    job,
+                    {
+                        "status_code": 504,
+                        "detail": f"the job ran longer than its limit of {self.settings.job_timeout_s:g} s and was "
+                        "stopped; the points it finished are kept (GET .../results)",
+                    },
+                )
+            else:
+                self.store.update_job(job.id, status="cancelled", finished_s=time.time(), done=job.done)
+            return
+        except kvwire.KvwireError as e:
+            self._fail(job, error_body(e, 422))
+            return
+        write_parquet_atomic(table, out / "result.parquet")
+        n = table.height  # one row per point (sweep) or evaluation (capacity, whose total was an estimate)
+        self.store.update_job(job.id, status="done", finished_s=time.time(), done=n, total=n, result=result)
+        job.done = job.total = n
+
+    def _fail(self, job: LiveJob, error: dict[str, Any]) -> None:
+        self.store.update_job(job.id, status="failed", finished_s=time.time(), done=job.done, error=error)
+
+
+__all__ = ["KINDS", "JobRunner", "LiveJob", "partial_table", "run_capacity", "run_sweep"]

@@ -1,0 +1,74 @@
+"""Reference data and the closed-form calculator: presets, formats, layouts, ``POST /v1/handoff``, limits."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import anyio
+import kvwire
+from kvwire import layout, quant
+from litestar import Controller, Request, get, post
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
+
+from kvwire_api.routes.common import errors
+from kvwire_api.services import Services
+from kvwire_api.types import CatalogDict, HandoffBody, HandoffResultDict, LimitsDict
+
+HANDOFF_ARGS = tuple(inspect.signature(kvwire.handoff).parameters)
+
+
+def handoff_call(body: dict[str, Any]) -> HandoffResultDict:
+    """``kvwire.handoff(**body)``, refusing keys it does not take by name (as the scenario refuses them)."""
+    unknown = sorted(set(body) - set(HANDOFF_ARGS))
+    if unknown:
+        raise kvwire.ScenarioError(
+            f"{unknown[0]}: unknown field, expected one of {', '.join(HANDOFF_ARGS)}", unknown[0]
+        )
+    return kvwire.handoff(**body)
+
+
+class CatalogController(Controller):
+    path = "/v1"
+    tags = ("reference",)
+
+    @get("/presets", summary="Model, device and link presets (with sources) and hand-off formats", responses=errors())
+    async def presets(self) -> CatalogDict:
+        return kvwire.catalog()  # type: ignore[return-value]
+
+    @get("/formats", summary="The KV number formats (kvwire.quant.formats())", responses=errors())
+    async def formats(self) -> list[dict[str, Any]]:
+        return quant.formats().to_dicts()
+
+    @get("/layouts", summary="The engine KV-cache layouts (kvwire.layout.layouts())", responses=errors())
+    async def layouts(self) -> list[dict[str, Any]]:
+        return layout.layouts().to_dicts()
+
+    @get("/limits", summary="The bounds this service enforces", responses=errors())
+    async def limits(self, svc: NamedDependency[Services]) -> LimitsDict:
+        s = svc.settings
+        return {
+            "max_body_bytes": s.max_body_bytes,
+            "max_trace_bytes": s.max_trace_bytes,
+            "max_sync_requests": s.max_sync_requests,
+            "max_point_requests": s.max_point_requests,
+            "max_sweep_points": s.max_sweep_points,
+            "run_timeout_s": s.run_timeout_s,
+            "job_timeout_s": s.job_timeout_s,
+        }
+
+    @post(
+        "/handoff",
+        status_code=200,
+        summary="The closed-form hand-off of one request (kvwire.handoff)",
+        description="Size, time on the wire, prefill time, time exposed after the prefill and the rate at which "
+        "hand-offs alone fill the link, for one prompt on an idle link. Every field is optional.",
+        responses=errors(400, 413, 422),
+    )
+    async def handoff(self, data: JSONBody[HandoffBody], request: Request[Any, Any, Any]) -> HandoffResultDict:
+        raw: dict[str, Any] = await request.json()
+        return await anyio.to_thread.run_sync(handoff_call, raw)
+
+
+__all__ = ["CatalogController", "handoff_call"]

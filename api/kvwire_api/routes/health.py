@@ -1,0 +1,33 @@
+"""``GET /health``: always answered from memory on the event loop (no I/O, no token), even under load."""
+
+from __future__ import annotations
+
+import kvwire
+from litestar import get
+from litestar.di import NamedDependency
+
+from kvwire_api import __version__
+from kvwire_api.services import Services
+from kvwire_api.types import HealthDict
+
+
+@get("/health", summary="Liveness and load", tags=["service"], opt={"public": True})
+async def health(svc: NamedDependency[Services]) -> HealthDict:
+    slots = svc.slots
+    return {
+        "status": "ok",
+        "version": __version__,
+        "kvwire_version": kvwire.__version__,
+        "simulations": {
+            "threads": slots.threads,
+            "running": slots.running,
+            "waiting": slots.waiting,
+            "queue": slots.queue,
+            "rejected": slots.rejected,
+        },
+        "jobs": svc.runner.counts(),
+        "auth": svc.settings.token is not None,
+    }
+
+
+__all__ = ["health"]

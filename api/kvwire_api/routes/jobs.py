@@ -1,0 +1,301 @@
+"""``/v1/sweeps`` and ``/v1/capacity``: long work as jobs (202 + id), their status, progress events, results.
+
+A definition is checked completely before the job is accepted (the library validates every point before any
+work; the service adds its bounds), so a 202 means the job will run. Status: ``GET /{id}`` (points done of
+total, ETA); progress as Server-Sent Events: ``GET /{id}/events``; results: ``GET /{id}/results`` (JSON, CSV
+or Parquet; while running or after a failure, the points finished so far with ``Kvwire-Complete: false``);
+``DELETE /{id}`` cancels an active job (202) or deletes a finished one (204).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import math
+import threading
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import anyio
+import kvwire
+import polars as pl
+from litestar import Controller, Request, Response, delete, get, post
+from litestar.di import NamedDependency
+from litestar.exceptions import HTTPException
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, Reference, Schema
+from litestar.params import FromPath, JSONBody
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+
+from kvwire_api.jobs import partial_table
+from kvwire_api.routes.common import check_id, errors, not_found
+from kvwire_api.services import Services, TooLarge
+from kvwire_api.store import TERMINAL, JobRecord, new_id
+from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_response
+from kvwire_api.types import CapacityBody, JobDict, SweepBody
+
+#: The arguments of kvwire.capacity a request may set.
+CAPACITY_ARGS = tuple(p for p in inspect.signature(kvwire.capacity).parameters if p not in ("progress", "cancel"))
+
+
+def dry_run(call: Any) -> None:
+    """Run a library job function with ``cancel`` already set: it validates everything, then stops before the
+    first point with ``kvwire.Cancelled``. Validation errors propagate."""
+    stop = threading.Event()
+    stop.set()
+    with contextlib.suppress(kvwire.Cancelled):
+        call(stop)
+
+
+def prepare_sweep(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The normalised sweep definition and its task count (points x replicates), or the error that refuses it.
+
+    ``kvwire.sweep_points`` resolves and validates every point (a ``SweepError`` lists all bad ones); the
+    service adds its bounds. A base must be a scenario object (the library would read a file named by a
+    string), and no swept field may name a trace: the service reads no paths from requests."""
+    base = body.get("base")
+    if base is not None and not isinstance(base, dict):
+        raise kvwire.ScenarioError(
+            "base: must be a scenario object (the service reads no files named in requests)", "base"
+        )
+    for section in ("grid", "zip"):
+        table = body.get(section)
+        for key in table if isinstance(table, dict) else ():
+            if isinstance(key, str) and (key == "workload" or key.startswith("workload.trace")):
+                path = f"{section}.{key}"
+                raise kvwire.ScenarioError(
+                    f"{path}: a sweep cannot vary the trace (upload it and set base.workload.trace.file)", path
+                )
+    if isinstance(base, dict):
+        body = {**body, "base": svc.inline_trace(base, "base.")}
+    definition = kvwire.load_sweep(body)
+    n_zip = len(next(iter(definition["zip"].values()))) if definition["zip"] else 1
+    n_tasks = math.prod(len(v) for v in definition["grid"].values()) * n_zip * definition["replicates"]
+    limit = svc.settings.max_sweep_points
+    if n_tasks > limit:  # counted before the points are resolved, so a huge grid costs nothing
+        path = "replicates" if definition["replicates"] > limit else "grid"
+        raise TooLarge(
+            f"{path}: {n_tasks:,} points (x replicates) is more than {limit:,}, the limit of one sweep", path
+        )
+    tasks = kvwire.sweep_points(definition)
+    for task in tasks:
+        try:
+            svc.check_requests(task["scenario"], svc.settings.max_point_requests, "", "per sweep point")
+        except TooLarge as e:
+            raise TooLarge(f"point {task['point']} ({task['values']}): {e}", e.path) from None
+    return definition, len(tasks)
+
+
+def prepare_capacity(svc: Services, body: dict[str, Any]) -> dict[str, Any]:
+    """The capacity definition (the scenario with any trace inlined), or the error that refuses it."""
+    unknown = sorted(set(body) - set(CAPACITY_ARGS))
+    if unknown:
+        raise kvwire.ScenarioError(
+            f"{unknown[0]}: unknown field, expected one of {', '.join(CAPACITY_ARGS)}", unknown[0]
+        )
+    scenario = body.get("scenario", {})
+    if not isinstance(scenario, dict):
+        raise kvwire.ScenarioError(
+            "scenario: must be a scenario object (the service reads no files named in requests)", "scenario"
+        )
+    scenario = svc.inline_trace(scenario, "scenario.")
+    svc.check_requests(scenario, svc.settings.max_point_requests, "scenario.", "per capacity evaluation")
+    definition = {**body, "scenario": scenario}
+    args = {k: v for k, v in definition.items() if k != "scenario"}
+    dry_run(lambda stop: kvwire.capacity(scenario, **args, cancel=stop))
+    return definition
+
+
+@dataclass
+class EventsOperation(Operation):
+    """The events endpoint answers with a text/event-stream; each event's ``data`` is a JobDict as JSON."""
+
+    def __post_init__(self) -> None:
+        ok: Any = (self.responses or {}).get("200")
+        if ok is None:
+            return
+        event = Schema(
+            type=OpenAPIType.OBJECT,
+            properties={
+                "id": Schema(type=OpenAPIType.STRING),
+                "event": Schema(type=OpenAPIType.STRING, enum=["progress", *TERMINAL, "deleted"]),
+                "data": Schema(
+                    type=OpenAPIType.STRING,
+                    content_media_type="application/json",
+                    content_schema=Reference(ref="#/components/schemas/JobDict"),
+                ),
+            },
+            required=["data"],
+            description="One Server-Sent Event",
+        )
+        ok.description = "A stream of `progress` events, then one named after the final status"
+        ok.content = {"text/event-stream": OpenAPIMediaType(schema=event)}
+
+
+class JobController(Controller):
+    """The endpoints every job kind shares; subclasses set ``path`` and ``kind``."""
+
+    kind: ClassVar[str] = ""
+
+    async def _job(self, svc: Services, job_id: FromPath[str], definition: bool = False) -> JobRecord:
+        check_id(job_id, f"{self.kind} job")
+        rec = await anyio.to_thread.run_sync(lambda: svc.store.get_job(job_id, definition))
+        if rec is None or rec.kind != self.kind:
+            raise not_found(f"{self.kind} job", job_id)
+        return rec
+
+    async def _accept(self, svc: Services, definition: dict[str, Any], total: int | None) -> Response[JobDict]:
+        job_id = new_id()
+        rec = await anyio.to_thread.run_sync(svc.runner.submit, self.kind, definition, total, job_id)
+        return Response(
+            svc.runner.snapshot(rec),  # type: ignore[arg-type]
+            status_code=202,
+            headers={"Location": f"{self.path}/{job_id}"},
+        )
+
+    @get("/", summary="Jobs of this kind, oldest first", responses=errors())
+    async def list_jobs(self, svc: NamedDependency[Services]) -> list[JobDict]:
+        recs = await anyio.to_thread.run_sync(lambda: svc.store.list_jobs(kind=self.kind))
+        return [svc.runner.snapshot(r) for r in recs]  # type: ignore[misc]
+
+    @get("/{job_id:str}", summary="Status: points done of total, ETA, result or error", responses=errors(404))
+    async def status(self, job_id: FromPath[str], svc: NamedDependency[Services]) -> JobDict:
+        return svc.runner.snapshot(await self._job(svc, job_id))  # type: ignore[return-value]
+
+    @get(
+        "/{job_id:str}/events",
+        summary="Progress as Server-Sent Events",
+        operation_class=EventsOperation,
+        description="`progress` events carry the status document (as GET /{id}) whenever it changes; the last "
+        "event is named after the final status (`done`, `failed` or `cancelled`) and the stream ends.",
+        responses=errors(404),
+    )
+    async def events(self, job_id: FromPath[str], svc: NamedDependency[Services]) -> ServerSentEvent:
+        await self._job(svc, job_id)
+
+        async def stream() -> AsyncGenerator[ServerSentEventMessage, None]:
+            last: tuple[Any, ...] | None = None
+            n = 0
+            idle = 0.0
+            while True:
+                rec = await anyio.to_thread.run_sync(lambda: svc.store.get_job(job_id, False))
+                if rec is None:  # deleted while streaming
+                    yield ServerSentEventMessage(data=json.dumps({"id": job_id, "status": "deleted"}), event="deleted")
+                    return
+                snap = svc.runner.snapshot(rec)
+                key = (snap["status"], snap["done"], snap["total"])
+                final = snap["status"] in TERMINAL and svc.runner.live(job_id) is None
+                if key != last or final:
+                    n += 1
+                    last, idle = key, 0.0
+                    event = snap["status"] if final else "progress"
+                    yield ServerSentEventMessage(data=json.dumps(snap, allow_nan=False), event=event, id=str(n))
+                if final:
+                    return
+                await anyio.sleep(0.2)
+                idle += 0.2
+                if idle >= 15.0:
+                    idle = 0.0
+                    yield ServerSentEventMessage(comment="keep-alive")
+
+        return ServerSentEvent(stream())
+
+    @get(
+        "/{job_id:str}/results",
+        summary="The result table (JSON rows, CSV or Parquet); partial while running or after a failure",
+        operation_class=TableOperation,
+        responses=errors(400, 404, 406),
+    )
+    async def results(
+        self,
+        job_id: FromPath[str],
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        fmt: FormatQuery = None,
+    ) -> Response[bytes]:
+        table_format = negotiate(request.headers, fmt)
+        rec = await self._job(svc, job_id)
+        out = svc.store.job_dir(job_id)
+        name = f"{self.kind}-{job_id}"
+        if rec.status == "done" and (out / "result.parquet").exists():
+            resp = await anyio.to_thread.run_sync(table_response, out / "result.parquet", table_format, name)
+            resp.headers["Kvwire-Complete"] = "true"
+            return resp
+        if rec.kind == "sweep":
+            full = await self._job(svc, job_id, definition=True)
+            df = await anyio.to_thread.run_sync(partial_table, out / "parts", full.definition)
+        else:
+            df = None
+        resp = await anyio.to_thread.run_sync(
+            table_response, df if df is not None else pl.DataFrame(), table_format, name
+        )
+        resp.headers["Kvwire-Complete"] = "false"
+        return resp
+
+    @delete(
+        "/{job_id:str}",
+        status_code=202,
+        summary="Cancel an active job (202), or delete a finished one and its results (204)",
+        responses={
+            **errors(404, 409),
+            204: ResponseSpec(None, description="The finished job and its results are deleted"),
+        },
+    )
+    async def remove(self, job_id: FromPath[str], svc: NamedDependency[Services]) -> Response[Any]:
+        rec = await self._job(svc, job_id)
+        if await anyio.to_thread.run_sync(svc.runner.cancel, job_id):
+            fresh = await self._job(svc, job_id)
+            return Response(svc.runner.snapshot(fresh), status_code=202)
+        if rec.status not in TERMINAL:  # neither live nor finished: being picked up; try again
+            raise HTTPException(status_code=409, detail="the job is changing state; retry")
+        await anyio.to_thread.run_sync(svc.store.delete_job, job_id)
+        return Response(None, status_code=204)
+
+
+class SweepController(JobController):
+    path = "/v1/sweeps"
+    tags = ("sweeps",)
+    kind = "sweep"
+
+    @post(
+        "/",
+        status_code=202,
+        summary="Start a sweep job",
+        description="The body is a kvwire.sweep definition: `base` scenario, `grid` {field path: [values]} "
+        "(product), `zip` {field path: [values]} (equal lengths, varied together) and `replicates`. Every "
+        "point is validated before the job is accepted; a bad definition is a 422 listing every bad point.",
+        responses=errors(400, 413, 422, 503),
+    )
+    async def create(
+        self, data: JSONBody[SweepBody], request: Request[Any, Any, Any], svc: NamedDependency[Services]
+    ) -> Response[JobDict]:
+        raw: dict[str, Any] = await request.json()
+        definition, total = await svc.slots.run(lambda: prepare_sweep(svc, raw), svc.settings.run_timeout_s)
+        return await self._accept(svc, definition, total)
+
+
+class CapacityController(JobController):
+    path = "/v1/capacity"
+    tags = ("capacity",)
+    kind = "capacity"
+
+    @post(
+        "/",
+        status_code=202,
+        summary="Start a capacity search job",
+        description="The highest arrival rate (or `field`) at which the scenario still meets its SLO for "
+        "`slo_attainment` of the requests (kvwire.capacity). The result is in the job's `result` when done; "
+        "the evaluated points in /results.",
+        responses=errors(400, 413, 422, 503),
+    )
+    async def create(
+        self, data: JSONBody[CapacityBody], request: Request[Any, Any, Any], svc: NamedDependency[Services]
+    ) -> Response[JobDict]:
+        raw: dict[str, Any] = await request.json()
+        definition = await svc.slots.run(lambda: prepare_capacity(svc, raw), svc.settings.run_timeout_s)
+        return await self._accept(svc, definition, None)
+
+
+__all__ = ["CapacityController", "SweepController", "prepare_capacity", "prepare_sweep"]

@@ -1,0 +1,271 @@
+"""Plots of kvwire results with matplotlib (the ``kvwire[plot]`` extra): latency CDFs, SLO attainment and p99
+latencies against a swept field, capacity per prefill:decode split, and stage breakdowns.
+
+Every function returns a ``matplotlib.figure.Figure`` built without pyplot (no global state, safe in threads
+and servers); save it with ``fig.savefig("x.png")`` or ``"x.svg"`` (Agg renders PNG, the SVG backend SVG).
+
+>>> import kvwire
+>>> from kvwire import plot
+>>> fig = plot.latency_cdf({"ib-ndr": kvwire.simulate({"workload": {"requests": 200}})})
+>>> fig.axes[0].get_xlabel()
+'TTFT (ms)'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from kvwire.errors import PlotError
+from kvwire.run import SimResult
+from kvwire.summary import STAGES
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+#: Points drawn per CDF curve (quantiles at evenly spaced probabilities; the curve's ends are kept).
+CDF_POINTS = 500
+#: Axis labels and scale of the metrics the plots know (others are drawn as they are, labelled by name).
+LABELS: dict[str, tuple[str, float]] = {
+    "workload.arrivals.rate_per_s": ("arrival rate (req/s)", 1.0),
+    "ttft_s": ("TTFT (ms)", 1e3),
+    "tpot_s": ("TPOT (ms)", 1e3),
+    "e2e_s": ("end-to-end latency (s)", 1.0),
+    "handoff_s": ("KV hand-off (ms)", 1e3),
+    "slo.attainment": ("SLO attainment (%)", 100.0),
+    "latency.ttft_s.p99": ("TTFT p99 (ms)", 1e3),
+    "latency.tpot_s.p99": ("TPOT p99 (ms)", 1e3),
+    "latency.e2e_s.p99": ("end-to-end p99 (s)", 1.0),
+    "latency.handoff_s.p99": ("hand-off p99 (ms)", 1e3),
+    "slo.goodput_req_per_s": ("goodput (req/s)", 1.0),
+    "throughput.req_per_s": ("throughput (req/s)", 1.0),
+    "energy.j_per_output_token": ("energy (J/output token)", 1.0),
+    "utilisation.kv-link": ("KV link busy (%)", 100.0),
+}
+STAGE_LABELS = {
+    "prefill_queue_s": "prefill queue",
+    "prefill_s": "prefill",
+    "kv_wait_s": "KV link queue",
+    "kv_transfer_s": "KV transfer",
+    "decode_queue_s": "decode queue",
+    "decode_s": "decode",
+}
+
+
+def _figure(width_in: float = 7.0, height_in: float = 4.5, ncols: int = 1) -> Figure:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:  # pragma: no cover - the extra is missing
+        raise PlotError("plots need matplotlib: pip install 'kvwire[plot]'", "matplotlib") from None
+    fig = Figure(figsize=(width_in * ncols if ncols > 1 else width_in, height_in), layout="constrained")
+    fig.subplots(1, ncols, squeeze=False)
+    return fig
+
+
+def _label(metric: str) -> tuple[str, float]:
+    return LABELS.get(metric, (metric, 1.0))
+
+
+def _named(results: Any) -> list[tuple[str, pl.DataFrame]]:
+    """``{label: result}``, a list of results, or one result -> [(label, per-request table)]."""
+    if isinstance(results, SimResult | pl.DataFrame):
+        results = [results]
+    items = list(results.items()) if isinstance(results, Mapping) else [(None, r) for r in results]
+    out = []
+    for i, (label, r) in enumerate(items):
+        df = r.requests if isinstance(r, SimResult) else r
+        if not isinstance(df, pl.DataFrame):
+            raise PlotError(f"results[{i}]: expected a SimResult or a per-request DataFrame", f"results[{i}]")
+        if label is None and isinstance(r, SimResult):
+            s = r.scenario
+            link = s.get("link", {}).get("preset") if isinstance(s.get("link"), dict) else None
+            label = f"{s.get('mode', '')} {link or ''}".strip()
+        out.append((str(label if label is not None else f"run {i}"), df))
+    return out
+
+
+def latency_cdf(
+    results: SimResult | pl.DataFrame | Sequence[SimResult | pl.DataFrame] | Mapping[str, SimResult | pl.DataFrame],
+    metric: str = "ttft_s",
+    *,
+    measured_only: bool = True,
+    ax: Axes | None = None,
+) -> Figure:
+    """Empirical CDF of a per-request latency for one or more runs (one curve each, labelled).
+
+    Args:
+        results: a :class:`~kvwire.SimResult` or per-request table, a list of them, or ``{label: result}``.
+        metric: ``ttft_s``, ``tpot_s``, ``e2e_s`` or ``handoff_s``.
+        measured_only: only the measured requests (after the warm-up), as the summary's percentiles
+            (``handoff_s`` always uses every transferred request, as the summary does).
+        ax: draw into these axes instead of a new figure.
+    """
+    fig = ax.get_figure() if ax is not None else _figure()
+    axes = ax if ax is not None else fig.axes[0]  # type: ignore[union-attr]
+    xlabel, scale = _label(metric)
+    drawn = 0
+    for label, df in _named(results):
+        if metric not in df.columns:
+            raise PlotError(f"metric: the table has no column {metric!r}", "metric")
+        sel = df.filter(pl.col("measured")) if measured_only and metric != "handoff_s" and "measured" in df else df
+        x = np.sort(sel[metric].drop_nulls().drop_nans().to_numpy())
+        if x.size == 0:
+            continue
+        p = np.linspace(0.0, 1.0, min(CDF_POINTS, x.size))
+        q = np.quantile(x, p)
+        axes.plot(q * scale, p * 100.0, label=f"{label} (p99 {np.quantile(x, 0.99) * scale:,.3g})")
+        drawn += 1
+    if drawn == 0:
+        raise PlotError(f"results: no {metric} values to draw", "results")
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel("requests (%)")
+    axes.set_title(f"{xlabel.split(' (')[0]} distribution")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize="small")
+    return fig  # type: ignore[return-value]
+
+
+def _series_keys(df: pl.DataFrame, by: Sequence[str]) -> list[tuple[Any, ...]]:
+    return df.select(by).unique(maintain_order=True).rows() if by else [()]
+
+
+def metric_vs(
+    table: pl.DataFrame,
+    x: str,
+    metrics: Sequence[str] = ("slo.attainment", "latency.ttft_s.p99", "latency.tpot_s.p99"),
+    *,
+    by: str | Sequence[str] | None = None,
+) -> Figure:
+    """Summary metrics against a swept field, one line per configuration (one panel per metric).
+
+    Args:
+        table: a :func:`kvwire.sweep` table.
+        x: the swept field on the x axis (a column, e.g. ``"workload.arrivals.rate_per_s"``).
+        metrics: summary columns, one panel each (default: SLO attainment, TTFT p99, TPOT p99).
+        by: column(s) telling the configurations apart (default: the other swept columns).
+
+    With replicates, each line is the mean over replicates with its 95% interval as error bars.
+    """
+    for c in (x, *metrics):
+        if c not in table.columns:
+            raise PlotError(f"{c}: no such column in the sweep table", c)
+    if by is None:
+        swept = table.columns[1 : table.columns.index("replicate")] if "replicate" in table.columns else []
+        by = [c for c in swept if c != x]
+    by = [by] if isinstance(by, str) else list(by)
+    replicated = "replicate" in table.columns and table["replicate"].max() not in (None, 0)
+    rows = table.filter(pl.col("replicate") == 0) if replicated else table
+    fig = _figure(5.0, 4.2, ncols=len(metrics))
+    for ax, metric in zip(fig.axes, metrics, strict=True):
+        ylabel, scale = _label(metric)
+        for key in _series_keys(rows, by):
+            sel = rows
+            for c, v in zip(by, key, strict=True):
+                sel = sel.filter(pl.col(c).is_null() if v is None else pl.col(c) == v)
+            sel = sel.sort(x)
+            col = f"{metric}:mean" if replicated else metric
+            xs, ys = sel[x].to_numpy(), sel[col].cast(pl.Float64).to_numpy() * scale
+            label = ", ".join(f"{c}={v}" for c, v in zip(by, key, strict=True)) or None
+            if replicated:
+                err = sel[f"{metric}:ci95"].cast(pl.Float64).fill_null(0.0).to_numpy() * scale
+                ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
+            else:
+                ax.plot(xs, ys, marker="o", label=label)
+        ax.set_xlabel(_label(x)[0])
+        ax.set_ylabel(ylabel)
+        ax.set_title(ylabel.split(" (")[0])
+        ax.grid(True, alpha=0.3)
+        if by:
+            ax.legend(fontsize="small")
+    return fig
+
+
+def capacity_vs_split(split: Any) -> Figure:
+    """Highest sustainable rate of every prefill:decode split (a :class:`kvwire.SplitResult` or its
+    ``to_dict()``), the best one highlighted."""
+    d = split.to_dict() if hasattr(split, "to_dict") else split
+    try:
+        splits = d["splits"]
+        labels = [f"{s['prefill']}:{s['decode']}" for s in splits]
+        values = [s["capacity"] if s["capacity"] is not None else 0.0 for s in splits]
+        best = d.get("best") or {}
+    except (KeyError, TypeError):
+        raise PlotError("split: expected a SplitResult or its to_dict()", "split") from None
+    fig = _figure()
+    ax = fig.axes[0]
+    colours = ["tab:orange" if (s["prefill"], s["decode"]) == (best.get("prefill"), best.get("decode")) else "tab:blue"
+               for s in splits]  # fmt: skip
+    ax.bar(labels, values, color=colours)
+    ax.set_xlabel("prefill : decode instances")
+    ax.set_ylabel(f"highest sustainable {_label(d.get('field', 'rate'))[0]}")
+    ax.set_title(f"capacity at SLO attainment >= {d.get('slo_attainment', 0.9):.0%} by split")
+    ax.grid(True, axis="y", alpha=0.3)
+    return fig
+
+
+def stage_breakdown(
+    results: pl.DataFrame | Mapping[str, SimResult] | Sequence[SimResult], *, label: str | Sequence[str] | None = None
+) -> Figure:
+    """Mean time per request in each stage (prefill queue, prefill, KV queue, transfer, decode queue, decode),
+    one stacked bar per run or sweep point.
+
+    Args:
+        results: a sweep table (``stages.*`` columns), or runs as a list or ``{label: SimResult}``.
+        label: for a sweep table, the column(s) naming each bar (default: the swept columns).
+    """
+    if isinstance(results, pl.DataFrame):
+        table = results
+        if label is None:
+            swept = table.columns[1 : table.columns.index("replicate")] if "replicate" in table.columns else []
+            label = swept or ["point"]
+        cols = [label] if isinstance(label, str) else list(label)
+        if "replicate" in table.columns:
+            table = table.filter(pl.col("replicate") == 0)
+        names = [", ".join(str(v) for v in r) for r in table.select(cols).rows()]
+        stages = {s: table[f"stages.{s}"].cast(pl.Float64).fill_null(0.0).to_numpy() for s in STAGES}
+    else:
+        items = list(results.items()) if isinstance(results, Mapping) else [(f"run {i}", r) for i, r in
+                                                                            enumerate(results)]  # fmt: skip
+        names = [str(k) for k, _ in items]
+        stages = {s: np.array([r.summary["stages"][s] or 0.0 for _, r in items]) for s in STAGES}
+    if not names:
+        raise PlotError("results: nothing to draw", "results")
+    fig = _figure(8.0, 1.6 + 0.45 * len(names))
+    ax = fig.axes[0]
+    left = np.zeros(len(names))
+    for s in STAGES:
+        ax.barh(names, stages[s] * 1e3, left=left, label=STAGE_LABELS[s])
+        left += stages[s] * 1e3
+    ax.set_xlabel("mean time per request (ms)")
+    ax.set_ylabel("configuration")
+    ax.set_title("where a request's time goes")
+    ax.invert_yaxis()
+    fig.legend(*ax.get_legend_handles_labels(), fontsize="small", ncols=6, loc="outside lower center")
+    ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
+def read_table(path: str | Path) -> pl.DataFrame | dict[str, Any]:
+    """A results file for plotting: a sweep directory (its ``results.parquet``), a ``.parquet``/``.csv`` table,
+    or a ``.json`` capacity/split result."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "results.parquet"
+    try:
+        if p.suffix == ".json":
+            out: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
+            return out
+        if p.suffix == ".csv":
+            return pl.read_csv(p)
+        return pl.read_parquet(p)
+    except (OSError, json.JSONDecodeError, pl.exceptions.PolarsError) as e:
+        raise PlotError(f"{path}: cannot read results: {e}", str(path)) from None
+
+
+__all__ = ["PlotError", "capacity_vs_split", "latency_cdf", "metric_vs", "read_table", "stage_breakdown"]

@@ -1,0 +1,257 @@
+"""The typed shape of kvwire's results: the summary of a run and the closed-form hand-off.
+
+These TypedDicts are the one definition of the result shapes: :attr:`kvwire.SimResult.summary` follows
+``SummaryDict`` and :func:`kvwire.handoff` returns a ``HandoffResultDict``; the HTTP service (``kvwire-api``)
+generates its OpenAPI document from them. ``None`` stands for a figure that does not exist (never NaN).
+``tests/test_result_types.py`` checks real results against them.
+
+>>> import kvwire
+>>> from kvwire.results import SummaryDict
+>>> s: SummaryDict = kvwire.simulate({"workload": {"requests": 50}}).summary
+>>> s["requests"]["total"], sorted(s["latency"])
+(50, ['e2e_s', 'handoff_s', 'itl_s', 'tpot_s', 'ttft_s'])
+"""
+
+# No ``from __future__ import annotations`` here: ``NotRequired`` must be seen when each class is created
+# (``__required_keys__``), which string annotations prevent on Python 3.11.
+from typing import Literal, NotRequired, TypedDict
+
+
+class RequestCountsDict(TypedDict):
+    total: int
+    completed: int
+    rejected: int
+    measured: int
+    over_context: int
+
+
+class LatencyStatsDict(TypedDict):
+    """One latency metric, seconds (linear interpolation); ``None`` when no request has the metric."""
+
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    p99_9: float | None
+    max: float | None
+
+
+class LatencyDict(TypedDict):
+    ttft_s: LatencyStatsDict
+    tpot_s: LatencyStatsDict
+    itl_s: LatencyStatsDict
+    e2e_s: LatencyStatsDict
+    handoff_s: LatencyStatsDict
+
+
+class SloResultDict(TypedDict):
+    ttft_s: float
+    tpot_s: float
+    attainment: float | None
+    goodput_req_per_s: float | None
+    goodput_window_s: float | None
+    goodput_note: NotRequired[str]
+    attainment_note: NotRequired[str]
+
+
+class ThroughputDict(TypedDict):
+    req_per_s: float | None
+    output_tokens_per_s: float | None
+    window_s: float
+
+
+class EnergyBreakdownDict(TypedDict):
+    static_j: float
+    compute_j: float
+    memory_j: float
+    link_j: float
+    transit_j: float
+    convert_j: float
+
+
+class EnergyDict(TypedDict):
+    total_j: float
+    j_per_output_token: float | None
+    avg_power_w: float | None
+    breakdown: EnergyBreakdownDict
+
+
+class StagesDict(TypedDict):
+    """Mean time per stage over the measured requests, seconds (``None`` where no request had the stage)."""
+
+    prefill_queue_s: float | None
+    prefill_s: float | None
+    kv_wait_s: float | None
+    kv_transfer_s: float | None
+    decode_queue_s: float | None
+    decode_s: float | None
+
+
+class HotspotDict(TypedDict):
+    stage: str | None
+    resource: str | None
+    utilisation: float | None
+    busy_over_90: list[str]
+
+
+class InstanceDict(TypedDict):
+    device: str
+    devices: int
+    steps: int
+    mean_batch: float | None
+    power_capped_fraction: float | None
+    compute_bound_fraction: float | None
+    avg_power_w: float | None
+    peak_step_power_w: float | None
+    mfu: float | None
+    mbu: float | None
+    kv_capacity_tokens: int | None
+    kv_peak_tokens: int
+    decode_batch_occupancy: float | None
+    prefill_token_occupancy: float | None
+    kv_occupancy_mean: float | None
+    kv_occupancy_peak: float | None
+
+
+class LinkResultDict(TypedDict):
+    preset: str
+    channels: int
+    transfers: int
+    handoff_gb: float
+    wire_gb: float
+    mean_wait_s: float | None
+    achieved_gb_per_s: float | None
+    link_j_per_transfer: float | None
+    local_decodes: int
+    transit_bound_fraction: float | None
+
+
+class HopDict(TypedDict):
+    resource: str
+    preset: str
+    channels: int
+    transfers: int
+    wire_gb: float
+    utilisation: float | None
+    link_j: float
+    convert_j: float
+
+
+class LittleDict(TypedDict):
+    """Little's law: time-average requests in the system (``l``) and arrival rate x mean time (``lambda_w``)."""
+
+    l: float | None  # noqa: E741 (the law's own letter)
+    lambda_w: float | None
+
+
+class RunStatsDict(TypedDict):
+    events: int
+    horizon_s: float
+    wall_s: float
+    steps: int
+
+
+class HopCeilingDict(TypedDict):
+    """One hop of the hand-off path (``kv-link``, ``pcie-prefill``, ``host-convert``, ...) and its ceiling."""
+
+    resource: str
+    req_per_s: float | None
+
+
+class CeilingsDict(TypedDict):
+    """What :func:`kvwire.ceilings` returns: each resource's analytic ceiling, arriving requests/s (``None``
+    where the resource does not exist in this mode or carries no work), the binding one, and what they were
+    computed at."""
+
+    prefill_req_per_s: float | None
+    decode_req_per_s: float | None
+    kv_link_req_per_s: float | None
+    colocated_req_per_s: float | None
+    binding: Literal["prefill", "decode", "kv-link", "colocated"]
+    ceiling_req_per_s: float
+    offered_req_per_s: float | None
+    prompt_tokens_mean: float
+    output_tokens_mean: float
+    admitted_fraction: float
+    handoff_fraction: float
+    prefill_batch_prompts: int
+    decode_batch: int
+    hops: list[HopCeilingDict]
+
+
+class LoadDict(CeilingsDict):
+    """The summary's ``load``: the ceilings with the overload verdict (``overload_note`` is the report's line)."""
+
+    load_factor: dict[str, float] | None
+    overloaded: bool
+    overload_note: str | None
+
+
+class SummaryDict(TypedDict):
+    """The summary of one run (``README.md``, "Summary"); JSON-serialisable, ``None`` where a figure does not
+    exist. ``utilisation`` and ``instances`` are keyed by resource (``prefill-0``, ``decode-0``, ``kv-link``,
+    ``colocated-0``, ...); ``link`` is ``None`` in colocated mode."""
+
+    requests: RequestCountsDict
+    latency: LatencyDict
+    slo: SloResultDict
+    throughput: ThroughputDict
+    utilisation: dict[str, float | None]
+    energy: EnergyDict
+    stages: StagesDict
+    stages_present: StagesDict
+    hotspot: HotspotDict
+    instances: dict[str, InstanceDict]
+    link: LinkResultDict | None
+    hops: list[HopDict]
+    little: LittleDict
+    run: RunStatsDict
+    load: NotRequired[LoadDict]
+
+
+class PercentileRowDict(LatencyStatsDict):
+    """One row of :meth:`kvwire.SimResult.percentiles` (seconds): the metric, how many values it has, and
+    the statistics of :class:`LatencyStatsDict`."""
+
+    metric: str
+    count: int
+
+
+class HandoffResultDict(TypedDict):
+    """What :func:`kvwire.handoff` returns (bytes, seconds, requests per second)."""
+
+    prompt_tokens: int
+    layers: int
+    bytes_per_token: float
+    handoff_bytes: float
+    wire_bytes: float
+    transfer_s: float
+    prefill_s: float
+    exposed_s: float
+    link_full_rate_per_s: float | None
+    streaming: Literal["whole", "layer"]
+
+
+__all__ = [
+    "CeilingsDict",
+    "EnergyBreakdownDict",
+    "EnergyDict",
+    "HandoffResultDict",
+    "HopCeilingDict",
+    "HopDict",
+    "HotspotDict",
+    "InstanceDict",
+    "LatencyDict",
+    "LatencyStatsDict",
+    "LinkResultDict",
+    "LittleDict",
+    "LoadDict",
+    "PercentileRowDict",
+    "RequestCountsDict",
+    "RunStatsDict",
+    "SloResultDict",
+    "StagesDict",
+    "SummaryDict",
+    "ThroughputDict",
+]

@@ -1,0 +1,732 @@
+"""Sweeps: many scenarios in one call, in parallel, resumable, on one machine or a Dask cluster.
+
+A sweep is a base scenario and the fields to vary: ``grid`` (every combination) and ``zip`` (varied together),
+times ``replicates`` seeds. Every point is resolved and validated before any work starts; points run on a
+``concurrent.futures.Executor`` (threads by default — the core releases the GIL — or Dask's
+``client.get_executor()``); with ``out=DIR`` finished points are written as Parquet parts (temporary name,
+then an atomic rename) next to a ``manifest.json`` of the definition, so ``resume=True`` continues a sweep
+that was interrupted, even by ``kill -9``.
+
+>>> import kvwire
+>>> df = kvwire.sweep({"workload": {"requests": 200}}, {"link": ["ib-ndr", "eth-25g"]}, workers=1)
+>>> df.select("point", "link", "seed").rows()
+[(0, 'ib-ndr', 1), (1, 'eth-25g', 1)]
+>>> round(df["slo.attainment"][0], 3)
+1.0
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from kvwire import _core
+from kvwire.errors import Cancelled, KvwireError, ScenarioError, SweepError
+from kvwire.progress import ProgressFn, progress_bar
+from kvwire.run import simulate
+from kvwire.scenario import _defaults, _plain, load_scenario, scenario_json, with_value, with_values
+
+#: The keys of a sweep definition (a dict, or a TOML/JSON file).
+DEFINITION_KEYS = ("base", "grid", "zip", "replicates")
+#: Columns every sweep table starts with, before the swept fields' columns.
+POINT_COLUMN, REPLICATE_COLUMN, SEED_COLUMN = "point", "replicate", "seed"
+#: The order of the summary's sections in the table (others follow alphabetically).
+SECTION_ORDER = (
+    "requests",
+    "latency",
+    "slo",
+    "throughput",
+    "utilisation",
+    "energy",
+    "stages",
+    "hotspot",
+    "load",
+    "link",
+    "instances",
+    "hops",
+    "little",
+    "run",
+)
+#: Format tag of ``manifest.json``.
+MANIFEST_FORMAT = "kvwire-sweep/1"
+#: A finished point waits at most this long before it is written (points are batched into one part while
+#: they finish faster than this; a slow point is written as soon as it finishes).
+FLUSH_INTERVAL_S = 1.0
+#: Tasks kept in flight on an executor the caller passed, when ``workers`` is not given.
+DEFAULT_IN_FLIGHT = 256
+#: Largest automatic chunk (points per task) on an executor the caller passed.
+MAX_AUTO_CHUNK = 32
+
+# --------------------------------------------------------------------------------------------------
+# Definitions
+
+
+def _is_definition(obj: Mapping[str, Any]) -> bool:
+    return any(k in obj for k in DEFINITION_KEYS)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    return load_scenario(path)  # same reader and errors (JSON/TOML, a table at the top)
+
+
+def _flatten_fields(table: Any, where: str) -> dict[str, Any]:
+    """``{"link": {"preset": [..]}}`` (a TOML table) and ``{"link.preset": [..]}`` are the same grid."""
+    if not isinstance(table, Mapping):
+        raise ScenarioError(f"{where}: expected a table of field path -> list of values", where)
+    out: dict[str, Any] = {}
+    for key, values in table.items():
+        if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
+            raise ScenarioError(f"{where}: {key!r} is not a dotted field path", where)
+        if isinstance(values, Mapping):
+            for sub, v in _flatten_fields(values, f"{where}.{key}").items():
+                out[f"{key}.{sub}"] = v
+        else:
+            out[key] = values
+    return out
+
+
+def _values(values: Any, where: str) -> list[Any]:
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise ScenarioError(f"{where}: expected a list of values, got {type(values).__name__}", where)
+    if len(values) == 0:
+        raise ScenarioError(f"{where}: the list of values is empty", where)
+    plain: list[Any] = _plain(list(values), where)
+    return plain
+
+
+def load_sweep(definition: Mapping[str, Any] | str | Path) -> dict[str, Any]:
+    """Normalise a sweep definition: ``{"base": scenario, "grid": {path: [values]}, "zip": {path: [values]},
+    "replicates": int}`` from a dict or a ``.toml``/``.json`` file.
+
+    ``base`` may be a scenario dict or the path of a scenario file (relative to the sweep file); ``grid`` and
+    ``zip`` map dotted field paths to lists of values (nested TOML tables are joined with dots); every ``zip``
+    list has the same length. Missing keys mean: the default scenario, no grid, no zip, 1 replicate.
+
+    Raises:
+        ScenarioError: naming the bad key (``grid.link.preset``, ``zip``, ``replicates``, ...).
+
+    >>> load_sweep({"grid": {"link": {"preset": ["ib-ndr", "eth-25g"]}}})["grid"]
+    {'link.preset': ['ib-ndr', 'eth-25g']}
+    """
+    root = Path(".")
+    if isinstance(definition, str | Path):
+        root = Path(definition).parent
+        definition = _read_file(Path(definition))
+    if not isinstance(definition, Mapping):
+        raise ScenarioError(f"sweep: expected a dict or a .toml/.json file, got {type(definition).__name__}", "")
+    unknown = [k for k in definition if k not in DEFINITION_KEYS]
+    if unknown:
+        raise ScenarioError(
+            f"{unknown[0]}: unknown key of a sweep definition (expected {', '.join(DEFINITION_KEYS)})", str(unknown[0])
+        )
+    base = definition.get("base")
+    if base is None:
+        base = {}
+    elif isinstance(base, str | Path):
+        p = Path(base)
+        base = load_scenario(p if p.is_absolute() else root / p)
+    if not isinstance(base, Mapping):
+        raise ScenarioError(f"base: expected a scenario table or a scenario file, got {type(base).__name__}", "base")
+    grid = {k: _values(v, f"grid.{k}") for k, v in _flatten_fields(definition.get("grid") or {}, "grid").items()}
+    zipped = {k: _values(v, f"zip.{k}") for k, v in _flatten_fields(definition.get("zip") or {}, "zip").items()}
+    lengths = {k: len(v) for k, v in zipped.items()}
+    if len(set(lengths.values())) > 1:
+        detail = ", ".join(f"{k}: {n}" for k, n in lengths.items())
+        first = next(iter(zipped))
+        bad = next(k for k, n in lengths.items() if n != lengths[first])
+        raise ScenarioError(f"zip.{bad}: every zip list must have the same length ({detail})", f"zip.{bad}")
+    both = [k for k in grid if k in zipped]
+    if both:
+        raise ScenarioError(f"zip.{both[0]}: the field is in both grid and zip", f"zip.{both[0]}")
+    replicates = definition.get("replicates", 1)
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
+        raise ScenarioError(f"replicates: expected a whole number >= 1, got {replicates!r}", "replicates")
+    return {"base": _plain(base, "base"), "grid": grid, "zip": zipped, "replicates": int(replicates)}
+
+
+def _definition(
+    base: Mapping[str, Any] | str | Path | None,
+    grid: Mapping[str, Any] | None,
+    zip_: Mapping[str, Any] | None,
+    replicates: int | None,
+) -> dict[str, Any]:
+    """The normalised definition of :func:`sweep`'s arguments (a definition dict/file, or base + grid)."""
+    loaded: Mapping[str, Any] | None = None
+    if isinstance(base, str | Path):
+        loaded = _read_file(Path(base))
+        if _is_definition(loaded):
+            if grid is not None or zip_ is not None:
+                raise ScenarioError("grid: given both in the sweep file and as an argument", "grid")
+            d = load_sweep(base)
+            if replicates is not None:
+                d["replicates"] = load_sweep({"replicates": replicates})["replicates"]
+            return d
+    elif isinstance(base, Mapping) and _is_definition(base):
+        if grid is not None or zip_ is not None:
+            raise ScenarioError("grid: given both in the sweep definition and as an argument", "grid")
+        merged = dict(base)
+        if replicates is not None:
+            merged["replicates"] = replicates
+        return load_sweep(merged)
+    return load_sweep(
+        {
+            "base": loaded if loaded is not None else base,
+            "grid": grid or {},
+            "zip": zip_ or {},
+            "replicates": 1 if replicates is None else replicates,
+        }
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Points and seeds
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def replicate_seed(base_seed: int, replicate: int) -> int:
+    """The workload seed of a replicate: the base seed itself for replicate 0 (common random numbers across
+    points), else SplitMix64(SplitMix64(base) XOR replicate) cut to 53 bits (exact in JSON and JavaScript).
+
+    It depends on the base seed and the replicate index only — never on the worker, the order or the executor.
+
+    >>> replicate_seed(1, 0), replicate_seed(1, 1) == replicate_seed(1, 1), replicate_seed(1, 1) != 1
+    (1, True, True)
+    """
+    if replicate == 0:
+        return base_seed
+    return _splitmix64(_splitmix64(base_seed & _MASK64) ^ replicate) >> 11
+
+
+def _base_seed(scenario: Mapping[str, Any]) -> int | None:
+    """The workload seed a scenario runs with, or None when it replays explicit requests."""
+    workload = scenario.get("workload")
+    if isinstance(workload, Mapping):
+        if "trace" in workload:
+            return None
+        seed = workload.get("seed")
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            return seed
+    default_seed: int = _defaults()["workload"]["seed"]
+    return default_seed
+
+
+def _point_values(definition: Mapping[str, Any]) -> list[dict[str, Any]]:
+    grid: dict[str, list[Any]] = definition["grid"]
+    zipped: dict[str, list[Any]] = definition["zip"]
+    n_zip = len(next(iter(zipped.values()))) if zipped else 1
+    out = []
+    for combo in itertools.product(*grid.values()):
+        for j in range(n_zip):
+            values = dict(zip(grid, combo, strict=True))
+            values.update({k: v[j] for k, v in zipped.items()})
+            out.append(values)
+    return out
+
+
+def _error(point: int, values: dict[str, Any], e: KvwireError) -> dict[str, Any]:
+    return {"point": point, "values": values, "path": e.path, "message": str(e)}
+
+
+def _resolve(definition: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every (point, replicate) task with its scenario; raises :class:`SweepError` with all bad points."""
+    base = definition["base"]
+    replicates = definition["replicates"]
+    errors: list[dict[str, Any]] = []
+    tasks: list[dict[str, Any]] = []
+    for i, values in enumerate(_point_values(definition)):
+        try:
+            sc = with_values(base, list(values.items()))
+            text = scenario_json(sc)
+            _core.validate(text)
+        except KvwireError as e:
+            errors.append(_error(i, values, e))
+            continue
+        seed = _base_seed(sc)
+        if seed is None and replicates > 1:
+            msg = "replicates: more than 1 replicate needs a generated workload (this point replays workload.trace)"
+            errors.append({"point": i, "values": values, "path": "replicates", "message": msg})
+            continue
+        for r in range(replicates):
+            if r == 0 or seed is None:
+                task_text, task_seed = text, seed
+            else:
+                task_seed = replicate_seed(seed, r)
+                task_text = scenario_json(with_value(sc, "workload.seed", task_seed))
+            tasks.append({"point": i, "replicate": r, "seed": task_seed, "values": values, "scenario_json": task_text})
+    if errors:
+        shown = "\n".join(
+            f"  point {e['point']} ({', '.join(f'{k}={v!r}' for k, v in e['values'].items())}): {e['message']}"
+            for e in errors[:20]
+        )
+        more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
+        n_points = len(_point_values(definition))
+        points = len({e["point"] for e in errors})
+        raise SweepError(
+            f"sweep: {points} of {n_points} points are invalid (nothing was run):\n{shown}{more}",
+            errors[0]["path"],
+            errors,
+        )
+    return tasks
+
+
+def sweep_points(definition: Mapping[str, Any] | str | Path) -> list[dict[str, Any]]:
+    """The resolved and validated tasks of a sweep definition, one per (point, replicate), in order.
+
+    Each is ``{"point", "replicate", "seed", "values": {path: value}, "scenario": dict}``; ``len()`` is the
+    total a sweep's progress counts to.
+
+    Raises:
+        SweepError: every invalid point at once (``e.errors``), before anything runs.
+
+    >>> [(t["point"], t["replicate"]) for t in sweep_points({"grid": {"link": ["ib-ndr"]}, "replicates": 2})]
+    [(0, 0), (0, 1)]
+    """
+    tasks = _resolve(load_sweep(definition))
+    return [
+        {
+            "point": t["point"],
+            "replicate": t["replicate"],
+            "seed": t["seed"],
+            "values": t["values"],
+            "scenario": json.loads(t["scenario_json"]),
+        }
+        for t in tasks
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Running one point (on any worker: a plain module-level function, picklable)
+
+
+def flatten_summary(summary: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A summary as flat dotted columns: nested tables are joined with dots, lists become JSON text.
+
+    >>> flatten_summary({"slo": {"attainment": 1.0}, "hotspot": {"busy_over_90": ["decode-0"]}})
+    {'slo.attainment': 1.0, 'hotspot.busy_over_90': '["decode-0"]'}
+    """
+    out: dict[str, Any] = {}
+    for key, value in summary.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten_summary(value, name + "."))
+        elif isinstance(value, list | tuple):
+            out[name] = json.dumps(value, allow_nan=False)
+        else:
+            out[name] = value
+    return out
+
+
+def run_point(point: int, replicate: int, seed: int | None, scenario_text: str) -> dict[str, Any]:
+    """Simulate one task and return its table row (point, replicate, seed and the flattened summary).
+
+    This is what a worker runs; it is deterministic in its arguments.
+    """
+    summary = simulate(json.loads(scenario_text)).summary
+    return {POINT_COLUMN: point, REPLICATE_COLUMN: replicate, SEED_COLUMN: seed, **flatten_summary(summary)}
+
+
+def run_points(tasks: list[tuple[int, int, int | None, str]]) -> list[dict[str, Any]]:
+    """:func:`run_point` for a chunk of tasks (one executor task: one scheduler round trip for several points)."""
+    return [run_point(*t) for t in tasks]
+
+
+# --------------------------------------------------------------------------------------------------
+# Output directory
+
+
+class _Output:
+    """``out=DIR``: the manifest, the parts already written, and atomic writes of new parts."""
+
+    def __init__(self, out: str | Path, definition: dict[str, Any], total: int, resume: bool) -> None:
+        self.dir = Path(out)
+        if self.dir.exists() and not self.dir.is_dir():
+            raise ScenarioError(f"out: {self.dir} exists and is not a directory", "out")
+        manifest = self.dir / "manifest.json"
+        if manifest.exists():
+            try:
+                old = json.loads(manifest.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as e:
+                raise ScenarioError(f"out: cannot read {manifest}: {e}", "out") from None
+            if not resume:
+                raise ScenarioError(
+                    f"out: {self.dir} already holds a sweep; pass resume=True (--resume) to continue it, or choose "
+                    "another directory",
+                    "out",
+                )
+            if not _same_definition(old.get("definition"), definition):
+                raise ScenarioError(
+                    f"out: {self.dir} was written by a different sweep definition; refusing to mix results "
+                    "(choose another directory)",
+                    "out",
+                )
+        elif self.dir.exists() and any(p for p in self.dir.iterdir() if not p.name.startswith(".")):
+            raise ScenarioError(f"out: {self.dir} is not empty and holds no kvwire sweep manifest.json", "out")
+        else:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            _atomic_write_text(
+                manifest,
+                json.dumps(
+                    {
+                        "format": MANIFEST_FORMAT,
+                        "kvwire_version": _core.__version__,
+                        "tasks": total,
+                        "definition": definition,
+                    },
+                    indent=2,
+                    allow_nan=False,
+                ),
+            )
+        for tmp in self.dir.glob(".part-*.tmp"):  # torn writes of a killed run: never renamed, never read
+            tmp.unlink(missing_ok=True)
+        self.parts = sorted(self.dir.glob("part-*.parquet"))
+        self._seq = 1 + max((int(p.stem.split("-")[1]) for p in self.parts), default=-1)
+
+    def done(self) -> set[tuple[int, int]]:
+        """The (point, replicate) pairs already written."""
+        keys: set[tuple[int, int]] = set()
+        for part in self.parts:
+            df = pl.read_parquet(part, columns=[POINT_COLUMN, REPLICATE_COLUMN])
+            keys.update(zip(df[POINT_COLUMN].to_list(), df[REPLICATE_COLUMN].to_list(), strict=True))
+        return keys
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        """Write rows as one new part: a hidden temporary file, then an atomic rename."""
+        if not rows:
+            return
+        name = f"part-{self._seq:06d}.parquet"
+        self._seq += 1
+        tmp = self.dir / f".{name}.tmp"
+        _frame(rows).write_parquet(tmp, statistics=False)
+        os.replace(tmp, self.dir / name)
+        self.parts.append(self.dir / name)
+
+    def read(self) -> pl.DataFrame:
+        return _concat([pl.read_parquet(p) for p in self.parts])
+
+    def write_results(self, table: pl.DataFrame) -> None:
+        tmp = self.dir / ".results.parquet.tmp"
+        table.write_parquet(tmp)
+        os.replace(tmp, self.dir / "results.parquet")
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _same_definition(old: Any, new: Mapping[str, Any]) -> bool:
+    """Same base, replicates, and the same grid and zip lists in the same order (so the same point numbers)."""
+    if not isinstance(old, Mapping):
+        return False
+    fresh = json.loads(json.dumps(new))
+    return bool(
+        old.get("base") == fresh["base"]
+        and old.get("replicates") == fresh["replicates"]
+        and list((old.get("grid") or {}).items()) == list(fresh["grid"].items())
+        and list((old.get("zip") or {}).items()) == list(fresh["zip"].items())
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Tables
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, infer_schema_length=None, strict=False)
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    frames = [f for f in frames if f.height]
+    if not frames:
+        return pl.DataFrame()
+    return pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+
+
+def _value_column(values: list[Any]) -> pl.Series:
+    """A swept field's values as one column: kept as they are when of one scalar type (int and float mixed
+    become float), else each value's JSON text."""
+    present = [v for v in values if v is not None]
+    kinds = {type(v) for v in present}
+    if kinds <= {bool} or kinds <= {int} or kinds <= {str}:
+        return pl.Series(values)
+    if kinds <= {int, float}:
+        return pl.Series([None if v is None else float(v) for v in values], dtype=pl.Float64)
+    return pl.Series([json.dumps(v, sort_keys=True) for v in values], dtype=pl.String)
+
+
+def _column_order(names: Iterable[str], swept: list[str]) -> list[str]:
+    fixed = [POINT_COLUMN, *swept, REPLICATE_COLUMN, SEED_COLUMN]
+    rank = {s: i for i, s in enumerate(SECTION_ORDER)}
+    rest = [n for n in names if n not in fixed]
+    rest.sort(key=lambda n: (rank.get(n.split(".", 1)[0], len(rank)), n))
+    return [*fixed, *rest]
+
+
+def t_quantile_975(dof: int) -> float:
+    """The 0.975 quantile of Student's t with ``dof`` degrees of freedom (the 95% two-sided interval).
+
+    Exact: bisection on the closed-form CDF for whole degrees of freedom (Abramowitz & Stegun 26.7.3-4).
+
+    >>> round(t_quantile_975(1), 3), round(t_quantile_975(10), 3)
+    (12.706, 2.228)
+    """
+    if dof < 1:
+        raise ValueError(f"dof: must be >= 1, got {dof}")
+
+    def central(t: float) -> float:  # P(|T| <= t)
+        theta = math.atan(t / math.sqrt(dof))
+        s, c2 = math.sin(theta), math.cos(theta) ** 2
+        if dof % 2 == 1:
+            term, total = math.cos(theta), 0.0
+            if dof > 1:
+                total = term
+                for k in range(3, dof - 1, 2):
+                    term *= c2 * (k - 1) / k
+                    total += term
+            return 2.0 / math.pi * (theta + s * total)
+        term, total = 1.0, 1.0
+        for k in range(2, dof - 1, 2):
+            term *= c2 * (k - 1) / k
+            total += term
+        return s * total
+
+    lo, hi = 0.0, 1.0
+    while central(hi) < 0.95:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if central(mid) < 0.95:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-15 * hi:
+            break
+    return 0.5 * (lo + hi)
+
+
+def _with_replicate_stats(df: pl.DataFrame, replicates: int, swept: list[str]) -> pl.DataFrame:
+    """Add ``<column>:mean`` and ``<column>:ci95`` (half-width of the 95% t interval) over each point's
+    replicates for every numeric summary column."""
+    fixed = {POINT_COLUMN, REPLICATE_COLUMN, SEED_COLUMN, *swept}
+    numeric = [c for c, t in df.schema.items() if c not in fixed and t.is_numeric()]
+    t_of_n = {n: t_quantile_975(n - 1) for n in range(2, replicates + 1)}
+    exprs: list[pl.Expr] = []
+    for c in numeric:
+        n = pl.col(c).count().over(POINT_COLUMN)
+        t = n.replace_strict(t_of_n, default=None, return_dtype=pl.Float64)
+        exprs.append(pl.col(c).mean().over(POINT_COLUMN).alias(f"{c}:mean"))
+        exprs.append((t * pl.col(c).std().over(POINT_COLUMN) / n.cast(pl.Float64).sqrt()).alias(f"{c}:ci95"))
+    return df.with_columns(exprs)
+
+
+def _finish(df: pl.DataFrame, definition: Mapping[str, Any], values: list[dict[str, Any]]) -> pl.DataFrame:
+    """The sweep table: rows sorted by (point, replicate), swept values as columns, canonical column order."""
+    swept = [*definition["grid"], *definition["zip"]]
+    if df.height == 0:
+        return df
+    df = df.sort(POINT_COLUMN, REPLICATE_COLUMN)
+    points = df[POINT_COLUMN].to_list()
+    swept_cols = [_value_column([values[p][k] for p in points]).alias(k) for k in swept]
+    df = df.with_columns(swept_cols) if swept_cols else df
+    df = df.select(_column_order(df.columns, swept))
+    if definition["replicates"] > 1:
+        df = _with_replicate_stats(df, definition["replicates"], swept)
+    return df
+
+
+# --------------------------------------------------------------------------------------------------
+# The sweep
+
+
+def _default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def sweep(
+    base: Mapping[str, Any] | str | Path | None = None,
+    grid: Mapping[str, Any] | None = None,
+    *,
+    zip: Mapping[str, Any] | None = None,
+    replicates: int | None = None,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    out: str | Path | None = None,
+    resume: bool = False,
+    progress: ProgressFn | bool | None = None,
+    cancel: threading.Event | None = None,
+    chunk: int | None = None,
+) -> pl.DataFrame:
+    """Run every point of a sweep and return one row per point and replicate.
+
+    Args:
+        base: the base scenario (dict, file, or None for the default), or a whole sweep definition (a dict
+            or TOML/JSON file with ``base``, ``grid``, ``zip``, ``replicates``; see :func:`load_sweep`).
+        grid: ``{field_path: [values]}``; every combination is a point (first path varies slowest).
+        zip: ``{field_path: [values]}``, lists of equal length varied together; points = grid x zip.
+        replicates: seeds per point (default 1: every point uses the base seed, common random numbers);
+            replicate r > 0 uses :func:`replicate_seed` and the table gains ``<column>:mean`` and
+            ``<column>:ci95`` (half-width of the 95% Student-t interval over the point's replicates).
+        workers: threads running points (default: all cores). With ``executor``, the number of points kept
+            in flight is twice this (default 256).
+        executor: any ``concurrent.futures.Executor`` to run points on, e.g. Dask's
+            ``distributed.Client(...).get_executor()``; it is not shut down.
+        out: a directory for Parquet parts (``part-NNNNNN.parquet``) and ``manifest.json``; when the sweep
+            completes, ``results.parquet`` holds the returned table.
+        resume: continue the sweep in ``out``: points already written are not run again.
+        progress: ``progress(done, total)``, called from this thread once at the start and after each
+            finished point; ``True`` draws a progress bar (:func:`kvwire.progress.progress_bar`) on a
+            terminal or in a notebook.
+        cancel: a ``threading.Event``; once set, no new point starts, the points in flight finish and are
+            written, and :class:`kvwire.Cancelled` is raised.
+        chunk: points per executor task (default 1 on the own threads; with ``executor``, total / 256 rounded
+            up, at most 32, which amortises a cluster scheduler's per-task cost). A chunk is written when all
+            of its points are done, so an interruption loses at most the chunks in flight.
+
+    Returns:
+        A Polars DataFrame: ``point``, one column per swept path (named by the path), ``replicate``, ``seed``,
+        then the summary flattened to dotted columns (``latency.ttft_s.p99``, ``slo.attainment``,
+        ``utilisation.kv-link``, ...; lists as JSON text). Identical, except ``run.wall_s``, whatever the
+        worker count, executor or interruptions.
+
+    Raises:
+        SweepError: invalid points (all of them, each naming the point and field), before any work.
+        ScenarioError: a malformed definition, or an ``out`` directory that holds a different sweep.
+        Cancelled: ``cancel`` was set.
+
+    >>> import kvwire
+    >>> df = kvwire.sweep({"workload": {"requests": 100}}, {"workload.arrivals.rate_per_s": [2, 4]},
+    ...                   replicates=2, workers=2)
+    >>> df.select("point", "workload.arrivals.rate_per_s", "replicate").rows()
+    [(0, 2, 0), (0, 2, 1), (1, 4, 0), (1, 4, 1)]
+    >>> "slo.attainment:ci95" in df.columns
+    True
+    """
+    if progress is True:
+        with progress_bar("sweep") as bar:
+            return sweep(
+                base, grid, zip=zip, replicates=replicates, workers=workers, executor=executor, out=out,
+                resume=resume, progress=bar, cancel=cancel, chunk=chunk,
+            )  # fmt: skip
+    if progress is False:
+        progress = None
+    for name, value in (("workers", workers), ("chunk", chunk)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ScenarioError(f"{name}: expected a whole number >= 1, got {value!r}", name)
+    definition = _definition(base, grid, zip, replicates)
+    tasks = _resolve(definition)
+    values = _point_values(definition)
+    total = len(tasks)
+    output = _Output(out, definition, total, resume) if out is not None else None
+    written = output.done() if output is not None else set()
+    todo = [t for t in tasks if (t["point"], t["replicate"]) not in written]
+    done_count = total - len(todo)
+    if progress is not None:
+        progress(done_count, total)
+
+    own = executor is None
+    n_workers = workers or _default_workers()
+    pool: Executor = ThreadPoolExecutor(n_workers, thread_name_prefix="kvwire-sweep") if own else executor  # type: ignore[assignment]
+    limit = 2 * n_workers if (own or workers) else DEFAULT_IN_FLIGHT
+    size = chunk or (1 if own else max(1, min(MAX_AUTO_CHUNK, -(-len(todo) // DEFAULT_IN_FLIGHT))))
+    chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
+    rows: list[dict[str, Any]] = []
+    unwritten: list[dict[str, Any]] = []
+    in_flight: dict[Future[list[dict[str, Any]]], list[dict[str, Any]]] = {}
+    failure: BaseException | None = None
+    last_flush = time.monotonic()
+    queue = iter(chunks)
+    exhausted = False
+
+    def flush() -> None:
+        nonlocal last_flush
+        if output is not None:
+            output.write(unwritten)
+        unwritten.clear()
+        last_flush = time.monotonic()
+
+    try:
+        while True:
+            stopping = failure is not None or (cancel is not None and cancel.is_set())
+            while not stopping and not exhausted and len(in_flight) < limit:
+                part = next(queue, None)
+                if part is None:
+                    exhausted = True
+                    break
+                args = [(t["point"], t["replicate"], t["seed"], t["scenario_json"]) for t in part]
+                in_flight[pool.submit(run_points, args)] = part
+            if stopping:
+                for fut in [f for f in in_flight if f.cancel()]:
+                    del in_flight[fut]
+            if not in_flight:
+                break
+            finished, _ = wait(in_flight, timeout=0.1, return_when=FIRST_COMPLETED)
+            for fut in sorted(finished, key=lambda f: (in_flight[f][0]["point"], in_flight[f][0]["replicate"])):
+                part = in_flight.pop(fut)
+                try:
+                    got = fut.result()
+                except BaseException as e:  # re-raised once the points in flight are written
+                    if failure is None:
+                        where = ", ".join(f"point {t['point']} replicate {t['replicate']}" for t in part)
+                        e.add_note(f"kvwire.sweep: {where}: {part[0]['values']}")
+                        failure = e
+                    continue
+                for row in got:
+                    if output is None:
+                        rows.append(row)  # with out=DIR the table is read back from the parts instead
+                    unwritten.append(row)
+                    done_count += 1
+                    if progress is not None:
+                        progress(done_count, total)
+            if unwritten and (time.monotonic() - last_flush >= FLUSH_INTERVAL_S):
+                flush()
+    except BaseException:
+        for fut in in_flight:
+            fut.cancel()
+        raise
+    finally:
+        flush()
+        if own:
+            pool.shutdown(wait=not in_flight, cancel_futures=True)
+    if failure is not None:
+        raise failure
+    if cancel is not None and cancel.is_set() and done_count < total:
+        raise Cancelled(f"sweep cancelled after {done_count} of {total} points", "cancel")
+    table = _finish(output.read() if output is not None else _frame(rows), definition, values)
+    if output is not None:
+        output.write_results(table)
+    return table
+
+
+__all__ = [
+    "DEFINITION_KEYS",
+    "flatten_summary",
+    "load_sweep",
+    "replicate_seed",
+    "run_point",
+    "run_points",
+    "sweep",
+    "sweep_points",
+    "t_quantile_975",
+]

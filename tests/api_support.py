@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from kvwire_api import create_app
+from kvwire_api.config import Settings
+from litestar.testing import TestClient
 
 #: Runs that differ only by wall-clock time: compare summaries without these keys.
 WALL_CLOCK = {"wall_s"}
@@ -116,6 +119,11 @@ def parse_sse(text: str) -> list[dict[str, str]]:
     return events
 
 
+def make_client(tmp_path: Path, **settings: Any) -> TestClient[Any]:
+    """The app in process (its lifespan runs inside ``with``), its data under ``tmp_path / "data"``."""
+    return TestClient(app=create_app(Settings(data_dir=tmp_path / "data", **settings)))
+
+
 def wait_for_job(client: httpx.Client, location: str, timeout_s: float = 120.0, **headers: str) -> dict[str, Any]:
     """Poll a job until it is done, failed or cancelled; returns its status document."""
     deadline = time.monotonic() + timeout_s
@@ -127,4 +135,4 @@ def wait_for_job(client: httpx.Client, location: str, timeout_s: float = 120.0, 
     raise AssertionError(f"job {location} did not finish within {timeout_s} s: {job}")
 
 
-__all__ = ["Server", "free_port", "parse_sse", "running", "wait_for_job", "without_wall_clock"]
+__all__ = ["Server", "free_port", "make_client", "parse_sse", "running", "wait_for_job", "without_wall_clock"]

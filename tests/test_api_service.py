@@ -18,8 +18,7 @@ from typing import Any
 import kvwire
 import polars as pl
 import pytest
-from api_support import parse_sse, wait_for_job, without_wall_clock
-from kvwire_api import create_app
+from api_support import make_client, parse_sse, wait_for_job, without_wall_clock
 from kvwire_api.config import Settings, SettingsError
 from kvwire_api.limiter import Overloaded, SimSlots, TimedOut
 from kvwire_api.store import Store, new_id
@@ -38,10 +37,6 @@ SCENARIOS = {
     "colocated": {"mode": "colocated", "workload": {"requests": 200}},
     "inline-trace": {"link": "eth-25g", "workload": {"trace": TRACE}},
 }
-
-
-def make_client(tmp_path: Path, **settings: Any) -> TestClient[Any]:
-    return TestClient(app=create_app(Settings(data_dir=tmp_path / "data", **settings)))
 
 
 @pytest.fixture

@@ -241,6 +241,30 @@ def test_capacity_body_is_the_capacity_signature(doc: dict[str, Any]) -> None:
         assert schema_types(doc, schema["properties"][name]) == annotation_types(hints[name]), name
 
 
+def test_split_body_is_the_best_split_signature(doc: dict[str, Any]) -> None:
+    """POST /v1/splits takes kvwire.best_split's arguments but its callbacks and thread count, with their JSON
+    types, the scenario as ScenarioDict, total_instances required (it has no default)."""
+    schema = request_schema(doc, "/v1/splits")
+    hints = get_type_hints(kvwire.best_split)
+    params = [p for p in inspect.signature(kvwire.best_split).parameters if p not in ("progress", "cancel", "workers")]
+    assert list(schema["properties"]) == params
+    assert resolve(doc, schema["properties"]["scenario"]) == request_schema(doc, "/v1/simulations")
+    assert schema["required"] == ["total_instances"]
+    for name in params[1:]:
+        assert schema_types(doc, schema["properties"][name]) == annotation_types(hints[name]), name
+
+
+def test_handoff_batch_and_validate_bodies(doc: dict[str, Any]) -> None:
+    """POST /v1/handoff/batch takes a list of POST /v1/handoff bodies and returns a list of HandoffResultDict;
+    POST /v1/scenarios/validate takes the simulation body."""
+    body = doc["paths"]["/v1/handoff/batch"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["type"] == "array" and resolve(doc, body["items"]) == request_schema(doc, "/v1/handoff")
+    ok = doc["paths"]["/v1/handoff/batch"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok["type"] == "array"
+    compare(doc, resolve(doc, ok["items"]), HandoffResultDict, "batch", {})
+    assert request_schema(doc, "/v1/scenarios/validate") == request_schema(doc, "/v1/simulations")
+
+
 # --------------------------------------------------------------------------------------------------
 # Responses
 
@@ -294,6 +318,44 @@ def test_job_and_reference_responses_validate(client: TestClient[Any], doc: dict
         validator(doc, response_schema(doc, path, "get", "200")).validate(client.get(path).json())
     broken = {**wait_for_job(client, r.headers["location"]), "status": "exploded"}  # type: ignore[arg-type]
     assert not job_schema.is_valid(broken)
+
+
+def test_page_endpoint_responses_are_their_types(doc: dict[str, Any]) -> None:
+    """The responses the web page reads are documented as their TypedDicts at every depth: the validation
+    (with kvwire.results.CeilingsDict), a run's CDFs, the run list, the default scenario (ScenarioDict)."""
+    from kvwire.results import CeilingsDict
+    from kvwire_api.types import CdfDict, RunListItemDict, ValidationDict
+
+    validation = response_schema(doc, "/v1/scenarios/validate", "post", "200")
+    compare(doc, validation, ValidationDict, "validation", {})
+    assert typed_dict_in(get_type_hints(ValidationDict)["ceilings"]) is CeilingsDict
+    compare(doc, response_schema(doc, "/v1/simulations/{run_id}/cdf", "get", "200"), CdfDict, "cdf", {})
+    runs = response_schema(doc, "/v1/simulations", "get", "200")
+    compare(doc, resolve(doc, runs["items"]), RunListItemDict, "runs", {})
+    default = response_schema(doc, "/v1/scenarios/default", "get", "200")
+    assert default == request_schema(doc, "/v1/simulations")
+    report = doc["paths"]["/v1/simulations/{run_id}/report"]["get"]["responses"]["200"]["content"]
+    assert list(report) == ["text/plain"]
+
+
+def test_page_endpoint_responses_validate(client: TestClient[Any], doc: dict[str, Any]) -> None:
+    """Real answers of the page's endpoints validate against the document: validation, default scenario,
+    hand-off batch, CDFs, run list, and a best-split job (accepted and finished)."""
+    checks = [
+        ("/v1/scenarios/validate", "post", client.post("/v1/scenarios/validate", json={"workload": {"requests": 99}})),
+        ("/v1/scenarios/default", "get", client.get("/v1/scenarios/default")),
+        ("/v1/handoff/batch", "post", client.post("/v1/handoff/batch", json=[{}, {"streaming": "layer"}])),
+    ]
+    run = client.post("/v1/simulations", json={"workload": {"requests": 60}})
+    checks.append(("/v1/simulations/{run_id}/cdf", "get", client.get(f"{run.headers['location']}/cdf")))
+    checks.append(("/v1/simulations", "get", client.get("/v1/simulations")))
+    for path, method, r in checks:
+        assert r.status_code == 200, (path, r.text)
+        validator(doc, response_schema(doc, path, method, "200")).validate(r.json())
+    job = client.post("/v1/splits", json={"scenario": {"workload": {"requests": 100}}, "total_instances": 2})
+    job_schema = validator(doc, response_schema(doc, "/v1/splits", "post", "202"))
+    job_schema.validate(job.json())
+    job_schema.validate(wait_for_job(client, job.headers["location"]))  # type: ignore[arg-type]
 
 
 def test_document_is_written_from_these_types() -> None:

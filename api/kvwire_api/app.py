@@ -31,12 +31,14 @@ from kvwire_api.openapi import ClosedTypedDictPlugin
 from kvwire_api.routes.catalog import CatalogController
 from kvwire_api.routes.common import provide_services
 from kvwire_api.routes.health import health
-from kvwire_api.routes.jobs import CapacityController, SweepController
+from kvwire_api.routes.jobs import CapacityController, SplitController, SweepController
+from kvwire_api.routes.page import index, static_router
+from kvwire_api.routes.scenarios import ScenarioController
 from kvwire_api.routes.simulations import SimulationController
 from kvwire_api.routes.traces import TraceController
 from kvwire_api.services import Services
 from kvwire_api.store import Store
-from kvwire_api.types import CapacityBody, HandoffBody, ScenarioBody, SweepBody
+from kvwire_api.types import CapacityBody, HandoffBody, ScenarioBody, SplitBody, SweepBody
 
 log = logging.getLogger("kvwire_api")
 
@@ -90,12 +92,16 @@ def create_app(settings: Settings) -> Litestar:
         route_handlers=[
             health,
             SimulationController,
+            ScenarioController,
             SweepController,
             CapacityController,
+            SplitController,
             CatalogController,
             TraceController,
+            index,
+            static_router(),
         ],
-        plugins=[ClosedTypedDictPlugin(ScenarioBody, SweepBody, CapacityBody, HandoffBody)],
+        plugins=[ClosedTypedDictPlugin(ScenarioBody, SweepBody, CapacityBody, SplitBody, HandoffBody)],
         before_request=allow_header,
         lifespan=[lifespan],
         dependencies={"svc": Provide(provide_services, sync_to_thread=False)},

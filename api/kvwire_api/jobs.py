@@ -1,11 +1,12 @@
-"""Long work as jobs: sweeps (``kvwire.sweep``) and capacity searches (``kvwire.capacity``).
+"""Long work as jobs: sweeps (``kvwire.sweep``), capacity searches (``kvwire.capacity``) and best splits
+(``kvwire.best_split``).
 
 A job is a row in the store before its id is returned (202), so an acknowledged job is never lost. A runner
 thread takes queued jobs in order (``max_running_jobs`` at a time) and calls the library with ``progress=``
 (an in-memory counter the status and Server-Sent-Events endpoints read) and ``cancel=`` (a
 ``threading.Event``). Sweeps write their points under the job's directory (``out=``, ``resume=True``), so a job
 interrupted by a crash or a restart resumes from its finished points when the service starts again; a
-capacity search is deterministic and simply runs again. A job interrupted more than ``max_job_restarts``
+capacity search or best split is deterministic and simply runs again. A job interrupted more than ``max_job_restarts``
 times, or running past ``job_timeout_s``, is marked failed with its finished points kept.
 """
 
@@ -55,7 +56,18 @@ def run_capacity(
     return res.points, result
 
 
-KINDS: dict[str, Work] = {"sweep": run_sweep, "capacity": run_capacity}
+def run_split(
+    definition: dict[str, Any], out: Path, progress: Progress, cancel: threading.Event, workers: int | None
+) -> tuple[pl.DataFrame, dict[str, Any] | None]:
+    """A best-split job: ``kvwire.best_split`` (deterministic, so an interrupted search simply runs again);
+    progress counts splits."""
+    args = {k: v for k, v in definition.items() if k != "scenario"}
+    res = kvwire.best_split(definition["scenario"], **args, workers=workers, progress=progress, cancel=cancel)
+    result = {k: v for k, v in res.to_dict().items() if k != "points"}  # the points are the result table
+    return res.points, result
+
+
+KINDS: dict[str, Work] = {"sweep": run_sweep, "capacity": run_capacity, "split": run_split}
 
 
 def partial_table(out: Path, definition: dict[str, Any]) -> pl.DataFrame | None:
@@ -332,4 +344,4 @@ class JobRunner:
         self.store.update_job(job.id, status="failed", finished_s=time.time(), done=job.done, error=error)
 
 
-__all__ = ["KINDS", "JobRunner", "LiveJob", "partial_table", "run_capacity", "run_sweep"]
+__all__ = ["KINDS", "JobRunner", "LiveJob", "partial_table", "run_capacity", "run_split", "run_sweep"]

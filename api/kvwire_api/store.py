@@ -246,8 +246,20 @@ class Store:
         )
 
     def list_runs(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+        """The newest runs first: id, creation time, request count, and what the run was (model, mode, link and
+        arrival rate of its resolved scenario) and how it went (TTFT and TPOT p99, SLO attainment); ``None``
+        where the run has no such figure (a colocated run has no link, a replayed trace no rate)."""
         rows = self._conn().execute(
-            "SELECT id, created_s, requests FROM runs ORDER BY created_s DESC, id LIMIT ? OFFSET ?", (limit, offset)
+            "SELECT id, created_s, requests,"
+            " json_extract(scenario, '$.model.name') AS model,"
+            " json_extract(scenario, '$.mode') AS mode,"
+            " json_extract(scenario, '$.link.name') AS link,"
+            " json_extract(scenario, '$.workload.arrivals.rate_per_s') AS rate_per_s,"
+            " json_extract(summary, '$.latency.ttft_s.p99') AS ttft_p99_s,"
+            " json_extract(summary, '$.latency.tpot_s.p99') AS tpot_p99_s,"
+            " json_extract(summary, '$.slo.attainment') AS slo_attainment"
+            " FROM runs ORDER BY created_s DESC, id LIMIT ? OFFSET ?",
+            (limit, offset),
         )
         return [dict(r) for r in rows]
 

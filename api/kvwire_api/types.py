@@ -17,7 +17,7 @@ import typing
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import kvwire
-from kvwire.results import HandoffResultDict, PercentileRowDict, SummaryDict
+from kvwire.results import CeilingsDict, HandoffResultDict, PercentileRowDict, SummaryDict
 from kvwire.scenario import ScenarioDict, TraceDict, WorkloadDict
 
 
@@ -30,12 +30,22 @@ def _with_keys(name: str, base: Any, extra: dict[str, Any], doc: str) -> Any:
     return td
 
 
-def _from_signature(name: str, fn: Any, doc: str, replace: dict[str, Any] | None = None) -> Any:
-    """A TypedDict of the arguments of ``fn`` (all optional: each has a default there), without the callbacks
-    ``progress`` and ``cancel``, with the annotations in ``replace`` swapped in (a JSON form for a Python one)."""
+#: Arguments of the library's job functions that a request never sets: callbacks, and the thread count (the
+#: service's ``job_workers``).
+NOT_FROM_REQUESTS = ("progress", "cancel", "workers")
+
+
+def _from_signature(
+    name: str, fn: Any, doc: str, replace: dict[str, Any] | None = None, required: tuple[str, ...] = ()
+) -> Any:
+    """A TypedDict of the arguments of ``fn`` (optional, except ``required``: those without a default there),
+    without :data:`NOT_FROM_REQUESTS`, with the annotations in ``replace`` swapped in (a JSON form for a Python
+    one)."""
     hints = {**typing.get_type_hints(fn), **(replace or {})}
     params = inspect.signature(fn).parameters
-    fields = {p: hints[p] for p in params if p in hints and p not in ("progress", "cancel")}
+    fields = {p: hints[p] for p in params if p in hints and p not in NOT_FROM_REQUESTS}
+    if required:
+        fields = {p: (typing.Required[t] if p in required else t) for p, t in fields.items()}
     td: Any = TypedDict(name, fields, total=False)  # type: ignore[misc]
     td.__doc__ = doc
     return td
@@ -47,6 +57,7 @@ if TYPE_CHECKING:
     ScenarioBody = ScenarioDict
     HandoffBody = dict[str, Any]
     CapacityBody = dict[str, Any]
+    SplitBody = dict[str, Any]
 else:
     TraceBody = _with_keys(
         "TraceBody",
@@ -69,6 +80,14 @@ else:
         "[low, high] to search between (default for the rate: from the analytic ceilings).",
         {"scenario": ScenarioBody},
     )
+    SplitBody = _from_signature(
+        "SplitBody",
+        kvwire.best_split,
+        "The capacity of every prefill:decode split of `total_instances` instances, kvwire.best_split's "
+        "arguments: each split's pools keep the scenario's devices; the search per split is kvwire.capacity's.",
+        {"scenario": ScenarioBody},
+        required=("total_instances",),
+    )
 
 
 class SimulationDict(TypedDict):
@@ -81,9 +100,46 @@ class SimulationDict(TypedDict):
 
 
 class RunListItemDict(TypedDict):
+    """A stored run in the list: what ran (from its resolved scenario) and its headline figures (from its
+    summary); ``None`` where the run has no such figure."""
+
     id: str
     created_s: float
     requests: int
+    model: str | None
+    mode: str | None
+    link: str | None
+    rate_per_s: float | None
+    ttft_p99_s: float | None
+    tpot_p99_s: float | None
+    slo_attainment: float | None
+
+
+class CdfSeriesDict(TypedDict):
+    """One metric's distribution: ``values_s[i]`` is its quantile at ``fractions[i]`` (linear interpolation,
+    as the percentiles), over ``count`` requests; empty lists when no request has the metric."""
+
+    count: int
+    values_s: list[float]
+    fractions: list[float]
+
+
+class CdfDict(TypedDict):
+    """The CDFs of a run's latencies, over the same requests as its percentiles (the measured ones; hand-off
+    over every transferred request)."""
+
+    ttft_s: CdfSeriesDict
+    tpot_s: CdfSeriesDict
+    e2e_s: CdfSeriesDict
+    handoff_s: CdfSeriesDict
+
+
+class ValidationDict(TypedDict):
+    """A scenario that ``POST /v1/simulations`` would run: how many requests, and its analytic ceilings
+    (``kvwire.ceilings``; ``None`` when they cannot be computed for it)."""
+
+    requests: int
+    ceilings: CeilingsDict | None
 
 
 class SweepBody(TypedDict, total=False):
@@ -115,7 +171,7 @@ class JobDict(TypedDict):
     """A sweep or capacity job: status, progress (points done of total), ETA, and the result when done."""
 
     id: str
-    kind: Literal["sweep", "capacity"]
+    kind: Literal["sweep", "capacity", "split"]
     status: JobStatus
     done: int
     total: int | None
@@ -181,6 +237,9 @@ class CatalogDict(TypedDict):
 __all__ = [
     "CapacityBody",
     "CatalogDict",
+    "CdfDict",
+    "CdfSeriesDict",
+    "CeilingsDict",
     "ErrorDict",
     "HandoffBody",
     "HandoffResultDict",
@@ -192,10 +251,12 @@ __all__ = [
     "ScenarioBody",
     "SimulationDict",
     "SlotsDict",
+    "SplitBody",
     "SummaryDict",
     "SweepBody",
     "TraceBody",
     "TraceFormatName",
     "TraceInfoDict",
+    "ValidationDict",
     "WorkloadBody",
 ]

@@ -14,7 +14,7 @@ import inspect
 import json
 import math
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -34,10 +34,13 @@ from kvwire_api.routes.common import check_id, errors, not_found
 from kvwire_api.services import Services, TooLarge
 from kvwire_api.store import TERMINAL, JobRecord, new_id
 from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_response
-from kvwire_api.types import CapacityBody, JobDict, SweepBody
+from kvwire_api.types import NOT_FROM_REQUESTS, CapacityBody, JobDict, SplitBody, SweepBody
 
-#: The arguments of kvwire.capacity a request may set.
-CAPACITY_ARGS = tuple(p for p in inspect.signature(kvwire.capacity).parameters if p not in ("progress", "cancel"))
+#: Checks a job's body: (service, body) -> (the definition to run, its number of points if known).
+Prepare = Callable[[Services, dict[str, Any]], tuple[dict[str, Any], int | None]]
+#: The arguments of kvwire.capacity and kvwire.best_split a request may set.
+CAPACITY_ARGS = tuple(p for p in inspect.signature(kvwire.capacity).parameters if p not in NOT_FROM_REQUESTS)
+SPLIT_ARGS = tuple(p for p in inspect.signature(kvwire.best_split).parameters if p not in NOT_FROM_REQUESTS)
 
 
 def dry_run(call: Any) -> None:
@@ -88,13 +91,11 @@ def prepare_sweep(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], 
     return definition, len(tasks)
 
 
-def prepare_capacity(svc: Services, body: dict[str, Any]) -> dict[str, Any]:
-    """The capacity definition (the scenario with any trace inlined), or the error that refuses it."""
-    unknown = sorted(set(body) - set(CAPACITY_ARGS))
+def _search_definition(svc: Services, body: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """A capacity or split body with its scenario checked and any uploaded trace inlined."""
+    unknown = sorted(set(body) - set(allowed))
     if unknown:
-        raise kvwire.ScenarioError(
-            f"{unknown[0]}: unknown field, expected one of {', '.join(CAPACITY_ARGS)}", unknown[0]
-        )
+        raise kvwire.ScenarioError(f"{unknown[0]}: unknown field, expected one of {', '.join(allowed)}", unknown[0])
     scenario = body.get("scenario", {})
     if not isinstance(scenario, dict):
         raise kvwire.ScenarioError(
@@ -102,10 +103,30 @@ def prepare_capacity(svc: Services, body: dict[str, Any]) -> dict[str, Any]:
         )
     scenario = svc.inline_trace(scenario, "scenario.")
     svc.check_requests(scenario, svc.settings.max_point_requests, "scenario.", "per capacity evaluation")
-    definition = {**body, "scenario": scenario}
+    return {**body, "scenario": scenario}
+
+
+def prepare_capacity(svc: Services, body: dict[str, Any]) -> dict[str, Any]:
+    """The capacity definition (the scenario with any trace inlined), or the error that refuses it."""
+    definition = _search_definition(svc, body, CAPACITY_ARGS)
     args = {k: v for k, v in definition.items() if k != "scenario"}
-    dry_run(lambda stop: kvwire.capacity(scenario, **args, cancel=stop))
+    dry_run(lambda stop: kvwire.capacity(definition["scenario"], **args, cancel=stop))
     return definition
+
+
+def prepare_split(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The best-split definition and its number of splits, or the error that refuses it. The number of splits
+    (``total_instances`` - 1) is bounded by the service's ``max_sweep_points`` before anything is resolved."""
+    definition = _search_definition(svc, body, SPLIT_ARGS)
+    n: Any = definition.get("total_instances")  # best_split checks it (a whole number >= 2)
+    limit = svc.settings.max_sweep_points
+    if isinstance(n, int) and not isinstance(n, bool) and n - 1 > limit:
+        raise TooLarge(
+            f"total_instances: {n - 1:,} splits is more than {limit:,}, the limit of one job", "total_instances"
+        )
+    args = {k: v for k, v in definition.items() if k not in ("scenario", "total_instances")}
+    dry_run(lambda stop: kvwire.best_split(definition["scenario"], n, **args, workers=1, cancel=stop))
+    return definition, int(n) - 1
 
 
 @dataclass
@@ -145,6 +166,13 @@ class JobController(Controller):
         if rec is None or rec.kind != self.kind:
             raise not_found(f"{self.kind} job", job_id)
         return rec
+
+    async def _start(self, request: Request[Any, Any, Any], svc: Services, prepare: Prepare) -> Response[JobDict]:
+        """Check the body exactly as sent (the library refuses unknown keys by name; the typed view drops them)
+        with ``prepare`` on a simulation slot, then record the job and answer 202."""
+        raw: dict[str, Any] = await request.json()
+        definition, total = await svc.slots.run(lambda: prepare(svc, raw), svc.settings.run_timeout_s)
+        return await self._accept(svc, definition, total)
 
     async def _accept(self, svc: Services, definition: dict[str, Any], total: int | None) -> Response[JobDict]:
         job_id = new_id()
@@ -271,9 +299,7 @@ class SweepController(JobController):
     async def create(
         self, data: JSONBody[SweepBody], request: Request[Any, Any, Any], svc: NamedDependency[Services]
     ) -> Response[JobDict]:
-        raw: dict[str, Any] = await request.json()
-        definition, total = await svc.slots.run(lambda: prepare_sweep(svc, raw), svc.settings.run_timeout_s)
-        return await self._accept(svc, definition, total)
+        return await self._start(request, svc, prepare_sweep)
 
 
 class CapacityController(JobController):
@@ -293,9 +319,34 @@ class CapacityController(JobController):
     async def create(
         self, data: JSONBody[CapacityBody], request: Request[Any, Any, Any], svc: NamedDependency[Services]
     ) -> Response[JobDict]:
-        raw: dict[str, Any] = await request.json()
-        definition = await svc.slots.run(lambda: prepare_capacity(svc, raw), svc.settings.run_timeout_s)
-        return await self._accept(svc, definition, None)
+        return await self._start(request, svc, lambda s, body: (prepare_capacity(s, body), None))
 
 
-__all__ = ["CapacityController", "SweepController", "prepare_capacity", "prepare_sweep"]
+class SplitController(JobController):
+    path = "/v1/splits"
+    tags = ("capacity",)
+    kind = "split"
+
+    @post(
+        "/",
+        status_code=202,
+        summary="Start a best-split job: the capacity of every prefill:decode split",
+        description="kvwire.best_split: for `total_instances` instances, the capacity (as POST /v1/capacity) of "
+        "every split p:(N-p), each pool keeping the scenario's device. Progress counts splits; the job's "
+        "`result` is SplitResult.to_dict() without `points`, which are its /results table.",
+        responses=errors(400, 413, 422, 503),
+    )
+    async def create(
+        self, data: JSONBody[SplitBody], request: Request[Any, Any, Any], svc: NamedDependency[Services]
+    ) -> Response[JobDict]:
+        return await self._start(request, svc, prepare_split)
+
+
+__all__ = [
+    "CapacityController",
+    "SplitController",
+    "SweepController",
+    "prepare_capacity",
+    "prepare_split",
+    "prepare_sweep",
+]

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import anyio
 import kvwire
 import polars as pl
-from litestar import Controller, Request, Response, delete, get, post
+from kvwire import report
+from litestar import Controller, MediaType, Request, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 
+from kvwire_api.cdf import MAX_POINTS, MIN_POINTS, cdf
 from kvwire_api.routes.common import check_id, errors, not_found
 from kvwire_api.services import Services
 from kvwire_api.store import RunRecord, new_id, write_parquet_atomic
 from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_response
-from kvwire_api.types import RunListItemDict, ScenarioBody, SimulationDict
+from kvwire_api.types import CdfDict, RunListItemDict, ScenarioBody, SimulationDict
 
 
 def run_simulation(svc: Services, run_id: str, scenario: dict[str, Any]) -> SimulationDict:
@@ -33,6 +35,19 @@ def run_simulation(svc: Services, run_id: str, scenario: dict[str, Any]) -> Simu
     created = svc.store.insert_run(run_id, res.scenario, dict(summary), percentiles, res.requests.height)
     svc.store.trim_runs(svc.settings.max_runs)
     return {"id": run_id, "created_s": created, "summary": summary, "scenario": res.scenario}  # type: ignore[typeddict-item]
+
+
+class StoredRun:
+    """What ``kvwire.report.render`` reads of a result (its summary and resolved scenario), for a stored run."""
+
+    def __init__(self, rec: RunRecord) -> None:
+        self.summary = rec.summary
+        self.scenario = rec.scenario
+
+
+def run_report(rec: RunRecord) -> str:
+    """The report ``kvwire run`` prints for the run (the same function, on the stored summary and scenario)."""
+    return report.render(cast(kvwire.SimResult, StoredRun(rec)))
 
 
 class SimulationController(Controller):
@@ -124,6 +139,35 @@ class SimulationController(Controller):
         df = pl.DataFrame(rec.percentiles)
         return table_response(df, table_format, f"{run_id}-percentiles")
 
+    @get(
+        "/{run_id:str}/cdf",
+        summary="Latency CDFs (TTFT, TPOT, E2E, hand-off), downsampled for a chart",
+        description="Each metric's quantile function at `points` evenly spaced fractions plus the named "
+        "percentiles (p50 ... p99.9, equal to the summary's), over the same requests as the percentiles.",
+        responses=errors(400, 404),
+    )
+    async def cdf(
+        self,
+        run_id: FromPath[str],
+        svc: NamedDependency[Services],
+        points: Annotated[int, QueryParameter(name="points", ge=MIN_POINTS, le=MAX_POINTS)] = 200,
+    ) -> CdfDict:
+        await self._record(svc, run_id)
+        path = svc.store.run_path(run_id)
+        columns = ["measured", "ttft_s", "tpot_s", "e2e_s", "handoff_s"]
+        return await anyio.to_thread.run_sync(lambda: cdf(pl.read_parquet(path, columns=columns), points))
+
+    @get(
+        "/{run_id:str}/report",
+        summary="The run's report as `kvwire run` prints it (plain text)",
+        description="Latency table, SLO, throughput, utilisation, occupancy, load, energy, link and the hot-spot "
+        "sentence, written by the library's report function from the stored summary and scenario.",
+        media_type=MediaType.TEXT,
+        responses=errors(404),
+    )
+    async def report(self, run_id: FromPath[str], svc: NamedDependency[Services]) -> str:
+        return run_report(await self._record(svc, run_id))
+
     @delete("/{run_id:str}", summary="Delete a stored simulation", responses=errors(404))
     async def remove(self, run_id: FromPath[str], svc: NamedDependency[Services]) -> None:
         check_id(run_id, "simulation")
@@ -131,4 +175,4 @@ class SimulationController(Controller):
             raise not_found("simulation", run_id)
 
 
-__all__ = ["SimulationController", "run_simulation"]
+__all__ = ["SimulationController", "run_report", "run_simulation"]

@@ -1,0 +1,448 @@
+// The scenario runner: a form for the common fields and a JSON/TOML editor for all of them (one scenario behind
+// both), checked as you type against the OpenAPI schema and then by the service (POST /v1/scenarios/validate);
+// a run (POST /v1/simulations) shows the percentile table, TTFT/TPOT CDFs, stage breakdown, utilisation,
+// energy, the report's hot-spot sentence and downloads; the URL carries the scenario, so it can be shared.
+
+import { ApiError, downloadLink, get, getText, post } from "./api.js";
+import { barChart, lineChart, PALETTE } from "./charts.js";
+import { compact, fixed, int, pct } from "./format.js";
+import { SchemaChecker } from "./schema.js";
+import * as toml from "./toml.js";
+import { clearErrors, debounce, el, field, figure, getPath, problemList, setPath, showErrors } from "./ui.js";
+
+const FIRST = { link: "eth-25g", workload: { requests: 2000, arrivals: { rate_per_s: 10 } } };
+const PRESET_PATHS = new Set(["model", "link", "prefill.device", "decode.device", "colocated.device"]);
+const METRICS = [["ttft_s", "TTFT"], ["tpot_s", "TPOT"], ["itl_s", "ITL"], ["e2e_s", "E2E"], ["handoff_s", "hand-off"]];
+const COLUMNS = [["mean", "mean"], ["p50", "p50"], ["p90", "p90"], ["p95", "p95"], ["p99", "p99"], ["p99_9", "p99.9"], ["max", "max"]];
+const STAGES = [
+  ["prefill_queue_s", "prefill queue"], ["prefill_s", "prefill"], ["kv_wait_s", "KV wait"],
+  ["kv_transfer_s", "KV transfer"], ["decode_queue_s", "decode queue"], ["decode_s", "decode"],
+];
+const ENERGY = [["static_j", "static"], ["compute_j", "compute"], ["memory_j", "memory"], ["link_j", "link"], ["transit_j", "in transit"], ["convert_j", "conversion"]];
+const MAX_SHARE_CHARS = 16_000;
+const HOT = "#d9480f";
+const CALM = "#4e79a7";
+
+/** The scenario as URL-safe base64 of its JSON (UTF-8), and back. */
+export function encodeScenario(obj) {
+  const bytes = new TextEncoder().encode(JSON.stringify(obj));
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+export function decodeScenario(text) {
+  const bin = atob(text.replace(/-/g, "+").replace(/_/g, "/"));
+  return JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
+}
+
+export function mountRunner(root, { catalog, defaults, openapi }) {
+  const checker = new SchemaChecker(openapi);
+  let scenario = structuredClone(FIRST);
+  let format = "json";
+  let syntaxError = null;
+
+  // ------------------------------------------------------------ the form
+  const def = (path) => {
+    const v = getPath(defaults, path);
+    return v && typeof v === "object" ? v.preset : v;
+  };
+  const presetOptions = (kind, path) => [["", `default (${def(path)})`], ...Object.entries(catalog[kind]).map(([k, v]) => [k, `${v.name} (${k})`])];
+  const enumOptions = (path, values) => [["", `default (${def(path)})`], ...values.map((v) => [v, v])];
+  const num = (path, label, hint) => field({ path, label, kind: "text", placeholder: String(def(path) ?? ""), hint });
+  const fields = {
+    model: field({ path: "model", label: "Model", kind: "select", options: presetOptions("models", "model") }),
+    mode: field({ path: "mode", label: "Mode", kind: "select", options: enumOptions("mode", ["disaggregated", "colocated"]) }),
+    pDev: field({ path: "prefill.device", label: "Prefill device", kind: "select", options: presetOptions("devices", "prefill.device") }),
+    pN: num("prefill.instances", "Prefill instances"),
+    dDev: field({ path: "decode.device", label: "Decode device", kind: "select", options: presetOptions("devices", "decode.device") }),
+    dN: num("decode.instances", "Decode instances"),
+    cDev: field({ path: "colocated.device", label: "Device", kind: "select", options: presetOptions("devices", "colocated.device") }),
+    cN: num("colocated.instances", "Instances"),
+    link: field({ path: "link", label: "KV link", kind: "select", options: presetOptions("links", "link") }),
+    comp: field({ path: "handoff.compression", label: "Compression", kind: "select", options: enumOptions("handoff.compression", Object.keys(catalog.formats)) }),
+    stream: field({ path: "handoff.streaming", label: "Streaming", kind: "select", options: enumOptions("handoff.streaming", ["whole", "layer"]) }),
+    n: num("workload.requests", "Requests"),
+    rate: num("workload.arrivals.rate_per_s", "Arrival rate (req/s)"),
+    prompt: num("workload.prompt_tokens.mean", "Mean prompt tokens"),
+    output: num("workload.output_tokens.mean", "Mean output tokens"),
+    seed: num("workload.seed", "Seed"),
+    ttft: num("slo.ttft_s", "TTFT SLO (s)"),
+    tpot: num("slo.tpot_s", "TPOT SLO (s)"),
+  };
+  const disagg = el("div", { class: "grid2" }, fields.pDev, fields.pN, fields.dDev, fields.dN);
+  const coloc = el("div", { class: "grid2", hidden: true }, fields.cDev, fields.cN);
+  const linkGroup = el("fieldset", { class: "group" }, el("legend", {}, "Link and hand-off"), fields.link, el("div", { class: "grid2" }, fields.comp, fields.stream));
+  const form = el("form", { class: "controls", id: "run-form", novalidate: true, "aria-label": "Scenario" },
+    el("fieldset", {}, el("legend", {}, "Model and hardware"), el("div", { class: "grid2" }, fields.model, fields.mode), disagg, coloc),
+    linkGroup,
+    el("fieldset", { class: "group" }, el("legend", {}, "Workload"), el("div", { class: "grid2" }, fields.n, fields.rate, fields.prompt, fields.output, fields.seed)),
+    el("fieldset", { class: "group" }, el("legend", {}, "Service-level objective"), el("div", { class: "grid2" }, fields.ttft, fields.tpot)),
+  );
+
+  // ------------------------------------------------------------ the editor
+  const editor = el("textarea", {
+    class: "code", id: "run-editor", spellcheck: "false", autocomplete: "off", "aria-describedby": "run-check run-editor-errors",
+    rows: 16,
+  });
+  const fmtChoice = el("div", { class: "choices", role: "radiogroup", "aria-label": "Editor format" },
+    el("label", {}, el("input", { type: "radio", name: "run-format", value: "json", checked: true }), "JSON"),
+    el("label", {}, el("input", { type: "radio", name: "run-format", value: "toml" }), "TOML"));
+  const check = el("p", { class: "check busy", id: "run-check", "aria-live": "polite" }, "Checking…");
+  const editorErrors = el("div", { class: "errors", id: "run-editor-errors", role: "alert", hidden: true });
+  const runButton = el("button", { type: "button", class: "button primary", id: "run-button" }, "Run");
+  const resetButton = el("button", { type: "button", class: "button", id: "run-reset" }, "Default scenario");
+  const runStatus = el("span", { class: "note", id: "run-status", "aria-live": "polite" });
+
+  const results = el("div", { class: "stack", id: "run-results" }, el("div", { class: "card empty" }, "Run a scenario to see its results here."));
+  root.append(
+    el("div", { class: "intro" },
+      el("h1", {}, "Scenario runner"),
+      el("p", {}, "Simulate a disaggregated (or colocated) deployment request by request. Set the common fields in the form or any field in the editor; both are checked as you type, against the service's schema and then by the service itself.")),
+    el("div", { class: "layout wide-left" },
+      el("div", { class: "stack" },
+        el("div", { class: "card" }, el("h2", {}, "Scenario"), form),
+        el("div", { class: "card" },
+          el("div", { class: "editor-head" }, el("label", { for: "run-editor" }, el("strong", {}, "Every field")), fmtChoice),
+          editor, check, editorErrors,
+          el("div", { class: "actions", style: "margin-top:0.6rem" }, runButton, resetButton, runStatus))),
+      results),
+  );
+
+  function fillForm() {
+    for (const c of form.querySelectorAll("[data-path]")) {
+      let v = getPath(scenario, c.dataset.path);
+      if (PRESET_PATHS.has(c.dataset.path) && v && typeof v === "object") v = v.preset;
+      const text = v === undefined || v === null ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
+      if (c.tagName === "SELECT" && text && ![...c.options].some((o) => o.value === text)) {
+        c.append(el("option", { value: text }, text));
+      }
+      c.value = text;
+    }
+    const colocated = scenario.mode === "colocated";
+    disagg.hidden = colocated;
+    coloc.hidden = !colocated;
+    linkGroup.hidden = colocated;
+  }
+
+  function renderEditor() {
+    try {
+      editor.value = format === "toml" ? toml.stringify(scenario) : `${JSON.stringify(scenario, null, 2)}\n`;
+    } catch (e) {
+      editor.value = `${JSON.stringify(scenario, null, 2)}\n`;
+    }
+    syntaxError = null;
+  }
+
+  function readField(c) {
+    const raw = c.value.trim();
+    if (raw === "") return undefined;
+    if (c.tagName === "SELECT") return raw;
+    return /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(raw) ? Number(raw) : raw;
+  }
+
+  form.addEventListener("input", (e) => {
+    const c = e.target.closest("[data-path]");
+    if (!c) return;
+    const path = c.dataset.path;
+    const value = readField(c);
+    const cur = getPath(scenario, path);
+    if (PRESET_PATHS.has(path) && cur && typeof cur === "object") setPath(scenario, `${path}.preset`, value);
+    else setPath(scenario, path, value);
+    if (path === "mode") fillForm();
+    renderEditor();
+    checkLater();
+  });
+  form.addEventListener("submit", (e) => e.preventDefault());
+
+  editor.addEventListener("input", () => {
+    try {
+      const parsed = format === "toml" ? toml.parse(editor.value) : JSON.parse(editor.value);
+      if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("a scenario is an object");
+      scenario = parsed;
+      syntaxError = null;
+      fillForm();
+    } catch (e) {
+      syntaxError = `${format === "toml" ? "TOML" : "JSON"}: ${e.message}`;
+    }
+    checkLater();
+  });
+  fmtChoice.addEventListener("change", (e) => {
+    if (syntaxError) {
+      // keep the text the user is fixing; switch back
+      fmtChoice.querySelector(`input[value="${format}"]`).checked = true;
+      return;
+    }
+    format = e.target.value;
+    renderEditor();
+  });
+
+  // ------------------------------------------------------------ checking as you type
+  let checkSeq = 0;
+  function setCheck(kind, text) {
+    check.className = `check ${kind}`;
+    check.textContent = text;
+  }
+  function showProblems(problems) {
+    const left = showErrors(form, problems);
+    editorErrors.replaceChildren(problemList(problems));
+    editorErrors.hidden = !problems.length;
+    return left;
+  }
+  async function runCheck() {
+    const my = ++checkSeq;
+    clearErrors(form);
+    editorErrors.hidden = true;
+    editor.removeAttribute("aria-invalid");
+    if (syntaxError) {
+      editor.setAttribute("aria-invalid", "true");
+      setCheck("bad", syntaxError);
+      return false;
+    }
+    const problems = checker.check(scenario, "ScenarioBody");
+    if (problems.length) {
+      editor.setAttribute("aria-invalid", "true");
+      setCheck("bad", `${problems.length} problem${problems.length > 1 ? "s" : ""} against the schema`);
+      showProblems(problems);
+      return false;
+    }
+    setCheck("busy", "Checking with the service…");
+    try {
+      const v = (await post("/v1/scenarios/validate", scenario)).data;
+      if (my !== checkSeq) return null;
+      const c = v.ceilings;
+      const ceil = c ? ` · ceiling ${fixed(c.ceiling_req_per_s, 1)} req/s (${c.binding})${c.offered_req_per_s ? `, offered ${fixed(c.offered_req_per_s, 1)} req/s` : ""}` : "";
+      setCheck("ok", `✓ Valid: ${int(v.requests)} requests${ceil}`);
+      return true;
+    } catch (e) {
+      if (my !== checkSeq) return null;
+      editor.setAttribute("aria-invalid", "true");
+      if (!(e instanceof ApiError)) {
+        setCheck("bad", `The service did not answer: ${e.message}`);
+        return false;
+      }
+      setCheck("bad", "Refused by the service");
+      showProblems(e.problems());
+      return false;
+    }
+  }
+  const checkLater = debounce(() => {
+    // results of another scenario stay on screen, marked as such, until the next run
+    if (root.dataset.runId) results.classList.toggle("stale", JSON.stringify(scenario) !== lastRun);
+    return runCheck();
+  }, 250);
+  let lastRun = null;
+
+  // ------------------------------------------------------------ running
+  async function run() {
+    if (syntaxError || checker.check(scenario, "ScenarioBody").length) {
+      await runCheck();
+      return;
+    }
+    runButton.disabled = true;
+    runStatus.textContent = "Running…";
+    root.dataset.state = "running";
+    try {
+      const { data } = await post("/v1/simulations", scenario);
+      const share = encodeScenario(scenario);
+      if (share.length <= MAX_SHARE_CHARS) history.replaceState(null, "", `#run?s=${share}`);
+      await showRun(data);
+      runStatus.textContent = `Done: ${int(data.summary.requests.total)} requests simulated in ${fixed(data.summary.run.wall_s, 3)} s.`;
+      setCheck("ok", check.textContent.startsWith("✓") ? check.textContent : "✓ Valid");
+      clearErrors(form);
+      editorErrors.hidden = true;
+    } catch (e) {
+      root.dataset.state = "error";
+      runStatus.textContent = "";
+      if (!(e instanceof ApiError)) {
+        setCheck("bad", `The service did not answer: ${e.message}`);
+        return;
+      }
+      clearErrors(form);
+      setCheck("bad", `Refused (${e.status})`);
+      showProblems(e.problems());
+    } finally {
+      runButton.disabled = false;
+    }
+  }
+  runButton.addEventListener("click", run);
+  resetButton.addEventListener("click", () => {
+    scenario = {};
+    fillForm();
+    renderEditor();
+    runCheck();
+  });
+
+  async function showRun(sim) {
+    const base = `/v1/simulations/${sim.id}`;
+    const [cdf, report] = await Promise.all([get(`${base}/cdf?points=200`), getText(`${base}/report`)]);
+    renderResults(results, sim, cdf, report);
+    lastRun = JSON.stringify(scenario);
+    results.classList.remove("stale");
+    root.dataset.state = "done";
+    root.dataset.runId = sim.id;
+  }
+
+  // ------------------------------------------------------------ opening a URL
+  async function open(params) {
+    if (params.get("s")) {
+      try {
+        scenario = decodeScenario(params.get("s"));
+      } catch {
+        setCheck("bad", "The link's scenario could not be read");
+        return;
+      }
+      fillForm();
+      renderEditor();
+      if (await runCheck()) await run();
+      return;
+    }
+    if (params.get("id")) {
+      try {
+        const sim = await get(`/v1/simulations/${encodeURIComponent(params.get("id"))}`);
+        scenario = sim.scenario;
+        fillForm();
+        renderEditor();
+        runCheck();
+        await showRun(sim);
+        runStatus.textContent = `Stored run ${sim.id}.`;
+      } catch (e) {
+        runStatus.textContent = e instanceof ApiError ? e.detail : e.message;
+      }
+      return;
+    }
+    if (!root.dataset.runId) {
+      fillForm();
+      renderEditor();
+      if (await runCheck()) await run();
+    }
+  }
+
+  fillForm();
+  renderEditor();
+  return { open, scenario: () => structuredClone(scenario) };
+}
+
+// ------------------------------------------------------------------ results
+
+function renderResults(host, sim, cdf, report) {
+  const s = sim.summary;
+  const lines = report.split("\n");
+  const hotspot = lines.find((l) => l.startsWith("hot-spot:"));
+  const near = lines.find((l) => l.startsWith("near capacity"));
+  const lat = s.latency;
+  const slo = s.slo;
+  const cards = [
+    ["ttft-p99", "TTFT p99", fixed(lat.ttft_s.p99 * 1e3, 1), "ms", `SLO ${fixed(slo.ttft_s * 1e3, 0)} ms`],
+    ["tpot-p99", "TPOT p99", fixed(lat.tpot_s.p99 === null ? null : lat.tpot_s.p99 * 1e3, 1), "ms", `SLO ${fixed(slo.tpot_s * 1e3, 0)} ms`],
+    ["slo", "SLO met", pct(slo.attainment), "", `goodput ${fixed(slo.goodput_req_per_s, 2)} req/s`],
+    ["throughput", "Throughput", fixed(s.throughput.req_per_s, 2), "req/s", `${int(s.throughput.output_tokens_per_s)} output tokens/s`],
+    ["energy", "Energy", fixed(s.energy.j_per_output_token, 3), "J/token", `average ${int(s.energy.avg_power_w)} W`],
+  ].map(([key, label, v, unit, detail]) => {
+    const f = figure(key, label);
+    f.set(v, unit, detail);
+    if (key === "slo" && slo.attainment >= 0.99) f.node.classList.add("good");
+    if (key === "slo" && slo.attainment < 0.9) f.node.classList.add("poor");
+    return f.node;
+  });
+
+  const table = el("table", { id: "run-percentiles" },
+    el("caption", { class: "visually-hidden" }, "Latency percentiles in milliseconds"),
+    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "latency (ms)"), COLUMNS.map(([, h]) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, METRICS.map(([m, name]) => el("tr", { "data-metric": m }, el("th", { scope: "row" }, name),
+      COLUMNS.map(([k]) => el("td", {}, lat[m][k] === null ? "–" : fixed(lat[m][k] * 1e3, 1)))))));
+
+  const base = `/v1/simulations/${sim.id}`;
+  const head = el("div", { class: "card" },
+    el("h2", {}, "Results", el("span", { class: "sub mono" }, sim.id)),
+    el("p", { class: "headline", id: "run-headline" }, el("strong", {}, pretty(lines[0].replace(/^kvwire: /, ""))), ` · ${lines[1].replace(/^requests: /, "")}`),
+    el("dl", { class: "figures" }, cards),
+    s.load && s.load.overloaded ? el("p", { class: "callout warn", style: "margin-top:0.8rem", id: "run-overload" }, s.load.overload_note) : null,
+    hotspot ? el("p", { class: "callout", style: "margin-top:0.8rem", id: "run-hotspot" }, el("strong", {}, "Hot-spot: "), hotspot.replace(/^hot-spot: /, "")) : null,
+    near ? el("p", { class: "callout warn", style: "margin-top:0.5rem" }, near) : null,
+    el("div", { class: "actions", style: "margin-top:0.8rem" },
+      el("span", { class: "note" }, "Request table:"),
+      downloadLink(`${base}/requests?format=csv`, `${sim.id}-requests.csv`, "CSV"),
+      downloadLink(`${base}/requests?format=parquet`, `${sim.id}-requests.parquet`, "Parquet"),
+      el("span", { class: "note" }, "Percentiles:"),
+      downloadLink(`${base}/percentiles?format=csv`, `${sim.id}-percentiles.csv`, "CSV"),
+      shareButton()));
+
+  const pctCard = el("div", { class: "card" }, el("h2", {}, "Latency percentiles", el("span", { class: "sub" }, `${int(s.requests.measured)} measured requests (hand-off: every transferred request)`)),
+    el("div", { class: "table-wrap" }, table));
+
+  const ttftHost = el("div", { id: "run-cdf-ttft" });
+  const tpotHost = el("div", { id: "run-cdf-tpot" });
+  const cdfCard = el("div", { class: "row2" }, el("div", { class: "card" }, ttftHost), el("div", { class: "card" }, tpotHost));
+  const stageHost = el("div", { id: "run-stages" });
+  const utilHost = el("div", { id: "run-utilisation" });
+  const energyHost = el("div", { id: "run-energy" });
+  const e = s.energy;
+  const energyCard = el("div", { class: "card" }, el("h2", {}, "Energy", el("span", { class: "sub" },
+    `${fixed(e.j_per_output_token, 3)} J per output token · ${fixed(e.total_j / 1e3, 1)} kJ in total · average ${int(e.avg_power_w)} W`)), energyHost);
+  const reportCard = el("div", { class: "card" }, el("details", {}, el("summary", {}, "The report, as kvwire run prints it"), el("pre", { class: "report", id: "run-report" }, report)));
+  host.replaceChildren(head, pctCard, cdfCard,
+    el("div", { class: "row2" }, el("div", { class: "card" }, stageHost), el("div", { class: "card" }, utilHost)),
+    energyCard, reportCard);
+
+  cdfChart(ttftHost, "run-cdf-ttft", "TTFT distribution", cdf.ttft_s, slo.ttft_s);
+  cdfChart(tpotHost, "run-cdf-tpot", "TPOT distribution", cdf.tpot_s, slo.tpot_s);
+  const hot = s.hotspot && s.hotspot.stage;
+  barChart(stageHost, {
+    id: "run-stages", title: "Where a request's time goes (mean per stage)",
+    rows: STAGES.map(([k, name]) => ({ label: name, strong: k === hot, segments: [{ name, value: s.stages[k] === null ? 0 : s.stages[k] * 1e3, color: k === hot ? HOT : CALM }] })),
+    x: { label: "ms per request (a skipped stage counts 0)", format: (v) => fixed(v, 1), tick: compact },
+  });
+  const util = Object.entries(s.utilisation).filter(([, v]) => v !== null);
+  barChart(utilHost, {
+    id: "run-utilisation", title: "Utilisation (busy share of the run)",
+    rows: util.map(([k, v]) => ({ label: k, segments: [{ name: k, value: v, color: k === s.hotspot?.resource ? HOT : CALM }] })),
+    x: { label: "share of the run with a step or transfer running", format: (v) => pct(v, v < 0.1 && v > 0 ? 1 : 0), max: 1 },
+    total: (r) => pct(r.segments[0].value),
+  });
+  const parts = ENERGY.filter(([k]) => e.breakdown[k]);
+  barChart(energyHost, {
+    id: "run-energy", title: "",
+    rows: [{ label: "energy", segments: parts.map(([k, name], i) => ({ name, value: e.breakdown[k] / 1e3, color: PALETTE[[0, 1, 4, 2, 6, 5][i] ?? i] })) }],
+    x: { label: "kJ", format: (v) => fixed(v, 1), tick: compact },
+  });
+}
+
+/** The report's topology line with typographic arrows and multiplication signs. */
+function pretty(line) {
+  return line.replace(/ -> /g, " → ").replace(/(\d) x /g, "$1 × ");
+}
+
+function cdfChart(host, id, title, series, sloS) {
+  if (!series.count) {
+    host.replaceChildren(el("p", { class: "empty" }, `${title}: no request has this latency.`));
+    return;
+  }
+  const points = series.values_s.map((v, i) => [v * 1e3, series.fractions[i]]);
+  const max = points[points.length - 1][0];
+  const sloMs = sloS * 1e3;
+  const sloText = `${fixed(sloMs, Number.isInteger(sloMs) ? 0 : 1)} ms`;
+  lineChart(host, {
+    id, title: `${title} (${int(series.count)} requests)`,
+    x: { label: "ms", format: compact, min: 0 },
+    y: { label: "fraction of requests", format: (v) => fixed(v, 1), min: 0, max: 1 },
+    series: [{ name: title, points, color: "#3451c7" }],
+    vlines: sloMs <= max * 1.25 ? [{ x: sloMs, label: `SLO ${sloText}` }] : [],
+    height: 230,
+  });
+  if (sloMs > max * 1.25) host.querySelector("figcaption").append(el("span", { class: "sub" }, ` · all below the SLO of ${sloText}`));
+}
+
+function shareButton() {
+  const b = el("button", { type: "button", class: "button small", id: "run-share" }, "Copy link");
+  b.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(location.href);
+      b.textContent = "Link copied";
+    } catch {
+      b.textContent = "Copy the address bar";
+    }
+    setTimeout(() => { b.textContent = "Copy link"; }, 2000);
+  });
+  return b;
+}

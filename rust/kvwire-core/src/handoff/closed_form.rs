@@ -5,7 +5,6 @@
 use serde::Serialize;
 
 use crate::cost::model::ModelCost;
-use crate::cost::roofline::StepTimer;
 use crate::handoff::transfer::{endpoint_pass, TransferCost};
 use crate::scenario::{CompressAt, Scenario};
 
@@ -50,13 +49,7 @@ pub struct Handoff {
 /// in-transit stage's ops time when that is longer) and ℓ the latency (+ the stage's 1 µs).
 pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> Handoff {
     let model = ModelCost::new(&sc.model.spec, sc.lm_head);
-    let prefill_pool = sc.prefill_pool();
-    let timer = StepTimer::new(
-        &prefill_pool.device.spec,
-        prefill_pool.devices_per_instance,
-        prefill_pool.power_cap_w,
-        sc.roofline,
-    );
+    let timer = sc.prefill_pool().timer(sc.roofline);
     let handoff_bytes = prompt_tokens as f64 * model.kv_bytes_per_token;
     let kv_bytes_per_value = sc.model.spec.kv_bytes_per_value;
     let mut prefill_s = timer.time(model.prefill(prompt_tokens, 1, model.prompt_attention_flops(prompt_tokens))).time_s;

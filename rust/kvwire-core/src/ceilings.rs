@@ -32,7 +32,6 @@
 use serde::Serialize;
 
 use crate::cost::model::{ModelCost, StepWork};
-use crate::cost::roofline::{kv_capacity_tokens, StepTimer};
 use crate::error::Result;
 use crate::handoff::endpoint::{decoding_pool, endpoint_work};
 use crate::handoff::plan::hops;
@@ -109,27 +108,14 @@ fn means(trace: &Trace, capacity: u64, refuse: Option<&[bool]>) -> Means {
     Means { prompt: p / nf, output: o / nf, decode_steps: d / nf, handoff: h as f64 / nf, admitted: nf / total }
 }
 
-fn timer(sc: &Scenario, p: &Pool) -> StepTimer {
-    StepTimer::new(&p.device.spec, p.devices_per_instance, p.power_cap_w, sc.roofline)
-}
-
 fn pool_model(sc: &Scenario, p: &Pool) -> ModelCost {
     ModelCost::new(&sc.model.spec, sc.lm_head).with_kv_ratio(p.kv_format.map_or(1.0, |f| f.ratio_vs_bf16()))
 }
 
-/// KV capacity (tokens) of an instance of `p`.
+/// KV capacity (tokens) of an instance of `p` (at least 1: validation refused pools where nothing fits).
 fn capacity(sc: &Scenario, p: &Pool, model: &ModelCost) -> u64 {
-    kv_capacity_tokens(
-        &p.device.spec,
-        p.devices_per_instance,
-        sc.mem_util,
-        model.resident_weight_bytes(),
-        model.kv_bytes_per_token,
-    )
-    .unwrap_or(1)
+    p.kv_capacity(sc.mem_util, model).unwrap_or(1)
 }
-
-/// The pool that decodes (decode pool, or the colocated pool).
 
 /// Served requests/s of a pool's prefill: k prompts of round(p̄) per step, plus `pass` (the sender's extra
 /// work per handed-off request) for the k·h handed off. Returns (rate, k).
@@ -137,7 +123,7 @@ fn prefill_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (f64, u64
     let model = pool_model(sc, p);
     let prompt = (m.prompt.round() as u64).max(1);
     let k = (sc.max_prefill_tokens as u64 / prompt).max(1);
-    let t = timer(sc, p);
+    let t = p.timer(sc.roofline);
     let mut step_s = t.time(model.prefill(k * prompt, k, k as u128 * model.prompt_attention_flops(prompt))).time_s;
     let share = k as f64 * m.handoff;
     if pass.bytes > 0.0 {
@@ -157,7 +143,7 @@ fn decode_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (Option<f6
         return (None, b);
     }
     let ctx = (b as f64 * (m.prompt + m.output / 2.0)).round() as u64;
-    let t = timer(sc, p);
+    let t = p.timer(sc.roofline);
     let step_s = t.time(model.decode(ctx, b)).time_s;
     let pass_s = if pass.bytes > 0.0 { t.pass(pass).time_s * m.handoff } else { 0.0 };
     let per_request_s = step_s / b as f64 * m.decode_steps + pass_s;
@@ -390,6 +376,57 @@ mod tests {
         assert!(rel(c.decode_req_per_s.unwrap(), 2.0 * s.decode_req_per_s.unwrap()) < 1e-12);
         assert!(rel(c.kv_link_req_per_s.unwrap(), 2.0 * s.kv_link_req_per_s.unwrap()) < 1e-12);
         assert_eq!(c.offered_req_per_s, Some(1.0));
+    }
+
+    /// Half the requests end at prefill (output 1): the sender's compression pass (fp8 on the prefill GPU) adds
+    /// h·T_pass = 0.5·T_pass per arriving request to the prefill time, the receiver's decompression the same to
+    /// the decode time, and the link carries half as many hand-offs. T_pass is the pass's HBM time: it reads
+    /// the 2,048-token hand-off and writes its fp8 copy, 1.5 × 268.4 MB at 3.35 TB/s × 0.8 (its 1 op per value
+    /// at 544 TFLOP/s is 600 times shorter).
+    #[test]
+    fn endpoint_passes_and_handoff_share() {
+        let n = 10;
+        let trace = |extra: &str| {
+            let arrivals: Vec<String> = (0..n).map(|i| format!("{}", 1.0 + i as f64)).collect();
+            let outputs: Vec<&str> = (0..n).map(|i| if i % 2 == 0 { "200" } else { "1" }).collect();
+            let json = format!(
+                r#"{{{extra} "link": "eth-25g", "workload": {{"trace": {{"arrival_s": [{}], "prompt_tokens": [{}],
+                    "output_tokens": [{}]}}}}}}"#,
+                arrivals.join(","),
+                vec!["2048"; n].join(","),
+                outputs.join(",")
+            );
+            scenario_ceilings(&Scenario::from_json(&json, None).unwrap()).unwrap()
+        };
+        let plain = trace("");
+        assert_eq!(plain.handoff_fraction, 0.5);
+        let bytes = 2048.0 * 131_072.0;
+        let t_pass = 1.5 * bytes / (3.35e12 * 0.8);
+        let sender = trace(r#""handoff": {"compression": "fp8", "compress_at": "sender"},"#);
+        let extra = 1.0 / sender.prefill_req_per_s.unwrap() - 1.0 / plain.prefill_req_per_s.unwrap();
+        assert!(rel(extra, 0.5 * t_pass) < 1e-9, "{extra} vs {}", 0.5 * t_pass);
+        assert_eq!(sender.decode_req_per_s, plain.decode_req_per_s);
+        let receiver = trace(r#""handoff": {"compression": "fp8", "decompress_at": "receiver"},"#);
+        let extra = 1.0 / receiver.decode_req_per_s.unwrap() - 1.0 / plain.decode_req_per_s.unwrap();
+        assert!(rel(extra, 0.5 * t_pass) < 1e-9, "{extra} vs {}", 0.5 * t_pass);
+        assert_eq!(receiver.prefill_req_per_s, plain.prefill_req_per_s);
+        // The link: one channel, half the requests handed off.
+        assert!(rel(plain.kv_link_req_per_s.unwrap(), 1.0 / (0.5 * (20e-6 + bytes / 3.125e9))) < 1e-12);
+        // A receiver-side layout conversion reads and writes both layouts' whole blocks (2,048 tokens fill 128
+        // blocks of 16 in each: 2 × 268.4 MB).
+        let conv = trace(r#""handoff": {"convert": {"from": "vllm_nhd", "to": "vllm_hnd", "at": "receiver"}},"#);
+        let extra = 1.0 / conv.decode_req_per_s.unwrap() - 1.0 / plain.decode_req_per_s.unwrap();
+        assert!(rel(extra, 0.5 * 2.0 * bytes / (3.35e12 * 0.8)) < 1e-9, "{extra}");
+    }
+
+    /// Every request rejected (too large for the KV cache): the ceilings describe the workload as if admitted,
+    /// and say that none was (admitted_fraction 0).
+    #[test]
+    fn all_rejected() {
+        let sc = fixed("", 3, 1.0, 500_000, 10);
+        let c = scenario_ceilings(&sc).unwrap();
+        assert_eq!((c.admitted_fraction, c.prompt_tokens_mean), (0.0, 500_000.0));
+        assert!(c.prefill_req_per_s.unwrap() > 0.0);
     }
 
     /// Offered load: a generated workload's rate; a table's (n − 1) / span, undefined for one request.

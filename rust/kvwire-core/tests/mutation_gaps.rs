@@ -269,7 +269,8 @@ fn pool_size_bounds() {
 fn does_not_fit_reports_the_sizes() {
     let e = Scenario::from_json(r#"{"model": "llama3-70b"}"#, None).unwrap_err();
     match e {
-        kvwire_core::Error::DoesNotFit { path, devices, weights_gb, usable_gb, hbm_gb, mem_util, .. } => {
+        kvwire_core::Error::DoesNotFit(d) => {
+            let kvwire_core::error::DoesNotFit { path, devices, weights_gb, usable_gb, hbm_gb, mem_util, .. } = *d;
             assert_eq!(path, "prefill");
             assert_eq!(devices, 1);
             assert_eq!((weights_gb * 1e3).round() / 1e3, 141.105);
@@ -281,14 +282,16 @@ fn does_not_fit_reports_the_sizes() {
     }
     let e = Scenario::from_json(r#"{"model": "llama3-70b", "decode": {"devices_per_instance": 4}}"#, None);
     match e.unwrap_err() {
-        kvwire_core::Error::DoesNotFit { path, hbm_gb, .. } => {
+        kvwire_core::Error::DoesNotFit(d) => {
+            let kvwire_core::error::DoesNotFit { path, hbm_gb, .. } = *d;
             assert_eq!(path, "prefill");
             assert_eq!(hbm_gb, 80.0);
         }
         other => panic!("{other:?}"),
     }
     match Scenario::from_json(r#"{"model": "llama3-70b", "prefill": {"devices_per_instance": 2}}"#, None).unwrap_err() {
-        kvwire_core::Error::DoesNotFit { path, hbm_gb, usable_gb, .. } => {
+        kvwire_core::Error::DoesNotFit(d) => {
+            let kvwire_core::error::DoesNotFit { path, hbm_gb, usable_gb, .. } = *d;
             assert_eq!(path, "decode");
             assert_eq!(hbm_gb, 80.0);
             assert!((usable_gb - 72.0).abs() < 1e-9);
@@ -301,7 +304,8 @@ fn does_not_fit_reports_the_sizes() {
     )
     .unwrap_err()
     {
-        kvwire_core::Error::DoesNotFit { path, devices, hbm_gb, usable_gb, .. } => {
+        kvwire_core::Error::DoesNotFit(d) => {
+            let kvwire_core::error::DoesNotFit { path, devices, hbm_gb, usable_gb, .. } = *d;
             assert_eq!((path.as_str(), devices), ("decode", 3));
             assert_eq!(hbm_gb, 120.0);
             assert!((usable_gb - 108.0).abs() < 1e-9);

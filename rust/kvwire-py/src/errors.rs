@@ -21,7 +21,7 @@ pub fn to_py(e: Error) -> PyErr {
     match e {
         Error::Field { .. } => ScenarioError::new_err((msg, path)),
         Error::UnknownPreset { .. } => UnknownPresetError::new_err((msg, path)),
-        Error::DoesNotFit { devices_needed, .. } => DoesNotFitError::new_err((msg, path, devices_needed)),
+        Error::DoesNotFit(d) => DoesNotFitError::new_err((msg, path, d.devices_needed)),
         Error::Trace { .. } => TraceError::new_err((msg, path)),
         Error::Quant { .. } => QuantError::new_err((msg, path)),
         Error::Layout { .. } => LayoutError::new_err((msg, path)),

@@ -753,7 +753,7 @@ mod tests {
         assert!((default_nic_efficiency(2) - (1.0 - 0.13 / 3.0)).abs() < 1e-15);
         assert!((default_nic_efficiency(6) - (0.87 + 0.5 * (0.475 - 0.87))).abs() < 1e-15);
         for (k, l) in link_presets() {
-            let measured = l.nic_efficiency.map_or(true, |e| e == default_nic_efficiency(l.nics));
+            let measured = l.nic_efficiency.is_none_or(|e| e == default_nic_efficiency(l.nics));
             assert!(measured, "{k}: its measured efficiency is the curve's point");
         }
         assert_eq!(REGISTRATION_MS_PER_GB, 78.125);

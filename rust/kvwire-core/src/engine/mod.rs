@@ -31,7 +31,7 @@ use running::{Cols, RunningSet};
 
 use crate::ceilings::Ceilings;
 use crate::cost::model::{ModelCost, StepWork};
-use crate::cost::roofline::{kv_capacity_tokens, StepTimer};
+use crate::cost::roofline::StepTimer;
 use crate::error::{Error, Result};
 use crate::metrics::itl::ItlHistogram;
 use crate::metrics::stats::{InstanceStats, RunStats};
@@ -197,18 +197,11 @@ fn instance_stats(name: String, pool: &Pool) -> InstanceStats {
 }
 
 fn timer(sc: &Scenario, p: &Pool) -> StepTimer {
-    StepTimer::new(&p.device.spec, p.devices_per_instance, p.power_cap_w, sc.roofline)
+    p.timer(sc.roofline)
 }
 
 fn capacity(sc: &Scenario, p: &Pool, model: &ModelCost) -> Result<u64> {
-    kv_capacity_tokens(
-        &p.device.spec,
-        p.devices_per_instance,
-        sc.mem_util,
-        model.resident_weight_bytes(),
-        model.kv_bytes_per_token,
-    )
-    .map_err(|_| Error::Internal("KV capacity checked at validation".into()))
+    p.kv_capacity(sc.mem_util, model).map_err(|_| Error::Internal("KV capacity checked at validation".into()))
 }
 
 impl Sim<'_> {

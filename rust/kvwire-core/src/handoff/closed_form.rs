@@ -7,7 +7,6 @@
 use serde::Serialize;
 
 use crate::cost::model::ModelCost;
-use crate::cost::roofline::StepTimer;
 use crate::handoff::endpoint::{convert_work, decoding_pool, endpoint_work};
 use crate::handoff::plan::hops;
 use crate::scenario::{ConvertAt, Scenario};
@@ -71,9 +70,7 @@ pub struct Handoff {
 /// registration).
 pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> Handoff {
     let model = ModelCost::new(&sc.model.spec, sc.lm_head);
-    let timer =
-        |p: &crate::scenario::Pool| StepTimer::new(&p.device.spec, p.devices_per_instance, p.power_cap_w, sc.roofline);
-    let sender = timer(sc.prefill_pool());
+    let sender = sc.prefill_pool().timer(sc.roofline);
     let handoff_bytes = prompt_tokens as f64 * model.kv_bytes_per_token;
     let tokens = prompt_tokens as f64;
     let mut prefill_s =
@@ -99,7 +96,7 @@ pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> H
         None => 0.0,
         Some(ConvertAt::Sender) => convert_work(sc, tokens, true).map_or(0.0, |w| sender.pass(w).time_s),
         Some(ConvertAt::Receiver) => {
-            convert_work(sc, tokens, false).map_or(0.0, |w| timer(decoding_pool(sc)).pass(w).time_s)
+            convert_work(sc, tokens, false).map_or(0.0, |w| decoding_pool(sc).timer(sc.roofline).pass(w).time_s)
         }
         Some(ConvertAt::Host) => {
             path.iter().zip(&xs).filter(|(h, _)| h.resource == "host-convert").map(|(_, t)| t.duration_s).sum()

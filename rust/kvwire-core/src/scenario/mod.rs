@@ -34,6 +34,25 @@ pub struct Pool {
     pub kv_format: Option<&'static Format>,
 }
 
+impl Pool {
+    /// The step timer of one instance of this pool.
+    pub fn timer(&self, roofline: RooflineParams) -> crate::cost::roofline::StepTimer {
+        crate::cost::roofline::StepTimer::new(&self.device.spec, self.devices_per_instance, self.power_cap_w, roofline)
+    }
+
+    /// KV capacity (tokens) of one instance holding `model`'s weights (`Err`: the usable bytes, when nothing
+    /// fits; validation has refused such pools).
+    pub fn kv_capacity(&self, mem_util: f64, model: &crate::cost::model::ModelCost) -> std::result::Result<u64, f64> {
+        crate::cost::roofline::kv_capacity_tokens(
+            &self.device.spec,
+            self.devices_per_instance,
+            mem_util,
+            model.resident_weight_bytes(),
+            model.kv_bytes_per_token,
+        )
+    }
+}
+
 /// Which pools exist.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Topology {

@@ -572,7 +572,7 @@ fn pool(
     let fits =
         |n: u32| kv_capacity_tokens(&device.spec, n, mem_util, cost.resident_weight_bytes(), cost.kv_bytes_per_token);
     if let Err(usable) = fits(p.devices_per_instance) {
-        return Err(Error::DoesNotFit {
+        return Err(Error::DoesNotFit(Box::new(crate::error::DoesNotFit {
             path: path.to_string(),
             model: model.spec.name.clone(),
             device: device.spec.name.clone(),
@@ -581,9 +581,9 @@ fn pool(
             usable_gb: usable / 1e9,
             hbm_gb: device.spec.hbm_gb * p.devices_per_instance as f64,
             mem_util,
-            memory: crate::cost::presets::memory_kind(&device.key).to_string(),
+            memory: crate::cost::presets::memory_kind(&device.key),
             devices_needed: (p.devices_per_instance + 1..=MAX_DEVICES_PER_INSTANCE).find(|&n| fits(n).is_ok()),
-        });
+        })));
     }
     Ok(Pool { device, instances, devices_per_instance: p.devices_per_instance, power_cap_w: p.power_cap_w, kv_format })
 }

@@ -25,16 +25,17 @@ def run_simulation(svc: Services, run_id: str, scenario: dict[str, Any]) -> Simu
 
     The per-request table is built and written as Parquet on a writer thread while this one computes the
     summary (both release the GIL); the row is committed once both are done, so it never lacks its file."""
-    sc, requests = svc.split_trace(scenario)
+    sc, requests, ref = svc.split_trace(scenario)
     res = kvwire.simulate(sc, requests=requests)
+    echo = res.scenario if ref is None else ref.echo_into(res.scenario)
     path = svc.store.run_path(run_id)
     written = svc.writer.submit(lambda: write_parquet_atomic(res.requests, path))
     summary = res.summary
     percentiles = res.percentiles().to_dicts()
     written.result()
-    created = svc.store.insert_run(run_id, res.scenario, dict(summary), percentiles, res.requests.height)
+    created = svc.store.insert_run(run_id, echo, dict(summary), percentiles, res.requests.height)
     svc.store.trim_runs(svc.settings.max_runs)
-    return {"id": run_id, "created_s": created, "summary": summary, "scenario": res.scenario}  # type: ignore[typeddict-item]
+    return {"id": run_id, "created_s": created, "summary": summary, "scenario": echo}  # type: ignore[typeddict-item]
 
 
 class StoredRun:

@@ -190,6 +190,26 @@ def test_synchronous_timeout_is_503_with_retry_after(tmp_path: Path) -> None:
         assert c.get("/health").status_code == 200
 
 
+def test_synchronous_timeout_stops_the_simulation(tmp_path: Path) -> None:
+    """A synchronous simulation past run_timeout_s is not left running: its cancel event stops the core, the
+    simulation thread is freed (/health shows none running) and nothing is stored — had the run gone on, it
+    would have been stored when it ended (a run of hours here). The 120 s bound only guards against a hang."""
+    n = 5_000
+    scenario = {
+        "scheduler": {"max_decode_batch": 1},
+        "engine": {"max_steps": 10**15},
+        "workload": {"trace": {"arrival_s": [0.0] * n, "prompt_tokens": [1] * n, "output_tokens": [400_000] * n}},
+    }
+    with make_client(tmp_path, run_timeout_s=0.5) as c:
+        assert c.post("/v1/simulations", json=scenario).status_code == 503
+        deadline = time.monotonic() + 120
+        while c.get("/health").json()["simulations"]["running"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.get("/health").json()["simulations"]["running"] == 0
+        assert c.get("/v1/simulations").json() == []
+        assert c.post("/v1/simulations", json={"workload": {"requests": 50}}).status_code == 201
+
+
 def test_body_size_limit_is_413(tmp_path: Path) -> None:
     """A body over max_body_bytes is refused with 413 (JSON), smaller ones pass, and the service keeps serving."""
     with make_client(tmp_path, max_body_bytes=2_000) as c:
@@ -617,6 +637,28 @@ def test_limiter_bounds_running_and_waiting_work() -> None:
     slots.shutdown()
     assert ran == ["first", "second"]
     assert slots.rejected == 1
+
+
+def test_limiter_sets_the_cancel_event_of_a_timed_out_call() -> None:
+    """A running call that times out gets its ``cancel`` event set (so the work can stop), and gives up its
+    thread when it returns; a call that finishes in time never sees its event set."""
+    slots = SimSlots(threads=1, queue=0)
+    late, prompt = threading.Event(), threading.Event()
+
+    def work(event: threading.Event) -> bool:
+        return event.wait(30)
+
+    async def scenario() -> None:
+        with pytest.raises(TimedOut):
+            await slots.run(lambda: work(late), timeout_s=0.1, cancel=late)
+        assert late.is_set()
+        while slots.running:
+            await asyncio.sleep(0.01)
+        prompt_done = await slots.run(lambda: not prompt.is_set(), timeout_s=30, cancel=prompt)
+        assert prompt_done and not prompt.is_set()
+
+    asyncio.run(scenario())
+    slots.shutdown()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Type stubs of the compiled core (``rust/kvwire-py``). Use the documented API in :mod:`kvwire` instead."""
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ def simulate(
     arrival_s: npt.NDArray[np.float64] | None = None,
     prompt_tokens: npt.NDArray[np.int64] | None = None,
     output_tokens: npt.NDArray[np.int64] | None = None,
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]: ...
 def quantize(
     x: npt.NDArray[Any],

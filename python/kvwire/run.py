@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -189,6 +190,8 @@ def request_arrays(requests: pl.DataFrame | Mapping[str, Any]) -> tuple[np.ndarr
 def simulate(
     scenario: Mapping[str, Any] | str | Path | None = None,
     requests: pl.DataFrame | Mapping[str, Any] | None = None,
+    *,
+    cancel: threading.Event | None = None,
 ) -> SimResult:
     """Simulate one scenario.
 
@@ -199,6 +202,8 @@ def simulate(
         requests: optional explicit requests — a Polars DataFrame (or a mapping of columns) with
             ``arrival_s`` (seconds, sorted), ``prompt_tokens`` (≥ 1) and ``output_tokens`` (≥ 0). The
             scenario must then not describe a generated workload.
+        cancel: optional ``threading.Event``; setting it (from another thread) stops the run within
+            milliseconds with :class:`~kvwire.errors.Cancelled` (a service's time limit, a user's stop button).
 
     Returns:
         A :class:`SimResult`. The GIL is released while the Rust core validates and runs the scenario.
@@ -207,6 +212,7 @@ def simulate(
     ``KeyboardInterrupt``; the process stays usable.
 
     Raises:
+        Cancelled: ``cancel`` was set before the run finished.
         ResourceError: the run would not fit in memory (a ``MemoryError``, raised before it starts with the
             estimate).
         ScenarioError: a field is wrong (``e.path`` names it), or the run took more than ``engine.max_steps``
@@ -235,11 +241,11 @@ def simulate(
         n = _generated_requests(scenario)
         if n is not None:
             check_memory(n, "workload.requests")
-        out = _core.simulate(text)
+        out = _core.simulate(text, cancel=cancel)
     else:
         arrays = request_arrays(requests)
         check_memory(len(arrays[0]), "requests")
-        out = _core.simulate(text, *arrays)
+        out = _core.simulate(text, *arrays, cancel=cancel)
     stats = json.loads(out["stats_json"])
     echo = json.loads(out["scenario_json"])
     if trace_file is not None:

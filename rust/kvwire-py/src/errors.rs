@@ -12,6 +12,7 @@ pyo3::import_exception!(kvwire.errors, QuantError);
 pyo3::import_exception!(kvwire.errors, LayoutError);
 pyo3::import_exception!(kvwire.errors, InternalError);
 pyo3::import_exception!(kvwire.errors, ResourceError);
+pyo3::import_exception!(kvwire.errors, Cancelled);
 
 /// Map a core error to its Python exception: `Class(message, path)` (`DoesNotFitError` also gets
 /// `devices_needed`).

@@ -235,9 +235,9 @@ def test_decode_every_code_matches_ml_dtypes(el: str) -> None:
 @pytest.mark.parametrize("el", FP8)
 @pytest.mark.parametrize("dtype", list(HALF_DTYPES))
 def test_fp8_cast_exhaustive_16bit(dtype: str, el: str, saturate: bool) -> None:
-    """All 65,536 bfloat16/float16 patterns cast to E4M3FN/E5M2 give ml_dtypes' codes: non-saturating is
-    ``astype(...).view(uint8)`` itself; saturating is that cast after clipping to ±max (NaN kept).
-    Decoding the codes gives ml_dtypes' values."""
+    """All 65,536 bfloat16/float16 patterns cast to E4M3FN/E5M2 and AMD's E4M3FNUZ/E5M2FNUZ give ml_dtypes'
+    codes: non-saturating is ``astype(...).view(uint8)`` itself; saturating is that cast after clipping to ±max
+    (NaN kept). Decoding the codes gives ml_dtypes' values."""
     x = all_16bit(HALF_DTYPES[dtype])
     got = quant.cast(x, el, saturate=saturate)
     x32 = x.astype(np.float32)

@@ -10,6 +10,7 @@ system, where the hand-off (kv_ready - first_token) is exactly the path's own ti
 
 from __future__ import annotations
 
+import math
 import pickle
 from typing import Any
 
@@ -110,7 +111,7 @@ def test_host_staged_path_is_priced_hop_by_hop() -> None:
     pcie = 2 * (5e-6 + S / 64e9)
     assert staged["staging_s"] == pytest.approx(pcie, rel=1e-12)
     assert staged["transfer_s"] == pytest.approx(direct["transfer_s"] + 1e-3 + pcie, rel=1e-12)
-    assert direct["staging_s"] == 0.0
+    assert direct["staging_s"] == 0.0 and math.copysign(1.0, direct["staging_s"]) == 1.0  # +0, never -0
     link = {"preset": "eth-100g", "model": "host_staged", "launch_overhead_us": 1000}
     assert simulated_handoff(one_request(link=link)) == pytest.approx(staged["transfer_s"], rel=1e-9)
 

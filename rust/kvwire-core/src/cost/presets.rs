@@ -118,6 +118,15 @@ pub struct DeviceSpec {
     /// Where the preset's numbers come from.
     #[serde(default)]
     pub source: String,
+    /// Whether the device runs a hand-off's layout / fp8-flavour conversion kernel on its own memory
+    /// (`handoff.convert.at = "sender"` on a prefill pool of it, `"receiver"` on a decode pool of it). Every
+    /// GPU preset does; the illustrative wafer-scale engine does not (see its source).
+    #[serde(default = "converts_kv_default")]
+    pub converts_kv: bool,
+}
+
+fn converts_kv_default() -> bool {
+    true
 }
 
 /// A point-to-point link carrying the KV hand-off (one direction), with its transfer layer: the NICs a
@@ -419,6 +428,7 @@ fn device(
         pj_per_flop,
         pj_per_byte,
         source: format!("{datasheet}; {DEVICE_SRC}"),
+        converts_kv: true,
     }
 }
 
@@ -530,6 +540,7 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
                 pj_per_flop: 0.1,
                 pj_per_byte: 1.0,
                 source: WAFER_SRC.into(),
+                converts_kv: false,
             },
         ),
     ]
@@ -545,7 +556,9 @@ const WAFER_SRC: &str = "ILLUSTRATIVE, not a product model: one wafer-scale deco
      peak AI compute as stated by the vendor, precision and sparsity unstated; CS-3 system about 23 kW). There is \
      no HBM: hbm_gb and hbm_tb_per_s hold the SRAM, so weights and KV must fit in 44 GB per wafer \
      (devices_per_instance = wafers, acting as one with free communication between them). flops_eff/bw_eff as \
-     every preset; idle TDP/7 as the reference; 0.1 pJ/FLOP and 1 pJ/byte (on-chip SRAM) are round guesses";
+     every preset; idle TDP/7 as the reference; 0.1 pJ/FLOP and 1 pJ/byte (on-chip SRAM) are round guesses; \
+     converts_kv false: the cache lands in SRAM spread over the cores, with no flat buffer to re-layout and no \
+     published conversion kernel, so a hand-off conversion runs on the sender or a host";
 
 /// Descriptive facts of a device preset that the cost model does not use (listed by `kvwire presets`).
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -84,7 +84,8 @@ pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> H
     let xs: Vec<_> = path.iter().map(|h| h.cost.transfer(handoff_bytes)).collect();
     let x = xs[network];
     let transfer_s: f64 = xs.iter().map(|t| t.duration_s).sum();
-    let staging_s: f64 = xs.iter().enumerate().filter(|(i, _)| *i != network).map(|(_, t)| t.duration_s).sum();
+    // A fold from +0.0: an empty f64 sum is -0.0, which would print as "-0.0" for a GPUDirect path.
+    let staging_s = xs.iter().enumerate().filter(|(i, _)| *i != network).fold(0.0, |a, (_, t)| a + t.duration_s);
     let layers = sc.model.spec.layers;
     let l = layers as f64;
     let exposed_s = match streaming {

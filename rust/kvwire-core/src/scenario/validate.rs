@@ -145,6 +145,23 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         None => None,
         Some(c) => Some(conversion(c, &model.spec, mode == ModeSpec::Colocated, &link)?),
     };
+    if let (Some(c), Topology::Disaggregated { prefill, decode }) = (&convert, &topology) {
+        let (pool, side, other) = match c.at {
+            ConvertAt::Sender => (Some(prefill), "prefill", "\"receiver\""),
+            ConvertAt::Receiver => (Some(decode), "decode", "\"sender\""),
+            ConvertAt::Host => (None, "", ""),
+        };
+        if let Some(p) = pool.filter(|p| !p.device.spec.converts_kv) {
+            return Err(Error::field(
+                "handoff.convert.at",
+                format!(
+                    "the {side} pool's device {:?} does not run a KV conversion (converts_kv = false): convert at \
+                     {other} or \"host\" (with link.model \"host_staged\")",
+                    p.device.spec.name
+                ),
+            ));
+        }
+    }
     if convert.as_ref().is_some_and(|c| c.explicit_dtypes) && compression.is_some() {
         return Err(Error::field(
             "handoff.convert.from_dtype",

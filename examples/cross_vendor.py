@@ -85,7 +85,7 @@ def scenario(
     placement: str,
     *,
     rate_per_s: float = RATE,
-    requests: int = REQUESTS,
+    requests: int | None = None,
     fp8: bool = False,
     registration: str = "pool",
     preset: str = LINK,
@@ -103,7 +103,7 @@ def scenario(
         "link": link(staged, registration, preset),
         "metrics": {"first_token": "decode"},
         "workload": {
-            "requests": requests,
+            "requests": REQUESTS if requests is None else requests,
             "seed": 7,
             "arrivals": {"rate_per_s": rate_per_s},
             "prompt_tokens": {"dist": "fixed", "value": PROMPT},
@@ -133,7 +133,7 @@ def closed_form(placement: str, *, fp8: bool = False, registration: str = "pool"
         return e
 
 
-def row(placement: str, *, rate_per_s: float = RATE, requests: int = REQUESTS, **kw: Any) -> dict[str, Any]:
+def row(placement: str, *, rate_per_s: float = RATE, requests: int | None = None, **kw: Any) -> dict[str, Any]:
     """One placement: the closed form (``handoff``) and the simulation at ``rate_per_s`` (``summary``), or the
     reason it is refused (``refused``)."""
     h = closed_form(placement, **kw)
@@ -162,7 +162,9 @@ def mean_ttft_s(s: dict[str, Any]) -> float:
 METRICS: dict[str, Callable[[dict[str, Any]], float]] = {"mean E2E": mean_e2e_s, "mean TTFT": mean_ttft_s}
 
 
-def advantage_s(placement: str, rate_per_s: float, metric: str, requests: int = REQUESTS, fp8: bool = False) -> float:
+def advantage_s(
+    placement: str, rate_per_s: float, metric: str, requests: int | None = None, fp8: bool = False
+) -> float:
     """How much lower (seconds) the cross-vendor split's ``metric`` is than the single vendor's at
     ``rate_per_s``: positive while the split pays for itself."""
     kw: dict[str, Any] = {"rate_per_s": rate_per_s, "requests": requests, "fp8": fp8}
@@ -177,7 +179,7 @@ def crossings(
     metric: str,
     *,
     rates: list[float],
-    requests: int = REQUESTS,
+    requests: int | None = None,
     fp8: bool = False,
     rel_tol: float = 0.01,
 ) -> list[tuple[float, bool]]:
@@ -212,7 +214,7 @@ def rate_grid(placement: str, fp8: bool = False, points: int = 16) -> list[float
     return [hi ** (i / (points - 1)) for i in range(points)]
 
 
-def verdict(placement: str, metric: str, *, fp8: bool = False, requests: int = REQUESTS, points: int = 16) -> str:
+def verdict(placement: str, metric: str, *, fp8: bool = False, requests: int | None = None, points: int = 16) -> str:
     """In words: over which rates the split pays for itself on ``metric``."""
     rates = rate_grid(placement, fp8, points)
     xs = crossings(placement, metric, rates=rates, requests=requests, fp8=fp8)
@@ -227,7 +229,7 @@ def verdict(placement: str, metric: str, *, fp8: bool = False, requests: int = R
 def print_placements(fp8: bool) -> None:
     """The table of every placement at RATE: closed form and simulation."""
     flavour = "fp8 cache, E4M3FNUZ -> E4M3FN" if fp8 else "BF16 cache"
-    print(f"-- {flavour}, {RATE:g} req/s, {REQUESTS} requests simulated --")
+    print(f"-- {flavour}, {RATE:g} req/s, {REQUESTS} requests simulated per run --")
     print(
         f"{'placement':<28}{'convert':>9}{'transfer':>10}{'staging':>9}{'exposed':>9}"
         f"{'| handoff mean':>15}{'p99':>8}{'E2E mean':>10}{'host conv':>10}{'ceiling':>9}"

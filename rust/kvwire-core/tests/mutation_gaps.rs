@@ -377,3 +377,25 @@ fn interval_bounds() {
     assert_eq!(refused_at(&wf(1.0)).as_deref(), Some("metrics.warmup_fraction"));
     assert_eq!(refused_at(&wf(-0.1)).as_deref(), Some("metrics.warmup_fraction"));
 }
+
+/// A device that runs no KV conversion (`converts_kv` false: the wafer-scale preset) refuses a conversion
+/// placed on it, on either side, at `handoff.convert.at`; the other side and a host conversion are accepted,
+/// and a GPU overridden to `converts_kv: false` is refused the same way.
+#[test]
+fn conversion_needs_a_device_that_runs_it() {
+    let sc = |prefill: &str, decode: Value, at: &str, staged: bool| {
+        let link = if staged { json!({"preset": "ib-ndr", "model": "host_staged"}) } else { json!("ib-ndr") };
+        json!({"model": "llama3-8b", "prefill": {"device": prefill}, "decode": {"device": decode}, "link": link,
+               "handoff": {"convert": {"from": "vllm_hnd", "to": "neutral", "at": at}}})
+    };
+    let wafer = json!("wafer-scale");
+    assert_eq!(refused_at(&sc("h100", wafer.clone(), "receiver", false)).as_deref(), Some("handoff.convert.at"));
+    assert!(accepted(&sc("h100", wafer.clone(), "sender", false)));
+    assert!(accepted(&sc("h100", wafer, "host", true)));
+    assert_eq!(refused_at(&sc("wafer-scale", json!("h100"), "sender", false)).as_deref(), Some("handoff.convert.at"));
+    assert!(accepted(&sc("wafer-scale", json!("h100"), "receiver", false)));
+    let no_kernel = json!({"preset": "h100", "converts_kv": false});
+    assert_eq!(refused_at(&sc("h100", no_kernel, "receiver", false)).as_deref(), Some("handoff.convert.at"));
+    let e = Scenario::from_json(&sc("h100", json!("wafer-scale"), "receiver", false).to_string(), None).unwrap_err();
+    assert!(e.to_string().contains("decode pool") && e.to_string().contains("converts_kv = false"), "{e}");
+}

@@ -316,3 +316,32 @@ def test_conversion_dtypes_echo_and_rerun() -> None:
     conv = res.scenario["handoff"]["convert"]
     assert (conv["from_dtype"], conv["to_dtype"]) == ("fp8_e4m3fnuz", "fp8_e4m3")
     assert kvwire.simulate(res.scenario).requests["finish_s"].to_list() == res.requests["finish_s"].to_list()
+
+
+def test_kvwire_presets_shows_the_transfer_layer_and_the_converters() -> None:
+    """``kvwire presets`` lists each measured link's transfer layer (NICs and efficiency, launch overhead) and
+    nothing for the reference's ideal links, and says the wafer-scale device runs no KV conversion (and is
+    illustrative)."""
+    from click.testing import CliRunner
+    from kvwire.cli import main
+
+    out = CliRunner().invoke(main, ["presets"]).output
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert lines["roce-4x200g"].endswith("4 NICs at 0.870 of line rate")
+    assert lines["roce-8x400g"].endswith("8 NICs at 0.475 of line rate")
+    assert lines["ib-ndr-nixl"].endswith("launch 7 ms")
+    assert lines["ib-ndr"].endswith("pJ/bit")
+    assert "runs no KV conversion" in lines["wafer-scale"] and "ILLUSTRATIVE" in lines["wafer-scale"]
+    assert "runs no KV conversion" not in lines["mi300x"]
+
+
+def test_transfer_layer_words_for_every_field() -> None:
+    """The presets listing's words for a link object: shared NICs, per-transfer registration, and a NIC count
+    whose efficiency the core defaults (absent from the object) are each stated."""
+    from kvwire.cli import transfer_layer
+
+    assert transfer_layer({"nics": 1, "gpus_per_nic": 2}) == ", 2 GPUs per NIC"
+    assert transfer_layer({"nics": 2}) == ", 2 NICs"
+    reg = {"registration": "per_transfer", "registration_ms_per_gb": 78.125}
+    assert transfer_layer(reg) == ", registration per transfer 78.125 ms/GB"
+    assert transfer_layer({}) == ""

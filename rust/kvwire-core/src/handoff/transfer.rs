@@ -161,6 +161,22 @@ mod tests {
         link_presets().into_iter().find(|(k, _)| *k == key).unwrap().1
     }
 
+    /// An endpoint pass is its formula: the format's ops per value on each value of the hand-off (bytes ÷
+    /// bytes per value), and HBM traffic reading one form and writing the other (S + S/ρ); written out here
+    /// for fp8 (ρ = 2) and mxfp4 (ρ = 64/17) over a BF16 cache and for fp8 over a 4-byte one.
+    #[test]
+    fn endpoint_pass_is_its_formula() {
+        let bytes = 3.0e6;
+        for (name, kvb, ratio) in [("fp8", 2.0, 2.0), ("mxfp4", 2.0, 64.0 / 17.0), ("fp8", 4.0, 2.0)] {
+            let f = format(name).unwrap();
+            let w = endpoint_pass(f, kvb, bytes);
+            let values = bytes / kvb;
+            assert!((w.flops - f.encode_ops_per_value * values).abs() <= 1e-9 * w.flops.abs().max(1.0), "{name}");
+            assert!((w.bytes - (bytes + bytes / ratio)).abs() <= 1e-9 * bytes, "{name} {kvb}");
+        }
+        assert!(format("mxfp4").unwrap().encode_ops_per_value != 1.0, "the flops check needs ops per value ≠ 1");
+    }
+
     /// The link table of spec/handoff.md: 268.4 MB (2,048 tokens of Llama-3-8B) on each link, to 0.1 ms.
     #[test]
     fn link_table_times() {

@@ -235,30 +235,58 @@ pub fn own_source(scenario: &Scenario, chunk_rows: usize) -> Result<Box<dyn Requ
 /// chunks (twice: once to count them, see `stream.rs`), and each finished request goes — in request-id
 /// order — to the summary's accumulator ([`SimOutput::rows`]) and, when given, to `sink` in tables of
 /// `sink_rows` rows. The returned `table` is empty; every other figure equals [`simulate`]'s.
+///
+/// With `keep_up_to = Some(k)` and at most `k` requests (counted by the first read), the rows are kept
+/// instead: `table` is the whole table, as [`simulate`] returns it, and `sink` is not used.
 pub fn simulate_streamed<'a>(
     scenario: Scenario,
     source: &'a mut dyn RequestSource,
     sink: Option<&'a mut dyn RowSink>,
     sink_rows: usize,
+    keep_up_to: Option<u64>,
     cancel: Option<&'a AtomicBool>,
 ) -> Result<SimOutput> {
     let start = Instant::now();
     let census = stream::census(&scenario, source, cancel)?;
     let ceilings = crate::ceilings::ceilings_of(&scenario, &census);
     source.rewind()?;
-    let (mut sim, reject_capacity) = Sim::new(&scenario, None)?;
+    let keep = keep_up_to.is_some_and(|k| census.requests <= k);
+    let mut out = if keep {
+        let mut kept = stream::Keep::default();
+        let mut out = run_streamed(&scenario, source, Some(&mut kept), usize::MAX, &census, ceilings, cancel)?;
+        out.table = kept.0;
+        if out.table.first_token_seen_s.len() != out.table.len() {
+            out.table.first_token_seen_s.clear();
+        }
+        out
+    } else {
+        run_streamed(&scenario, source, sink, sink_rows, &census, ceilings, cancel)?
+    };
+    out.stats.wall_s = start.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// The second read of a streamed run: the run itself.
+fn run_streamed<'b>(
+    scenario: &Scenario,
+    source: &'b mut dyn RequestSource,
+    sink: Option<&'b mut dyn RowSink>,
+    sink_rows: usize,
+    census: &crate::ceilings::Census,
+    ceilings: Ceilings,
+    cancel: Option<&'b AtomicBool>,
+) -> Result<SimOutput> {
+    let (mut sim, reject_capacity) = Sim::new(scenario, None)?;
     sim.cancel = cancel;
     sim.remaining = census.requests as usize;
-    sim.stream = Some(stream::Stream::new(&scenario, source, &census, reject_capacity, sink, sink_rows));
+    sim.stream = Some(stream::Stream::new(scenario, source, census, reject_capacity, sink, sink_rows));
     sim.run()?;
     let Some(st) = sim.stream.as_mut() else { return Err(Error::Internal("stream state lost".into())) };
     st.flush()?;
     if st.held() != 0 {
         return Err(Error::Internal(format!("{} finished requests were never handed on", st.held())));
     }
-    let mut out = sim.finish(ceilings);
-    out.stats.wall_s = start.elapsed().as_secs_f64();
-    Ok(out)
+    Ok(sim.finish(ceilings))
 }
 
 impl<'c> Sim<'c> {
@@ -568,6 +596,7 @@ impl<'c> Sim<'c> {
             instances.push(s);
         }
         let static_j = instances.iter().map(|s| s.idle_w * self.horizon).sum();
+        let table_rows_peak = self.t.len() as u64;
         let rows = self.stream.map(|st| st.summary);
         let (table, measured) = match &rows {
             Some(r) => (RequestTable::default(), r.measured),
@@ -592,6 +621,7 @@ impl<'c> Sim<'c> {
                 static_j,
                 itl: self.itl,
                 wall_s: 0.0,
+                table_rows_peak,
             },
         }
     }

@@ -33,6 +33,23 @@ pub trait RowSink: Send {
     fn write(&mut self, rows: RequestTable) -> Result<()>;
 }
 
+/// A sink that keeps every row (a streamed run small enough to hold: `keep_up_to`).
+#[derive(Default)]
+pub(super) struct Keep(pub RequestTable);
+
+impl RowSink for Keep {
+    fn write(&mut self, rows: RequestTable) -> Result<()> {
+        if self.0.is_empty() {
+            self.0 = rows;
+        } else {
+            for i in 0..rows.len() {
+                self.0.push_row_from(&rows, i);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// How a request's lengths are judged at arrival: the model's context, clipping, and rejection.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Admission {

@@ -1,5 +1,6 @@
 """Type stubs of the compiled core (``rust/kvwire-py``). Use the documented API in :mod:`kvwire` instead."""
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ __all__ = [
     "layout_request_bytes",
     "quantize",
     "simulate",
+    "simulate_stream",
     "validate",
 ]
 
@@ -42,6 +44,15 @@ def simulate(
     arrival_s: npt.NDArray[np.float64] | None = None,
     prompt_tokens: npt.NDArray[np.int64] | None = None,
     output_tokens: npt.NDArray[np.int64] | None = None,
+) -> dict[str, Any]: ...
+def simulate_stream(
+    scenario_json: str,
+    source: Callable[[], Iterator[tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64]]]]
+    | None = None,
+    sink: Callable[[dict[str, npt.NDArray[Any]]], None] | None = None,
+    chunk_rows: int = 65536,
+    sink_rows: int = 65536,
+    keep_up_to: int | None = None,
 ) -> dict[str, Any]: ...
 def quantize(
     x: npt.NDArray[Any],

@@ -170,16 +170,17 @@ class TraceFile:
         except ScenarioError as e:
             raise _prefixed(e) from None
         if df.height == 0:
-            key = "start_s" if self.start_s or self.duration_s is not None else "sample"
-            window = (
-                f"[{self.start_s:g} s, {'end' if self.duration_s is None else f'{self.start_s + self.duration_s:g} s'})"
-            )
-            raise ScenarioError(
-                f"{_WHERE}.{key}: no requests of {self.file} are left in the window {window} "
-                f"with sample {self.sample:g}",
-                f"{_WHERE}.{key}",
-            )
+            raise self.empty_error()
         return df
+
+    def empty_error(self) -> ScenarioError:
+        """The error for options that leave no request of the file."""
+        key = "start_s" if self.start_s or self.duration_s is not None else "sample"
+        window = f"[{self.start_s:g} s, {'end' if self.duration_s is None else f'{self.start_s + self.duration_s:g} s'})"
+        return ScenarioError(
+            f"{_WHERE}.{key}: no requests of {self.file} are left in the window {window} with sample {self.sample:g}",
+            f"{_WHERE}.{key}",
+        )
 
     def check(self) -> None:
         """Check the file's format and the options against it without reading the requests."""

@@ -2,5 +2,6 @@
 
 pub mod itl;
 pub mod rows;
+pub mod sketch;
 pub mod stats;
 pub mod table;

@@ -4,21 +4,18 @@
 //! It computes exactly what `python/kvwire/summary.py` computes from the table's columns: counts, the
 //! measured set's SLO attainment and arrival window, the stage means, output tokens and mean E2E of the
 //! completed requests — and the latency statistics of `ttft_s`, `tpot_s`, `e2e_s` (measured requests) and
-//! `handoff_s` (every transferred request) from a [`LatencySketch`]: exact count, exact max, a mean from a
+//! `handoff_s` (every transferred request) from a [`LogSketch`]: exact count, exact max, a mean from a
 //! double-double sum (correctly rounded in practice, where the table's mean is numpy's pairwise sum: both
 //! agree to ~1e-15 relative), and percentiles within [`SKETCH_RELATIVE_ERROR`] of numpy's "linear"
-//! percentiles of the same values (`itl.rs` proves the bound).
+//! percentiles of the same values (`sketch.rs` proves the bound).
 
-use super::itl::{ItlHistogram, Quantiles};
+use super::itl::Quantiles;
+use super::sketch::LogSketch;
 use super::table::RequestTable;
 
-/// The quantile sketch of the latency metrics: the inter-token-latency histogram (log buckets keyed by the
-/// exponent and the top 13 mantissa bits of the `f64`; mergeable by adding buckets).
-pub type LatencySketch = ItlHistogram;
-
-/// Relative error bound of every percentile a [`LatencySketch`] reports, against numpy's "linear"
-/// percentile of the exact (non-negative) values: 2⁻¹³ ≈ 1.22e-4.
-pub const SKETCH_RELATIVE_ERROR: f64 = 1.0 / 8192.0;
+/// Relative error bound of every percentile a [`LogSketch`] reports, against numpy's "linear" percentile of
+/// the exact (non-negative) values: 2⁻¹³ ≈ 1.22e-4 (the ITL histogram's bound too).
+pub const SKETCH_RELATIVE_ERROR: f64 = super::sketch::RELATIVE_ERROR;
 
 /// A sum kept as an unevaluated double-double (hi + lo), so that means of millions of values stay
 /// correctly rounded in practice, whatever the order of addition.
@@ -93,10 +90,10 @@ pub struct RowSummary {
     pub e2e_done: Moments,
     /// Per stage, over the measured requests that had it.
     pub stages: [Moments; 6],
-    pub ttft: LatencySketch,
-    pub tpot: LatencySketch,
-    pub e2e: LatencySketch,
-    pub handoff: LatencySketch,
+    pub ttft: LogSketch,
+    pub tpot: LogSketch,
+    pub e2e: LogSketch,
+    pub handoff: LogSketch,
 }
 
 impl RowSummary {
@@ -113,10 +110,10 @@ impl RowSummary {
             output_tokens_done: 0,
             e2e_done: Moments::default(),
             stages: [Moments::default(); 6],
-            ttft: LatencySketch::default(),
-            tpot: LatencySketch::default(),
-            e2e: LatencySketch::default(),
-            handoff: LatencySketch::default(),
+            ttft: LogSketch::default(),
+            tpot: LogSketch::default(),
+            e2e: LogSketch::default(),
+            handoff: LogSketch::default(),
         }
     }
 
@@ -132,7 +129,7 @@ impl RowSummary {
         let finish = t.finish_s[i];
         let handoff = t.kv_ready_s[i] - first;
         if !handoff.is_nan() {
-            self.handoff.record(non_negative(handoff), 1);
+            self.handoff.record(handoff);
         }
         if !finish.is_nan() {
             self.output_tokens_done += out as u64;
@@ -148,7 +145,7 @@ impl RowSummary {
         let e2e = finish - a;
         for (sketch, v) in [(&mut self.ttft, ttft), (&mut self.tpot, tpot), (&mut self.e2e, e2e)] {
             if !v.is_nan() {
-                sketch.record(non_negative(v), 1);
+                sketch.record(v);
             }
         }
         // NaN compares false, as the table's nulls do.
@@ -168,7 +165,7 @@ impl RowSummary {
 
     /// The figures as JSON (`None`/null where a figure does not exist).
     pub fn to_json(&self) -> serde_json::Value {
-        let q = |s: &LatencySketch| quantiles_json(&s.quantiles());
+        let q = |s: &LogSketch| quantiles_json(&s.quantiles());
         let moments = |m: &Moments| {
             serde_json::json!({
                 "count": m.count, "sum": m.sum.value(), "mean": m.mean(),
@@ -192,17 +189,6 @@ impl RowSummary {
             },
             "relative_error": SKETCH_RELATIVE_ERROR,
         })
-    }
-}
-
-/// Latencies are differences of non-decreasing times, so ≥ 0; a negative zero (or a negative rounding
-/// artefact, never expected) is recorded as 0 so the sketch's bucket order stays the value order.
-#[inline]
-fn non_negative(v: f64) -> f64 {
-    if v > 0.0 {
-        v
-    } else {
-        0.0
     }
 }
 

@@ -276,3 +276,24 @@ def test_keep_requests_and_out_are_checked(tmp_path: Path) -> None:
     with pytest.raises(kvwire.ScenarioError) as e:
         kvwire.simulate({}, out=tmp_path / "missing" / "x.parquet")
     assert e.value.path == "out"
+
+
+def test_cli_no_requests_streams_to_parquet(tmp_path: Path) -> None:
+    """``kvwire run --trace FILE --no-requests -o out.parquet`` replays the trace in chunks, writes the table
+    as requests finish (equal to the in-memory run's table) and says in the report that percentiles come
+    from the sketch; ``--json`` carries the accuracy keys."""
+    from click.testing import CliRunner
+    from kvwire.cli import main
+
+    out = tmp_path / "out.parquet"
+    r = CliRunner().invoke(main, ["run", "--trace", str(CODE), "--duration-s", "900", "--no-requests", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "quantile sketch" in r.output
+    exact = kvwire.simulate({"workload": {"trace": {"file": str(CODE), "duration_s": 900}}}, keep_requests=True)
+    assert pl.read_parquet(out).equals(exact.requests)
+    r = CliRunner().invoke(main, ["run", "--trace", str(CODE), "--duration-s", "900", "--no-requests", "--json"])
+    assert r.exit_code == 0, r.output
+    assert '"requests_kept": false' in r.output
+    r = CliRunner().invoke(main, ["run", "--set", "workload.requests=300", "--keep-requests", "-o", str(tmp_path / "k.csv")])
+    assert r.exit_code == 0, r.output
+    assert pl.read_csv(tmp_path / "k.csv").height == 300 and "quantile sketch" not in r.output

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from kvwire.errors import ScenarioError
 from kvwire.summary import requests_frame
@@ -50,51 +51,79 @@ class RowWriter:
         self._writer: Any = None
         self._file: Any = None
         self.rows = 0
-        if not self._csv:
-            try:
-                import pyarrow.parquet  # noqa: F401
-            except ImportError:
-                raise ScenarioError(
-                    "out: writing Parquet as rows finish needs pyarrow: pip install 'kvwire[stream]' (or write .csv)",
-                    "out",
-                ) from None
+
+    def require_streaming(self) -> None:
+        """Check, before a run that keeps no table, that batches can be appended (Parquet needs pyarrow)."""
+        if self._csv:
+            return
+        try:
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise ScenarioError(
+                "out: writing Parquet as rows finish needs pyarrow: pip install 'kvwire[stream]' (or write .csv)",
+                "out",
+            ) from None
+
+    def _failed(self, e: OSError) -> ScenarioError:
+        return ScenarioError(f"out: cannot write {self.path}: {e.strerror or e}", "out")
+
+    def whole(self, df: pl.DataFrame) -> None:
+        """Write a whole table at once (a run that kept it)."""
+        try:
+            if self._csv:
+                df.write_csv(self._tmp)
+            else:
+                df.write_parquet(self._tmp)
+        except OSError as e:
+            raise self._failed(e) from None
+        self.rows = df.height
+        self._file = "whole"
 
     def __call__(self, columns: Mapping[str, np.ndarray]) -> None:
         """Append one batch of rows (the core's columns)."""
         df = requests_frame(dict(columns))
-        if self._csv:
-            if self._file is None:
-                self._file = self._tmp.open("wb")
-                df.write_csv(self._file, include_header=True)
+        try:
+            if self._csv:
+                if self._file is None:
+                    self._file = self._tmp.open("wb")
+                    df.write_csv(self._file, include_header=True)
+                else:
+                    df.write_csv(self._file, include_header=False)
             else:
-                df.write_csv(self._file, include_header=False)
-        else:
-            import pyarrow.parquet as pq
+                import pyarrow.parquet as pq
 
-            table = df.to_arrow()
-            if self._writer is None:
-                self._writer = pq.ParquetWriter(self._tmp, table.schema)
-            self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+                table = df.to_arrow()
+                if self._writer is None:
+                    self._writer = pq.ParquetWriter(self._tmp, table.schema)
+                self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        except OSError as e:
+            raise self._failed(e) from None
         self.rows += df.height
+
+    def _close_handles(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        if self._file is not None and self._file != "whole":
+            self._file.close()
 
     def close(self) -> Path:
         """Finish the file and move it to ``path``; returns ``path``."""
         if self._writer is None and self._file is None:
             raise ScenarioError("out: no rows were written", "out")
-        if self._writer is not None:
-            self._writer.close()
-        if self._file is not None:
-            self._file.close()
-        self._tmp.replace(self.path)
+        try:
+            self._close_handles()
+            self._tmp.replace(self.path)
+        except OSError as e:
+            self._tmp.unlink(missing_ok=True)
+            raise self._failed(e) from None
         return self.path
 
     def abort(self) -> None:
         """Drop the partial file (the run failed)."""
         try:
-            if self._writer is not None:
-                self._writer.close()
-            if self._file is not None:
-                self._file.close()
+            self._close_handles()
+        except OSError:
+            pass
         finally:
             self._tmp.unlink(missing_ok=True)
 

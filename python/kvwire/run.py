@@ -297,7 +297,7 @@ def _finish(
     if writer is not None:
         if columns is not None:
             # Kept in memory: the whole table at once (a streamed run wrote it as rows finished).
-            writer(dict(columns))
+            writer.whole(res.requests)
         res.out = writer.close()
     return res
 
@@ -376,6 +376,8 @@ def simulate(
             # Streamed: the core reads the file twice, in chunks; a run of at most KEEP_REQUESTS_MAX requests
             # (keep_requests=None) keeps its table all the same.
             keep_up_to = None if keep_requests is False else KEEP_REQUESTS_MAX
+            if writer is not None:
+                writer.require_streaming()
             res = _core.simulate_stream(
                 text,
                 _scan_chunks(scan, trace_file),
@@ -390,6 +392,8 @@ def simulate(
             if keep_requests or (keep_requests is None and n <= KEEP_REQUESTS_MAX):
                 check_memory(n, "requests")
                 return _finish(_core.simulate(text, *arrays), None, writer)
+            if writer is not None:
+                writer.require_streaming()
             return _finish(
                 _core.simulate_stream(text, _table_chunks(arrays), writer, sink_rows=OUT_ROWS), None, writer
             )
@@ -398,6 +402,8 @@ def simulate(
             if n_generated is not None:
                 check_memory(n_generated, "workload.requests")
             return _finish(_core.simulate(text), None, writer)
+        if writer is not None:
+            writer.require_streaming()
         return _finish(
             _core.simulate_stream(text, None, writer, chunk_rows=STREAM_CHUNK_ROWS, sink_rows=OUT_ROWS), None, writer
         )

@@ -56,7 +56,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "link": "eth-25g",
         "handoff": {"streaming": "layer", "compression": "fp8"},
         "metrics": {"first_token": "decode"},
-        "workload": {"requests": 3000, "arrivals": {"rate_per_s": 20}, "output_tokens": {"dist": "uniform", "min": 0, "max": 300}},
+        "workload": {
+            "requests": 3000,
+            "arrivals": {"rate_per_s": 20},
+            "output_tokens": {"dist": "uniform", "min": 0, "max": 300},
+        },
     },
 }
 
@@ -99,7 +103,11 @@ def test_streamed_trace_file_matches_in_memory(tmp_path: Path) -> None:
     trace) through the chunked reader gives the in-memory figures, within the sketch's error; the scenario
     echo names the file either way."""
     for path, extra in ((CODE, {}), (MC_CONV, {"start_s": 0, "duration_s": 600})):
-        sc = {"prefill": {"instances": 2}, "decode": {"instances": 2}, "workload": {"trace": {"file": str(path), **extra}}}
+        sc = {
+            "prefill": {"instances": 2},
+            "decode": {"instances": 2},
+            "workload": {"trace": {"file": str(path), **extra}},
+        }
         exact = kvwire.simulate(sc, keep_requests=True)
         streamed = kvwire.simulate(sc, keep_requests=False)
         _compare(exact.summary, streamed.summary, 2.0**-13)
@@ -294,6 +302,8 @@ def test_cli_no_requests_streams_to_parquet(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["run", "--trace", str(CODE), "--duration-s", "900", "--no-requests", "--json"])
     assert r.exit_code == 0, r.output
     assert '"requests_kept": false' in r.output
-    r = CliRunner().invoke(main, ["run", "--set", "workload.requests=300", "--keep-requests", "-o", str(tmp_path / "k.csv")])
+    r = CliRunner().invoke(
+        main, ["run", "--set", "workload.requests=300", "--keep-requests", "-o", str(tmp_path / "k.csv")]
+    )
     assert r.exit_code == 0, r.output
     assert pl.read_csv(tmp_path / "k.csv").height == 300 and "quantile sketch" not in r.output

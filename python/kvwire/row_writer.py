@@ -57,7 +57,7 @@ class RowWriter:
         if self._csv:
             return
         try:
-            import pyarrow.parquet  # noqa: F401
+            import pyarrow.parquet  # type: ignore[import-untyped]  # noqa: F401
         except ImportError:
             raise ScenarioError(
                 "out: writing Parquet as rows finish needs pyarrow: pip install 'kvwire[stream]' (or write .csv)",

@@ -387,6 +387,7 @@ def simulate(
             )
             return _finish(res, trace_file, writer)
         if requests is not None:
+            assert not isinstance(requests, TraceScan)  # handled above
             arrays = request_arrays(requests)
             n = len(arrays[0])
             if keep_requests or (keep_requests is None and n <= KEEP_REQUESTS_MAX):
@@ -394,9 +395,7 @@ def simulate(
                 return _finish(_core.simulate(text, *arrays), None, writer)
             if writer is not None:
                 writer.require_streaming()
-            return _finish(
-                _core.simulate_stream(text, _table_chunks(arrays), writer, sink_rows=OUT_ROWS), None, writer
-            )
+            return _finish(_core.simulate_stream(text, _table_chunks(arrays), writer, sink_rows=OUT_ROWS), None, writer)
         n_generated = _generated_requests(scenario)
         if keep_requests or (keep_requests is None and (n_generated is None or n_generated <= KEEP_REQUESTS_MAX)):
             if n_generated is not None:

@@ -176,7 +176,8 @@ class TraceFile:
     def empty_error(self) -> ScenarioError:
         """The error for options that leave no request of the file."""
         key = "start_s" if self.start_s or self.duration_s is not None else "sample"
-        window = f"[{self.start_s:g} s, {'end' if self.duration_s is None else f'{self.start_s + self.duration_s:g} s'})"
+        end = "end" if self.duration_s is None else f"{self.start_s + self.duration_s:g} s"
+        window = f"[{self.start_s:g} s, {end})"
         return ScenarioError(
             f"{_WHERE}.{key}: no requests of {self.file} are left in the window {window} with sample {self.sample:g}",
             f"{_WHERE}.{key}",

@@ -160,7 +160,9 @@ fn census(sc: &Scenario, requests: &Requests) -> Census {
     let capacity = decode_capacity(sc);
     let refuse = sc.over_context == OverContext::Reject;
     let mut c = Census::default();
-    for (i, ((&a, &p), &o)) in trace.arrival_s().iter().zip(trace.prompt_tokens()).zip(trace.output_tokens()).enumerate() {
+    for (i, ((&a, &p), &o)) in
+        trace.arrival_s().iter().zip(trace.prompt_tokens()).zip(trace.output_tokens()).enumerate()
+    {
         c.add(a, p, o, is_served(p, o, capacity, refuse && requests.over_context[i]));
     }
     c

@@ -123,7 +123,8 @@ fn streamed_rejections_and_context_rules() {
     let mk = |over: &str| {
         let n = 400;
         let a: Vec<String> = (0..n).map(|i| format!("{}", i as f64 * 0.2)).collect();
-        let p: Vec<String> = (0..n).map(|i| if i % 9 == 0 { "7000000".into() } else { format!("{}", 500 + 37 * i % 9000) }).collect();
+        let p: Vec<String> =
+            (0..n).map(|i| if i % 9 == 0 { "7000000".into() } else { format!("{}", 500 + 37 * i % 9000) }).collect();
         let o: Vec<String> = (0..n).map(|i| format!("{}", (i * 13) % 700)).collect();
         format!(
             r#"{{"workload": {{"over_context": "{over}", "trace": {{"arrival_s": [{}], "prompt_tokens": [{}], "output_tokens": [{}]}}}}}}"#,
@@ -210,13 +211,25 @@ fn bad_chunks_name_the_global_row() {
             Ok(())
         }
     }
-    let c = |a: &[f64], p: &[i64]| Chunk { arrival_s: a.to_vec(), prompt_tokens: p.to_vec(), output_tokens: vec![3; a.len()] };
-    let e = simulate_streamed(sc(), &mut Chunks(vec![c(&[0.0, 2.0], &[5, 5]), c(&[1.0], &[5])], 0), None, 10, None, None)
-        .unwrap_err();
+    let c = |a: &[f64], p: &[i64]| Chunk {
+        arrival_s: a.to_vec(),
+        prompt_tokens: p.to_vec(),
+        output_tokens: vec![3; a.len()],
+    };
+    let e =
+        simulate_streamed(sc(), &mut Chunks(vec![c(&[0.0, 2.0], &[5, 5]), c(&[1.0], &[5])], 0), None, 10, None, None)
+            .unwrap_err();
     assert_eq!(e.path(), "requests.arrival_s[2]");
     assert!(e.to_string().contains("sorted"), "{e}");
-    let e = simulate_streamed(sc(), &mut Chunks(vec![c(&[0.0], &[5]), c(&[], &[]), c(&[1.0, 2.0], &[5, 0])], 0), None, 10, None, None)
-        .unwrap_err();
+    let e = simulate_streamed(
+        sc(),
+        &mut Chunks(vec![c(&[0.0], &[5]), c(&[], &[]), c(&[1.0, 2.0], &[5, 0])], 0),
+        None,
+        10,
+        None,
+        None,
+    )
+    .unwrap_err();
     assert_eq!(e.path(), "requests.prompt_tokens[2]");
     // A table source keeps its name.
     let t = kvwire_core::workload::Trace::from_columns("requests", &[0.0], &[5], &[1]).unwrap();

@@ -69,7 +69,8 @@ impl Moments {
 }
 
 /// The stages of `summary.stages`, in order.
-pub const STAGES: [&str; 6] = ["prefill_queue_s", "prefill_s", "kv_wait_s", "kv_transfer_s", "decode_queue_s", "decode_s"];
+pub const STAGES: [&str; 6] =
+    ["prefill_queue_s", "prefill_s", "kv_wait_s", "kv_transfer_s", "decode_queue_s", "decode_s"];
 
 /// Row-by-row accumulator of the per-request figures of the summary.
 #[derive(Clone, Debug)]

@@ -206,7 +206,10 @@ mod tests {
         let mut s = LogSketch::default();
         s.record(0.123456789);
         let q = s.quantiles();
-        assert_eq!((q.p50, q.p99_9, q.max, q.mean), (Some(0.123456789), Some(0.123456789), Some(0.123456789), Some(0.123456789)));
+        assert_eq!(
+            (q.p50, q.p99_9, q.max, q.mean),
+            (Some(0.123456789), Some(0.123456789), Some(0.123456789), Some(0.123456789))
+        );
     }
 
     /// Zeros read as 0, not as the smallest bucket's midpoint; −0 counts as 0.

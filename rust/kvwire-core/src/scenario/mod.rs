@@ -235,9 +235,7 @@ impl Scenario {
                 t
             }
             Workload::Trace(t) | Workload::Requests(t) => t.clone(),
-            Workload::Stream => {
-                return Err(Error::Internal("a streamed workload has no request table to hold".into()))
-            }
+            Workload::Stream => return Err(Error::Internal("a streamed workload has no request table to hold".into())),
         };
         let over_context = match self.model.spec.max_context_tokens {
             Some(max) => trace.over_context(max)?,

@@ -49,8 +49,14 @@ impl ChunkChecker {
 
     /// Check one chunk and convert its token counts.
     pub fn check(&mut self, c: &Chunk) -> Result<(Vec<u32>, Vec<u32>)> {
-        let (prompt, output) =
-            super::trace::check_columns(&self.path, self.rows, self.prev, &c.arrival_s, &c.prompt_tokens, &c.output_tokens)?;
+        let (prompt, output) = super::trace::check_columns(
+            &self.path,
+            self.rows,
+            self.prev,
+            &c.arrival_s,
+            &c.prompt_tokens,
+            &c.output_tokens,
+        )?;
         if let Some(&last) = c.arrival_s.last() {
             self.prev = last;
         }
@@ -223,7 +229,11 @@ mod tests {
     #[test]
     fn checker_names_global_rows_across_chunks() {
         let mut k = ChunkChecker::new("requests");
-        let c = |a: &[f64], p: &[i64], o: &[i64]| Chunk { arrival_s: a.to_vec(), prompt_tokens: p.to_vec(), output_tokens: o.to_vec() };
+        let c = |a: &[f64], p: &[i64], o: &[i64]| Chunk {
+            arrival_s: a.to_vec(),
+            prompt_tokens: p.to_vec(),
+            output_tokens: o.to_vec(),
+        };
         k.check(&c(&[0.0, 1.0], &[1, 1], &[0, 0])).unwrap();
         let e = k.check(&c(&[0.5], &[1], &[0])).unwrap_err();
         assert_eq!(e.path(), "requests.arrival_s[2]");

@@ -213,7 +213,7 @@ impl<'s> Stream<'s> {
     pub(super) fn emit_ready(&mut self, t: &RequestTable) -> Result<()> {
         while let Some(&s) = self.order.front() {
             let i = s as usize;
-            if !(t.rejected[i] || !t.finish_s[i].is_nan()) {
+            if !t.rejected[i] && t.finish_s[i].is_nan() {
                 break;
             }
             self.order.pop_front();

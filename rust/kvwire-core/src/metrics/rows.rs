@@ -154,8 +154,9 @@ impl RowSummary {
             self.slo_met += 1;
         }
         let (ps, ks, kr, ds) = (t.prefill_start_s[i], t.kv_start_s[i], t.kv_ready_s[i], t.decode_start_s[i]);
-        // A request decoded where it was prefilled has no KV arrival: it waited 0 for it.
-        let decode_queue = if kr.is_nan() { ds - ds } else { ds - kr };
+        // A request decoded where it was prefilled has no KV arrival: it waited 0 for it (NaN if it never
+        // decoded: `ds · 0`, as the table's `ds − ds`).
+        let decode_queue = if kr.is_nan() { ds * 0.0 } else { ds - kr };
         let spans = [ps - a, first - ps, ks - first, kr - ks, decode_queue, finish - ds];
         for (m, v) in self.stages.iter_mut().zip(spans) {
             if !v.is_nan() {

@@ -45,7 +45,7 @@ impl LogSketch {
             self.max = 0.0;
         }
         self.count += 1;
-        if !(v > 0.0) {
+        if v.is_nan() || v <= 0.0 {
             self.zeros += 1;
             self.min = self.min.min(0.0);
             return;

@@ -8,7 +8,7 @@ decode pool — with results as Polars DataFrames.
 >>> res.requests.height
 100
 >>> sorted(res.summary)[:4]
-['energy', 'hops', 'hotspot', 'instances']
+['accuracy', 'energy', 'hops', 'hotspot']
 """
 
 from kvwire import layout, quant

@@ -273,7 +273,7 @@ def _scan_chunks(scan: TraceScan, spec: TraceFile | None) -> Chunks:
 
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         offset = 0
-        for df in scan.batches(STREAM_CHUNK_ROWS):
+        for df in scan.batches(STREAM_CHUNK_ROWS) if spec is None else spec.batches(STREAM_CHUNK_ROWS):
             yield request_arrays(df, offset)
             offset += df.height
         if offset == 0 and spec is not None:

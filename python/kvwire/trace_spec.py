@@ -20,7 +20,7 @@ the working directory for a dict); the echo holds the absolute path.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,6 +172,21 @@ class TraceFile:
         if df.height == 0:
             raise self.empty_error()
         return df
+
+    def batches(self, rows: int) -> Iterator[pl.DataFrame]:
+        """:meth:`TraceScan.batches` of the file (a streamed run reads it so), option errors naming
+        ``workload.trace.<option>`` as :meth:`read`'s do."""
+        it = self.scan().batches(rows)
+        while True:
+            try:
+                df = next(it)
+            except StopIteration:
+                return
+            except TraceFileError:
+                raise
+            except ScenarioError as e:
+                raise _prefixed(e) from None
+            yield df
 
     def empty_error(self) -> ScenarioError:
         """The error for options that leave no request of the file."""

@@ -307,3 +307,41 @@ def test_cli_no_requests_streams_to_parquet(tmp_path: Path) -> None:
     )
     assert r.exit_code == 0, r.output
     assert pl.read_csv(tmp_path / "k.csv").height == 300 and "quantile sketch" not in r.output
+
+
+_CTRL_C_CHILD = """
+import sys, kvwire, polars as pl
+n = 50_000
+reqs = pl.DataFrame({"arrival_s": [0.0] * n, "prompt_tokens": [1] * n, "output_tokens": [400_000] * n})
+sc = {"scheduler": {"max_decode_batch": 1}, "engine": {"max_steps": 10**15}}
+print("started", flush=True)
+try:
+    kvwire.simulate(sc, requests=reqs, keep_requests=False)  # chunks from a Python iterator
+    print("finished", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+print("usable", kvwire.simulate({"workload": {"requests": 10}}, keep_requests=False).summary["requests"]["completed"])
+"""
+
+
+def test_ctrl_c_stops_a_streamed_run(tmp_path: Path) -> None:
+    """A streamed run fed by a Python chunk iterator (hours of work) stops on SIGINT with KeyboardInterrupt and
+    the process stays usable: the GIL is not held while the core runs. The 120 s bound only guards a hang."""
+    import contextlib
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "child.py"
+    script.write_text(_CTRL_C_CHILD, encoding="utf-8")
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "started"
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=1.0)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert out.split("\n")[:2] == ["interrupted", "usable 10"], (out, err)
+    assert "Traceback" not in err

@@ -113,24 +113,9 @@ impl LogSketch {
             }
         }
         let at = |rank: u64| cum[cum.partition_point(|&(c, _)| c <= rank)].1;
-        let q = |p: f64| {
-            let k = (self.count - 1) as f64 * p / 100.0;
-            let (lo, hi) = (k.floor(), k.ceil());
-            let (a, b) = (at(lo as u64), at(hi as u64));
-            a + (b - a) * (k - lo)
-        };
         let positive = self.count - self.zeros;
         let mean = if positive == 0 { 0.0 } else { (self.sum.value() / self.count as f64).clamp(self.min, self.max) };
-        Quantiles {
-            count: self.count,
-            mean: Some(mean),
-            p50: Some(q(50.0)),
-            p90: Some(q(90.0)),
-            p95: Some(q(95.0)),
-            p99: Some(q(99.0)),
-            p99_9: Some(q(99.9)),
-            max: Some(self.max),
-        }
+        super::itl::linear_quantiles(self.count, mean, self.max, at)
     }
 }
 

@@ -26,7 +26,7 @@ def run_simulation(svc: Services, run_id: str, scenario: dict[str, Any]) -> Simu
     The per-request table is built and written as Parquet on a writer thread while this one computes the
     summary (both release the GIL); the row is committed once both are done, so it never lacks its file."""
     sc, requests = svc.split_trace(scenario)
-    res = kvwire.simulate(sc, requests=requests)
+    res = kvwire.simulate(sc, requests=requests, keep_requests=True)  # the service stores the table
     path = svc.store.run_path(run_id)
     written = svc.writer.submit(lambda: write_parquet_atomic(res.requests, path))
     summary = res.summary

@@ -41,6 +41,35 @@ FLT_MIN = np.float32(2.0**-126)
 #: Largest finite E4M3FN value.
 E4M3_MAX = np.float32(448.0)
 
+#: The fp8 element of each fp8 layout dtype: (ml_dtypes type, largest finite value, the amax divisor of a
+#: per token-head scale). E4M3FNUZ is AMD's (MI300, gfx942): max 240, but vLLM divides amax by 224 there
+#: (``FP8_E4M3_MAX = 224.0f`` for the fnuz type; spec/quant.md §1.1).
+FP8_ELEMENT: dict[str, tuple[Any, float, float]] = {
+    "fp8_e4m3": (ml_dtypes.float8_e4m3fn, 448.0, 448.0),
+    "fp8_per_token_head": (ml_dtypes.float8_e4m3fn, 448.0, 448.0),
+    "fp8_e4m3fnuz": (ml_dtypes.float8_e4m3fnuz, 240.0, 224.0),
+    "fp8_per_token_head_fnuz": (ml_dtypes.float8_e4m3fnuz, 240.0, 224.0),
+    "fp8_e5m2": (ml_dtypes.float8_e5m2, 57344.0, 57344.0),
+    "fp8_e5m2fnuz": (ml_dtypes.float8_e5m2fnuz, 57344.0, 57344.0),
+}
+
+
+def fp8(x: F32, dtype: str) -> U8:
+    """Saturating codes of float32 ``x`` in the element of fp8 layout dtype ``dtype`` (RNE via ml_dtypes;
+    finite values and ±Inf beyond ±max clip to ±max first; NaN stays NaN — 0x80 in the fnuz formats)."""
+    t, mx, _ = FP8_ELEMENT[dtype]
+    with np.errstate(invalid="ignore"):
+        return np.asarray(
+            np.clip(np.asarray(x, dtype=np.float32), -np.float32(mx), np.float32(mx)).astype(t).view(np.uint8)
+        )
+
+
+def fp8_value(codes: Array, dtype: str) -> F32:
+    """Codes of fp8 layout dtype ``dtype`` → float32 (exact, ml_dtypes)."""
+    out: F32 = np.asarray(codes, dtype=np.uint8).view(FP8_ELEMENT[dtype][0]).astype(np.float32)
+    return out
+
+
 #: Non-MLA layouts whose tokens live in blocks (addressed through a block table or slot mapping).
 PAGED = (
     "vllm_nhd",
@@ -230,26 +259,27 @@ def amax_scale(x: F32) -> F32:
 PER_TOKEN_HEAD_MIN_SCALE = np.float32(1e-6)
 
 
-def per_token_head(x: F32) -> U8:
+def per_token_head(x: F32, dtype: str = "fp8_per_token_head") -> U8:
     """``fp8_per_token_head`` records of ``x`` ``(..., D)`` as vLLM's test computes them (quant.md §1.4): the
     fp32 scale ``max(amax/448, 1e-6)``, D E4M3 codes of ``x · (1/scale)`` (reciprocal, then product, both in
-    float32), then the scale as 4 little-endian bytes — ``(..., D + 4)`` uint8."""
+    float32), then the scale as 4 little-endian bytes — ``(..., D + 4)`` uint8. With
+    ``dtype="fp8_per_token_head_fnuz"``: E4M3FNUZ codes and ``max(amax/224, 1e-6)``."""
     x = np.asarray(x, dtype=np.float32)
     amax = np.where(np.isfinite(x), np.abs(x), np.float32(0)).max(axis=-1).astype(np.float32)
-    scale = np.maximum(amax / E4M3_MAX, PER_TOKEN_HEAD_MIN_SCALE).astype(np.float32)
+    scale = np.maximum(amax / np.float32(FP8_ELEMENT[dtype][2]), PER_TOKEN_HEAD_MIN_SCALE).astype(np.float32)
     inv = (np.float32(1) / scale).astype(np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
-        codes = e4m3((x * inv[..., None]).astype(np.float32))
+        codes = fp8((x * inv[..., None]).astype(np.float32), dtype)
     scale_bytes = scale.astype("<f4").reshape(*scale.shape, 1).view(np.uint8)
     return np.concatenate([codes, scale_bytes], axis=-1)
 
 
-def per_token_head_decode(records: U8) -> F32:
-    """The float32 products ``code · scale`` of ``fp8_per_token_head`` records ``(..., D + 4)``."""
+def per_token_head_decode(records: U8, dtype: str = "fp8_per_token_head") -> F32:
+    """The float32 products ``code · scale`` of ``fp8_per_token_head`` (or ``_fnuz``) records ``(..., D + 4)``."""
     records = np.ascontiguousarray(records, dtype=np.uint8)
     scale = records[..., -4:].copy().view("<f4")[..., 0].astype(np.float32)
     with np.errstate(over="ignore"):
-        return (e4m3_value(records[..., :-4]) * scale[..., None]).astype(np.float32)
+        return (fp8_value(records[..., :-4], dtype) * scale[..., None]).astype(np.float32)
 
 
 #: ``fp8_ds_mla`` record (spec §3.1): 512 latent codes (4 tiles of 128), 4 fp32 tile scales, 64 bf16 RoPE.

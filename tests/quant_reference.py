@@ -60,6 +60,23 @@ class Elem:
         """The all-ones magnitude code (FP8: NaN; FP6/FP4: max)."""
         return self.sign_bit - 1
 
+    @property
+    def fnuz(self) -> bool:
+        """AMD's fnuz convention: one NaN at the negative-zero pattern 0x80, no -0, no Inf."""
+        return self.name.endswith("fnuz")
+
+    @property
+    def nan_block(self) -> int:
+        """The code every element of a NaN-scaled block stores: the format's NaN (0x80 for fnuz, the all-ones
+        magnitude for E4M3FN/E5M2)."""
+        return self.sign_bit if self.fnuz else self.ones
+
+    @property
+    def scale_max(self) -> float:
+        """What an fp8 scale maps amax to: the max, except E4M3FNUZ's 224 (vLLM's divisor on gfx942, where
+        ``FP8_E4M3_MAX = 224.0f`` for the fnuz type; spec/quant.md §1.1)."""
+        return 224.0 if self.name == "e4m3fnuz" else self.max
+
 
 ELEMENTS: dict[str, Elem] = {
     "e4m3fn": Elem("e4m3fn", ml_dtypes.float8_e4m3fn, 8, 3, -6, 8, 448.0),
@@ -67,6 +84,8 @@ ELEMENTS: dict[str, Elem] = {
     "e2m3": Elem("e2m3", ml_dtypes.float6_e2m3fn, 6, 3, 0, 2, 7.5),
     "e3m2": Elem("e3m2", ml_dtypes.float6_e3m2fn, 6, 2, -2, 4, 28.0),
     "e2m1": Elem("e2m1", ml_dtypes.float4_e2m1fn, 4, 1, 0, 2, 6.0),
+    "e4m3fnuz": Elem("e4m3fnuz", ml_dtypes.float8_e4m3fnuz, 8, 3, -7, 7, 240.0),
+    "e5m2fnuz": Elem("e5m2fnuz", ml_dtypes.float8_e5m2fnuz, 8, 2, -15, 15, 57344.0),
 }
 
 #: Element format of each block-float format of kvwire's format table.
@@ -88,7 +107,14 @@ INT_FORMATS = {
 }
 
 #: FP8 formats with fp32 scales: (element, default group, None = per tensor).
-FP8_FORMATS = {"fp8_e4m3": ("e4m3fn", None), "fp8_e5m2": ("e5m2", None), "fp8_e4m3_g128": ("e4m3fn", 128)}
+FP8_FORMATS = {
+    "fp8_e4m3": ("e4m3fn", None),
+    "fp8_e5m2": ("e5m2", None),
+    "fp8_e4m3_g128": ("e4m3fn", 128),
+    "fp8_e4m3fnuz": ("e4m3fnuz", None),
+    "fp8_e5m2fnuz": ("e5m2fnuz", None),
+    "fp8_e4m3fnuz_g128": ("e4m3fnuz", 128),
+}
 
 
 # --- element casts ------------------------------------------------------------------------------------------
@@ -294,10 +320,10 @@ def nvfp4_dequantize(codes: U8, sbyte: U8, g: float, axis: int = -1) -> F32:
 
 
 def fp8_scale(amax: npt.NDArray[Any] | np.float32, e: Elem) -> F32:
-    """amax / max in float32, an f32 subnormal included (README "Rules where the sources are silent"); 1 for
-    amax 0; 2^-149 where the quotient underflows to 0."""
+    """amax / max (``e.scale_max``: 224 for E4M3FNUZ) in float32, an f32 subnormal included (README "Rules
+    where the sources are silent"); 1 for amax 0; 2^-149 where the quotient underflows to 0."""
     a = np.asarray(amax, dtype=np.float32)
-    s = (a / np.float32(e.max)).astype(np.float32)
+    s = (a / np.float32(e.scale_max)).astype(np.float32)
     s = np.where(s == 0, np.float32(2.0**-149), s)
     return np.where(a == 0, np.float32(1), s).astype(np.float32)
 
@@ -315,7 +341,7 @@ def fp8_tensor_quantize(x: F32, elem: str) -> tuple[U8, np.float32]:
 
 def fp8_group_quantize(x: F32, elem: str, axis: int, group: int) -> tuple[U8, F32]:
     """FP8 with an fp32 scale per ``group`` values along ``axis``; a non-finite group gets a NaN scale and
-    codes 0x7F (NaN)."""
+    NaN codes (0x7F; 0x80 in the fnuz formats)."""
     e = ELEMENTS[elem]
     xb = blocked(x, axis, group)
     amax = _block_amax(xb)
@@ -323,7 +349,7 @@ def fp8_group_quantize(x: F32, elem: str, axis: int, group: int) -> tuple[U8, F3
     scale = np.where(fin, fp8_scale(np.where(fin, amax, np.float32(0)), e), np.float32(np.nan)).astype(np.float32)
     with np.errstate(all="ignore"):
         y = (xb / np.where(fin, scale, np.float32(1))[:, :, None, :]).astype(np.float32)
-    codes = np.where(fin[:, :, None, :], cast_codes(y, e, saturate=True), np.uint8(e.ones)).astype(np.uint8)
+    codes = np.where(fin[:, :, None, :], cast_codes(y, e, saturate=True), np.uint8(e.nan_block)).astype(np.uint8)
     return codes.reshape(x.shape), scale.reshape(scales_shape(x.shape, axis, group))
 
 

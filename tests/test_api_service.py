@@ -190,6 +190,26 @@ def test_synchronous_timeout_is_503_with_retry_after(tmp_path: Path) -> None:
         assert c.get("/health").status_code == 200
 
 
+def test_synchronous_timeout_stops_the_simulation(tmp_path: Path) -> None:
+    """A synchronous simulation past run_timeout_s is not left running: its cancel event stops the core, the
+    simulation thread is freed (/health shows none running) and nothing is stored — had the run gone on, it
+    would have been stored when it ended (a run of hours here). The 120 s bound only guards against a hang."""
+    n = 5_000
+    scenario = {
+        "scheduler": {"max_decode_batch": 1},
+        "engine": {"max_steps": 10**15},
+        "workload": {"trace": {"arrival_s": [0.0] * n, "prompt_tokens": [1] * n, "output_tokens": [400_000] * n}},
+    }
+    with make_client(tmp_path, run_timeout_s=0.5) as c:
+        assert c.post("/v1/simulations", json=scenario).status_code == 503
+        deadline = time.monotonic() + 120
+        while c.get("/health").json()["simulations"]["running"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.get("/health").json()["simulations"]["running"] == 0
+        assert c.get("/v1/simulations").json() == []
+        assert c.post("/v1/simulations", json={"workload": {"requests": 50}}).status_code == 201
+
+
 def test_body_size_limit_is_413(tmp_path: Path) -> None:
     """A body over max_body_bytes is refused with 413 (JSON), smaller ones pass, and the service keeps serving."""
     with make_client(tmp_path, max_body_bytes=2_000) as c:
@@ -289,6 +309,67 @@ def test_trace_upload_and_replay_equal_library(client: TestClient[Any]) -> None:
         assert run.status_code == 201, run.text
         assert without_wall_clock(run.json()["summary"]) == without_wall_clock(res.summary)
     assert len(client.get("/v1/traces").json()) >= 2
+
+
+def upload_mooncake(client: TestClient[Any]) -> str:
+    r = client.post("/v1/traces", content=MOONCAKE.read_bytes(), headers={"Content-Type": "application/x-ndjson"})
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+WINDOWS: list[dict[str, Any]] = [
+    {"start_s": 100.0, "duration_s": 60.0},
+    {"duration_s": 120.0, "time_scale": 0.5},
+    {"start_s": 30.0, "duration_s": 200.0, "sample": 0.4, "seed": 11},
+    {"duration_s": 90.0, "rate_per_s": 2.5},
+]
+
+
+@pytest.mark.parametrize("options", WINDOWS, ids=lambda o: ",".join(o))
+def test_uploaded_trace_window_equals_library(client: TestClient[Any], options: dict[str, Any]) -> None:
+    """An uploaded trace named with window options (``start_s``, ``duration_s``, ``time_scale`` or
+    ``rate_per_s``, ``sample``, ``seed``) gives the library's result for the original file read with the same
+    options (the service reads its stored copy, the library the file), and validation counts the windowed
+    requests. The run's echo names the trace by id with the options, and posting it again gives the same run."""
+    tid = upload_mooncake(client)
+    scenario = {"link": "eth-100g", "workload": {"trace": {"file": tid, **options}}}
+    lib = kvwire.simulate({"link": "eth-100g", "workload": {"trace": {"file": str(MOONCAKE), **options}}})
+    assert 0 < lib.requests.height < 3993  # the window selects a part of the trace
+    checked = client.post("/v1/scenarios/validate", json=scenario)
+    assert checked.status_code == 200, checked.text
+    assert checked.json()["requests"] == lib.requests.height
+    run = client.post("/v1/simulations", json=scenario)
+    assert run.status_code == 201, run.text
+    assert without_wall_clock(run.json()["summary"]) == without_wall_clock(lib.summary)
+    echo = run.json()["scenario"]
+    assert echo["workload"]["trace"] == {"file": tid, **options}
+    again = client.post("/v1/simulations", json=echo)
+    assert again.status_code == 201, again.text
+    assert without_wall_clock(again.json()["summary"]) == without_wall_clock(lib.summary)
+
+
+def test_uploaded_trace_window_errors(client: TestClient[Any]) -> None:
+    """Window options are checked like the library's (422 naming ``workload.trace.<option>``); the reader's
+    options (format, BurstGPT filters) are refused with an uploaded trace; a window that leaves no request is
+    a 422 naming the trace by id, never by the file the service keeps it in."""
+    tid = upload_mooncake(client)
+    cases = {
+        "time_scale": ({"time_scale": 0}, "must be > 0"),
+        "rate_per_s": ({"time_scale": 2.0, "rate_per_s": 3.0}, "either time_scale or rate_per_s"),
+        "sample": ({"sample": 1.5}, "sample"),
+        "format": ({"format": "azure"}, "fixed at upload"),
+        "model": ({"model": "ChatGPT"}, "fixed at upload"),
+    }
+    for key, (options, words) in cases.items():
+        r = client.post("/v1/simulations", json={"workload": {"trace": {"file": tid, **options}}})
+        assert (r.status_code, r.json()["path"]) == (422, f"workload.trace.{key}"), r.text
+        assert words in r.json()["detail"]
+    r = client.post("/v1/simulations", json={"workload": {"trace": {"file": tid, "start_s": 1e9}}})
+    assert (r.status_code, r.json()["path"]) == (422, "workload.trace.start_s"), r.text
+    assert tid in r.json()["detail"] and "parquet" not in r.json()["detail"]
+    r = client.post("/v1/sweeps", json={"base": {"workload": {"trace": {"file": tid, "sample": -1}}}, "grid": {}})
+    assert (r.status_code, r.json()["path"]) == (422, "base.workload.trace.sample"), r.text
+    assert client.get("/health").status_code == 200
 
 
 def test_trace_errors(tmp_path: Path) -> None:
@@ -556,6 +637,28 @@ def test_limiter_bounds_running_and_waiting_work() -> None:
     slots.shutdown()
     assert ran == ["first", "second"]
     assert slots.rejected == 1
+
+
+def test_limiter_sets_the_cancel_event_of_a_timed_out_call() -> None:
+    """A running call that times out gets its ``cancel`` event set (so the work can stop), and gives up its
+    thread when it returns; a call that finishes in time never sees its event set."""
+    slots = SimSlots(threads=1, queue=0)
+    late, prompt = threading.Event(), threading.Event()
+
+    def work(event: threading.Event) -> bool:
+        return event.wait(30)
+
+    async def scenario() -> None:
+        with pytest.raises(TimedOut):
+            await slots.run(lambda: work(late), timeout_s=0.1, cancel=late)
+        assert late.is_set()
+        while slots.running:
+            await asyncio.sleep(0.01)
+        prompt_done = await slots.run(lambda: not prompt.is_set(), timeout_s=30, cancel=prompt)
+        assert prompt_done and not prompt.is_set()
+
+    asyncio.run(scenario())
+    slots.shutdown()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import pytest
 from api_support import wait_for_job
 from kvwire.results import HandoffResultDict, SummaryDict
 from kvwire.scenario import ScenarioDict, TraceDict
+from kvwire.trace_spec import WINDOW_OPTIONS
 from kvwire_api import create_app
 from kvwire_api.config import Settings
 from litestar.testing import TestClient
@@ -148,7 +149,10 @@ def compare(doc: dict[str, Any], schema: dict[str, Any], td: Any, where: str, ex
         lit = literal_values(ann)
         if lit is not None:
             enums = {v for s in alternatives(doc, props[key]) for v in s.get("enum", [])}
-            assert enums == lit, path
+            # Litestar lists the null of ``Literal[...] | None`` among the enum's values.
+            if None in enums:
+                assert type(None) in get_args(ann), path
+            assert enums - {None} == lit, path
         sub = typed_dict_in(ann)
         if sub is not None:
             count += compare(doc, object_schema(doc, props[key]), sub, path, extra)
@@ -175,12 +179,13 @@ def validator(doc: dict[str, Any], schema: dict[str, Any]) -> Any:
 
 def test_scenario_body_is_the_library_scenario_dict(doc: dict[str, Any]) -> None:
     """The simulation body's schema is kvwire.ScenarioDict key for key, type for type, Literal for Literal,
-    at every depth; the only addition is workload.trace.file (the id of an uploaded trace)."""
+    at every depth; the only additions are workload.trace.file (the id of an uploaded trace) and its window
+    options."""
     schema = request_schema(doc, "/v1/simulations")
-    n = compare(doc, schema, ScenarioDict, "scenario", {"TraceDict": {"file"}})
+    n = compare(doc, schema, ScenarioDict, "scenario", {"TraceDict": {"file", *WINDOW_OPTIONS}})
     assert n >= 14  # every nested TypedDict was reached
     trace = object_schema(doc, object_schema(doc, schema["properties"]["workload"])["properties"]["trace"])
-    assert set(trace["properties"]) == set(get_type_hints(TraceDict)) | {"file"}
+    assert set(trace["properties"]) == set(get_type_hints(TraceDict)) | {"file", *WINDOW_OPTIONS}
 
 
 def test_request_bodies_are_closed_objects(doc: dict[str, Any]) -> None:

@@ -65,6 +65,9 @@ FORMAT_BITS: dict[str, float] = {
     "fp8_e4m3": 8.0,
     "fp8_e5m2": 8.0,
     "fp8_e4m3_g128": 8.0 + 32 / 128,
+    "fp8_e4m3fnuz": 8.0,  # AMD's flavour: same bits, other encoding
+    "fp8_e5m2fnuz": 8.0,
+    "fp8_e4m3fnuz_g128": 8.0 + 32 / 128,
     "mxfp8_e4m3": 8.0 + 8 / 32,
     "mxfp8_e5m2": 8.0 + 8 / 32,
     "mxfp6_e2m3": 6.0 + 8 / 32,

@@ -41,9 +41,21 @@ DTYPES: dict[str, tuple[Any, int]] = {
     "float16": (np.float16, 0),
     "fp8_e4m3": (np.uint8, 0),
     "fp8_per_token_head": (np.uint8, 4),  # head_dim codes + a 4-byte fp32 scale
+    "fp8_e4m3fnuz": (np.uint8, 0),
+    "fp8_per_token_head_fnuz": (np.uint8, 4),
 }
 #: Bytes per stored value of the per-vector dtypes (fp8_per_token_head: 1 byte per code, + 4 per vector).
-ELEM = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_per_token_head": 1}
+ELEM = {
+    "float32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "fp8_e4m3": 1,
+    "fp8_per_token_head": 1,
+    "fp8_e4m3fnuz": 1,
+    "fp8_per_token_head_fnuz": 1,
+}
+#: The per token-head dtypes (an fp32 scale inline after every head vector).
+PER_TOKEN_HEAD = ("fp8_per_token_head", "fp8_per_token_head_fnuz")
 
 NON_MLA: list[str] = [str(n) for n in layout.layouts().filter(~layout.layouts()["mla"])["name"].to_list()]
 PAGED_NAMES = list(ref.PAGED)
@@ -51,9 +63,7 @@ PAGED_NAMES = list(ref.PAGED)
 
 def layout_dtype_cases() -> list[tuple[str, str]]:
     """Every (non-MLA layout, dtype) pair a cache can hold (vllm_legacy stores plain or fp8_e4m3 values)."""
-    return [
-        (name, dt) for name in NON_MLA for dt in DTYPES if not (name == "vllm_legacy" and dt == "fp8_per_token_head")
-    ]
+    return [(name, dt) for name in NON_MLA for dt in DTYPES if not (name == "vllm_legacy" and dt in PER_TOKEN_HEAD)]
 
 
 def unique(shape: tuple[int, ...], dtype: str) -> Array:
@@ -111,7 +121,7 @@ def paged_kwargs(side: str, name: str, table: Array | None) -> dict[str, Any]:
 
 def legacy_ok(dtype: str, head_dim: int) -> bool:
     """Whether vllm_legacy can hold this dtype and head_dim (x = 16 B / element size divides head_dim)."""
-    return dtype != "fp8_per_token_head" and head_dim % (16 // ELEM[dtype]) == 0
+    return dtype not in PER_TOKEN_HEAD and head_dim % (16 // ELEM[dtype]) == 0
 
 
 # --- 0. the catalog ---------------------------------------------------------------------------------------
@@ -119,7 +129,7 @@ def legacy_ok(dtype: str, head_dim: int) -> bool:
 
 def test_catalog_lists_the_spec_layouts() -> None:
     """``layouts()`` lists exactly the spec's non-MLA layouts that the reference knows (so a new layout
-    cannot go untested), plus ``mla`` and ``mla_neutral``; dtypes() lists the six layout dtypes."""
+    cannot go untested), plus ``mla`` and ``mla_neutral``; dtypes() lists the ten layout dtypes."""
     df = layout.layouts()
     assert sorted(NON_MLA) == sorted([*ref.PAGED, *ref.CONTIGUOUS])
     assert sorted(df.filter(df["mla"])["name"].to_list()) == ["mla", "mla_neutral"]
@@ -128,7 +138,18 @@ def test_catalog_lists_the_spec_layouts() -> None:
     buffers = dict(zip(df["name"].to_list(), df["buffers"].to_list(), strict=True))
     assert {n for n, b in buffers.items() if b == 2} == set(ref.SEPARATE)
     assert all(df["version"].to_list()), "every layout carries a version tag"
-    assert set(layout.dtypes()) == {"bfloat16", "float16", "float32", "fp8_e4m3", "fp8_per_token_head", "fp8_ds_mla"}
+    assert set(layout.dtypes()) == {
+        "bfloat16",
+        "float16",
+        "float32",
+        "fp8_e4m3",
+        "fp8_e4m3fnuz",
+        "fp8_e5m2",
+        "fp8_e5m2fnuz",
+        "fp8_per_token_head",
+        "fp8_per_token_head_fnuz",
+        "fp8_ds_mla",
+    }
 
 
 # --- 1. neutral → every layout, bit for bit ----------------------------------------------------------------
@@ -423,8 +444,8 @@ def test_nbytes_equal_the_formulas(name: str, dtype: str, tokens: int) -> None:
     D + 4 for fp8_per_token_head, + 4·L·2 bytes of separate scales for fp8_e4m3; the buffers a conversion
     returns have exactly the cache part of it, and ``empty(n)`` has n blocks' (or tokens') worth."""
     layers, heads, d, n = 3, 2, 32, 16
-    vec_bytes = d + 4 if dtype == "fp8_per_token_head" else d * ELEM[dtype]
-    scales = 4 * layers * 2 if dtype == "fp8_e4m3" else 0
+    vec_bytes = d + 4 if dtype in PER_TOKEN_HEAD else d * ELEM[dtype]
+    scales = 4 * layers * 2 if dtype in ("fp8_e4m3", "fp8_e4m3fnuz") else 0
     slots = math.ceil(tokens / n) * n if name in ref.PAGED else tokens
     cache_bytes = slots * layers * 2 * heads * vec_bytes
     lt = lay(name, layers=layers, heads=heads, head_dim=d, block_size=n, dtype=dtype)
@@ -669,6 +690,173 @@ def test_quantising_conversions_with_head_slices_random(data: st.DataObject) -> 
     assert_same(back, rounded[back_dtype])
 
 
+# --- 5b. fp8 flavours: OCP fn ↔ AMD fnuz -------------------------------------------------------------------
+
+#: (fn dtype, fnuz dtype, the scale factor fn → fnuz), spec/quant.md §1.1 and README "fp8 flavours".
+FLAVOUR_PAIRS = [("fp8_e4m3", "fp8_e4m3fnuz", 2.0), ("fp8_e5m2", "fp8_e5m2fnuz", 1.0)]
+
+
+def every_code(layers: int = 1) -> Array:
+    """A neutral uint8 cache holding all 256 codes in every head vector: (layers, 2, 1 token, 1 head, 256)."""
+    return np.broadcast_to(np.arange(256, dtype=np.uint8), (layers, 2, 1, 1, 256)).copy()
+
+
+@pytest.mark.parametrize(("fn", "fnuz", "factor"), FLAVOUR_PAIRS)
+def test_flavour_change_of_every_code_matches_ml_dtypes(fn: str, fnuz: str, factor: float) -> None:
+    """Every one of the 256 codes, both ways: the destination code is ml_dtypes' saturating cast of the source
+    value / factor (NaN stays NaN), with factor = ``scale_factor`` (2 for E4M3, vLLM's
+    ``normalize_e4m3fn_to_e4m3fnuz``; 1 for E5M2) and 1/factor back — so the dequantised value
+    code · scale · factor equals the source's wherever the destination can hold it."""
+    assert layout.scale_factor(fn, fnuz) == factor
+    assert layout.scale_factor(fnuz, fn) == 1 / factor
+    g: dict[str, Any] = {"layers": 1, "heads": 1, "head_dim": 256}
+    src = every_code()
+    for a, b, f in ((fn, fnuz, factor), (fnuz, fn, 1 / factor)):
+        out = layout.convert(src, lay("neutral", dtype=a, **g), lay("neutral", dtype=b, **g))
+        with np.errstate(invalid="ignore"):
+            want = ref.fp8((ref.fp8_value(src, a) / np.float32(f)).astype(np.float32), b)
+        assert_same(out, want)
+
+
+def test_e4m3_fn_to_fnuz_keeps_the_bits() -> None:
+    """vLLM's normalisation, stated by hand: E4M3FN → E4M3FNUZ keeps every byte except -0 (0x80 → 0x00, since
+    0x80 is fnuz's NaN) and NaN (0x7F/0xFF → 0x80); the value of each code under the doubled scale is the
+    original value."""
+    g: dict[str, Any] = {"layers": 1, "heads": 1, "head_dim": 256}
+    out = layout.convert(every_code(), lay("neutral", dtype="fp8_e4m3", **g), lay("neutral", dtype="fp8_e4m3fnuz", **g))
+    c = np.arange(256)
+    want = np.where(c == 0x80, 0x00, np.where((c & 0x7F) == 0x7F, 0x80, c)).astype(np.uint8)
+    assert isinstance(out, np.ndarray)
+    assert_same(out.reshape(-1, 256)[0], want)
+    fin = np.isfinite(ref.fp8_value(c.astype(np.uint8), "fp8_e4m3"))
+    v_fn = ref.fp8_value(c.astype(np.uint8), "fp8_e4m3")[fin] * np.float32(0.75)
+    v_nuz = ref.fp8_value(want, "fp8_e4m3fnuz")[fin] * np.float32(0.75 * 2)
+    np.testing.assert_array_equal(v_nuz, v_fn)
+
+
+@pytest.mark.parametrize(("fn", "fnuz", "factor"), FLAVOUR_PAIRS)
+def test_fn_to_fnuz_to_fn_round_trips_every_finite_value(fn: str, fnuz: str, factor: float) -> None:
+    """fn → fnuz → fn returns every finite fn code (-0 comes back as +0, the same value): the round trip is
+    exact on every value both formats can represent; and each stage dequantises (code · scale, with the scale
+    x factor) to the same values."""
+    g: dict[str, Any] = {"layers": 1, "heads": 1, "head_dim": 256}
+    src = every_code()
+    mid = layout.convert(src, lay("neutral", dtype=fn, **g), lay("neutral", dtype=fnuz, **g))
+    back = layout.convert(mid, lay("neutral", dtype=fnuz, **g), lay("neutral", dtype=fn, **g))
+    assert isinstance(back, np.ndarray) and isinstance(mid, np.ndarray)
+    v = ref.fp8_value(src, fn)
+    fin = np.isfinite(v)
+    assert_same(back[fin], np.where(src == 0x80, 0, src)[fin].astype(np.uint8))
+    s = np.float32(0.375)
+    np.testing.assert_array_equal(ref.fp8_value(mid, fnuz)[fin] * (s * np.float32(factor)), v[fin] * s)
+    assert np.isnan(ref.fp8_value(back, fn)[np.isnan(v)]).all()
+
+
+def test_fnuz_to_fn_rounding_where_exactness_is_impossible() -> None:
+    """The documented rounding of the inverse direction: E4M3FNUZ ±240 (0x7F/0xFF) has no E4M3FN code at half
+    the scale (it would be 480) and saturates to ±224·scale (0x7E/0xFE), every other fnuz code round-trips
+    fnuz → fn → fnuz; E5M2FNUZ values below 2^-14 are rounded to nearest even on E5M2's subnormal grid
+    (2^-17 → 0, a tie; 3·2^-17 → 2^-15), everything else is kept."""
+    g: dict[str, Any] = {"layers": 1, "heads": 1, "head_dim": 256}
+    src = every_code()
+    fwd = layout.convert(src, lay("neutral", dtype="fp8_e4m3fnuz", **g), lay("neutral", dtype="fp8_e4m3", **g))
+    assert isinstance(fwd, np.ndarray)
+    f = fwd.reshape(-1, 256)[0]
+    assert (f[0x7F], f[0xFF]) == (0x7E, 0xFE)
+    assert ref.fp8_value(f[[0x7F]], "fp8_e4m3")[0] * 0.5 == 224.0  # 240 → 224 in fnuz units
+    again = layout.convert(fwd, lay("neutral", dtype="fp8_e4m3", **g), lay("neutral", dtype="fp8_e4m3fnuz", **g))
+    assert isinstance(again, np.ndarray)
+    keep = np.array([c not in (0x7F, 0xFF) for c in range(256)])
+    assert_same(again.reshape(-1, 256)[0][keep], np.arange(256, dtype=np.uint8)[keep])
+    e5 = layout.convert(src, lay("neutral", dtype="fp8_e5m2fnuz", **g), lay("neutral", dtype="fp8_e5m2", **g))
+    assert isinstance(e5, np.ndarray)
+    e = e5.reshape(-1, 256)[0]
+    assert ref.fp8_value(e[[0x01, 0x03]], "fp8_e5m2").tolist() == [0.0, 2.0**-15]
+    v = ref.fp8_value(np.arange(256, dtype=np.uint8), "fp8_e5m2fnuz")
+    big = np.isfinite(v) & (np.abs(v) >= 2.0**-14)
+    np.testing.assert_array_equal(ref.fp8_value(e, "fp8_e5m2")[big], v[big])
+
+
+@pytest.mark.parametrize("name", ["vllm_hnd", "sglang", "trtllm", "lmcache_kv_2ltd"])
+def test_fp8_e4m3fnuz_per_tensor_quantise_and_back(name: str) -> None:
+    """float → fp8_e4m3fnuz with per-layer scales equals ml_dtypes E4M3FNUZ(clip(x / scale, ±240)) at every
+    engine position (NaN → 0x80, -0 → 0x00); back to float32 is code·scale exactly."""
+    rng = np.random.default_rng(31)
+    layers, heads, d, bs, tokens = 2, 2, 16, 4, 9
+    x = awkward_values(rng, (layers, 2, tokens, heads, d))
+    x[0, 0, 0, 0, 0] = np.nan
+    k_scale, v_scale = [0.5, 2.0], [1.0, 0.25]
+    scale = np.array([k_scale, v_scale], dtype=np.float32).T
+    codes = np.empty(x.shape, dtype=np.uint8)
+    for layer in range(layers):
+        for kv in range(2):
+            codes[layer, kv] = ref.fp8(ref.divide(x[layer, kv], scale[layer, kv]), "fp8_e4m3fnuz")
+    assert codes[0, 0, 0, 0, 0] == 0x80
+    g: dict[str, Any] = {"layers": layers, "heads": heads, "head_dim": d, "block_size": bs}
+    n, q = lay("neutral", dtype="float32", **g), lay(name, dtype="fp8_e4m3fnuz", **g)
+    table = table_for(rng, tokens, bs) if name in ref.PAGED else None
+    out = layout.convert(x, n, q, k_scale=k_scale, v_scale=v_scale, **paged_kwargs("dst", name, table))
+    assert_same(out, ref.engine(name, codes, bs, table))
+    back = layout.convert(
+        out, q, n, tokens=tokens, k_scale=k_scale, v_scale=v_scale, **paged_kwargs("src", name, table)
+    )
+    assert_same(back, (ref.fp8_value(codes, "fp8_e4m3fnuz") * scale[:, :, None, None, None]).astype(np.float32))
+
+
+def test_per_token_head_fnuz_records_and_flavour_change() -> None:
+    """bf16 → fp8_per_token_head_fnuz equals the reference record (scale max(amax/224, 1e-6), E4M3FNUZ codes);
+    fp8_per_token_head → _fnuz keeps the codes (-0 → +0, NaN → 0x80) and doubles each inline scale, which is
+    exactly the record quantised directly; and _fnuz → fn → _fnuz is the identity (codes ≤ 224 by
+    construction)."""
+    rng = np.random.default_rng(41)
+    layers, heads, d, bs, tokens = 2, 2, 32, 4, 7
+    x = awkward_values(rng, (layers, 2, tokens, heads, d))
+    src = ref.bf16_bits(x)
+    xs = ref.bf16_value(src)
+    g: dict[str, Any] = {"layers": layers, "heads": heads, "head_dim": d, "block_size": bs}
+    n = lay("neutral", dtype="bfloat16", **g)
+    fnuz = lay("vllm_hnd", dtype="fp8_per_token_head_fnuz", **g)
+    fn = fnuz.with_(dtype="fp8_per_token_head")
+    direct = layout.convert(src, n, fnuz)
+    records = ref.per_token_head(xs, "fp8_per_token_head_fnuz")
+    assert_same(direct, ref.engine("vllm_hnd", records, bs, None))
+    fn_out = layout.convert(src, n, fn)
+    changed = layout.convert(fn_out, fn, fnuz, tokens=tokens)
+    assert_same(changed, direct)
+    fn_records = ref.per_token_head(xs)
+    assert (records[..., d:].copy().view("<f4") == 2 * fn_records[..., d:].copy().view("<f4")).all()
+    assert_same(layout.convert(layout.convert(direct, fnuz, fn, tokens=tokens), fn, fnuz, tokens=tokens), direct)
+    back = layout.convert(direct, fnuz, n.with_(dtype="float32"), tokens=tokens)
+    assert_same(back, ref.per_token_head_decode(records, "fp8_per_token_head_fnuz"))
+
+
+def test_flavour_change_with_a_layout_change_in_one_pass() -> None:
+    """A cross-vendor hand-off in one call: an MI300X-style paged vLLM HND E4M3FNUZ cache (through its block
+    table) → a contiguous neutral E4M3FN request: the reference permutation of the flavour-changed codes."""
+    rng = np.random.default_rng(5)
+    layers, heads, d, bs, tokens = 3, 2, 16, 8, 21
+    g: dict[str, Any] = {"layers": layers, "heads": heads, "head_dim": d}
+    codes = rng.integers(0, 256, (layers, 2, tokens, heads, d), dtype=np.uint8)
+    table = table_for(rng, tokens, bs)
+    src_layout = lay("vllm_hnd", block_size=bs, dtype="fp8_e4m3fnuz", **g)
+    cache = layout.convert(codes, lay("neutral", dtype="fp8_e4m3fnuz", **g), src_layout, dst_block_table=table)
+    out = layout.convert(cache, src_layout, lay("neutral", dtype="fp8_e4m3", **g), tokens=tokens, src_block_table=table)
+    with np.errstate(invalid="ignore"):
+        want = ref.fp8((ref.fp8_value(codes, "fp8_e4m3fnuz") * np.float32(2)).astype(np.float32), "fp8_e4m3")
+    assert_same(out, want)
+
+
+def test_scale_factor_errors() -> None:
+    """``scale_factor`` names the argument: an unknown dtype, or a pair that is not a flavour change."""
+    for args, path in ((("fp8_e4m3", "fp8_e3m4"), "dst_dtype"), (("int8", "fp8_e4m3"), "src_dtype")):
+        with pytest.raises(kvwire.LayoutError) as ei:
+            layout.scale_factor(*args)
+        assert ei.value.path == path
+    with pytest.raises(kvwire.LayoutError) as ei:
+        layout.scale_factor("fp8_e4m3", "fp8_e5m2fnuz")
+    assert ei.value.path == "dst_dtype" and "flavour" in str(ei.value)
+
+
 # --- 6. the fp8_ds_mla record -----------------------------------------------------------------------------
 
 
@@ -898,6 +1086,13 @@ def err_cases() -> list[tuple[str, Callable[[], object], str]]:
             "dst_layout.dtype",
         ),
         ("bad fp8 scale", lambda: layout.convert(X, NEU, HND.with_(dtype="fp8_e4m3"), k_scale=0.0), "k_scale"),
+        (
+            "fp8 e4m3 to e5m2 fnuz is not a flavour change",
+            lambda: layout.convert(
+                HND.with_(dtype="fp8_e4m3").empty(2), HND.with_(dtype="fp8_e4m3"), HND.with_(dtype="fp8_e5m2fnuz")
+            ),
+            "dst_layout.dtype",
+        ),
         ("dst block table too short", lambda: layout.convert(X, NEU, HND, dst_block_table=[0, 1]), "dst_block_table"),
         (
             "slot mapping disagrees with tokens",

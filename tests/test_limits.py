@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import kvwire
@@ -62,6 +63,35 @@ def test_ctrl_c_interrupts_a_run_and_leaves_the_process_usable(
     assert out.split("\n")[:2] == ["interrupted", "usable 10"], (out, err)
     assert p.returncode == 0, err
     assert "PanicException" not in err and "Traceback" not in err
+
+
+def hours_of_work(n: int) -> dict[str, object]:
+    """A scenario of hours: ``n`` requests of 400,000 output tokens decoded one at a time."""
+    return {
+        "scheduler": {"max_decode_batch": 1},
+        "engine": {"max_steps": 10**15},
+        "workload": {"trace": {"arrival_s": [0.0] * n, "prompt_tokens": [1] * n, "output_tokens": [400_000] * n}},
+    }
+
+
+def test_a_cancel_event_stops_a_run_of_hours() -> None:
+    """``simulate(..., cancel=event)``: setting the event from another thread stops a run of hours with
+    ``kvwire.Cancelled`` naming ``cancel`` (it cannot have finished: the exception is only raised for a run
+    that was stopped), and the next run works; an event set before the call refuses to start."""
+    event = threading.Event()
+    timer = threading.Timer(0.2, event.set)
+    timer.start()
+    try:
+        with pytest.raises(kvwire.Cancelled) as e:
+            kvwire.simulate(hours_of_work(5_000), cancel=event)
+    finally:
+        timer.cancel()
+    assert e.value.path == "cancel" and "cancel" in str(e.value)
+    assert (
+        kvwire.simulate({"workload": {"requests": 10}}, cancel=threading.Event()).summary["requests"]["completed"] == 10
+    )
+    with pytest.raises(kvwire.Cancelled):
+        kvwire.simulate({"workload": {"requests": 10}}, cancel=event)
 
 
 def test_a_run_that_cannot_fit_is_refused_with_the_estimate() -> None:

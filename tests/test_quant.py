@@ -38,7 +38,7 @@ from kvwire import quant
 F32 = npt.NDArray[np.float32]
 BF16: Any = ml_dtypes.bfloat16
 HALF_DTYPES: dict[str, Any] = {"bfloat16": BF16, "float16": np.float16}
-FP8 = ["e4m3fn", "e5m2"]
+FP8 = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
 SMALL = ["e2m3", "e3m2", "e2m1"]
 MX_FORMATS = list(ref.MX_ELEMENT)
 INT_FORMATS = list(ref.INT_FORMATS)
@@ -235,9 +235,9 @@ def test_decode_every_code_matches_ml_dtypes(el: str) -> None:
 @pytest.mark.parametrize("el", FP8)
 @pytest.mark.parametrize("dtype", list(HALF_DTYPES))
 def test_fp8_cast_exhaustive_16bit(dtype: str, el: str, saturate: bool) -> None:
-    """All 65,536 bfloat16/float16 patterns cast to E4M3FN/E5M2 give ml_dtypes' codes: non-saturating is
-    ``astype(...).view(uint8)`` itself; saturating is that cast after clipping to ±max (NaN kept).
-    Decoding the codes gives ml_dtypes' values."""
+    """All 65,536 bfloat16/float16 patterns cast to E4M3FN/E5M2 and AMD's E4M3FNUZ/E5M2FNUZ give ml_dtypes'
+    codes: non-saturating is ``astype(...).view(uint8)`` itself; saturating is that cast after clipping to ±max
+    (NaN kept). Decoding the codes gives ml_dtypes' values."""
     x = all_16bit(HALF_DTYPES[dtype])
     got = quant.cast(x, el, saturate=saturate)
     x32 = x.astype(np.float32)
@@ -342,26 +342,34 @@ def test_cast_stratified_f32_sample(el: str, stratified_f32: F32) -> None:
         assert_same(quant.decode(codes, el, keep.shape), md_values(keep, el), f"f32→{el} values")
 
 
+#: Per FP8 element: (saturated +max, -max), (non-saturating overflow +, -), (NaN, -NaN) codes.
+FP8_SPECIALS = {
+    "e4m3fn": ((0x7E, 0xFE), (0x7F, 0xFF), (0x7F, 0xFF)),
+    "e5m2": ((0x7B, 0xFB), (0x7C, 0xFC), (0x7E, 0xFE)),
+    "e4m3fnuz": ((0x7F, 0xFF), (0x80, 0x80), (0x80, 0x80)),
+    "e5m2fnuz": ((0x7F, 0xFF), (0x80, 0x80), (0x80, 0x80)),
+}
+
+
 @pytest.mark.parametrize("el", FP8)
 def test_saturating_fp8_overflow_inf_nan(el: str) -> None:
-    """Saturating FP8: every finite overflow and ±Inf becomes ±max (E4M3FN 0x7E/0xFE, E5M2 0x7B/0xFB); NaN
-    stays NaN with its sign (E4M3FN 0x7F/0xFF, E5M2 0x7E/0xFE); non-saturating overflow is NaN (E4M3FN) or
-    ±Inf (E5M2)."""
+    """Saturating FP8: every finite overflow and ±Inf becomes ±max (E4M3FN 0x7E/0xFE, E5M2 0x7B/0xFB, the
+    fnuz formats 0x7F/0xFF); NaN stays NaN with its sign (E4M3FN 0x7F/0xFF, E5M2 0x7E/0xFE) or as the fnuz
+    formats' one NaN 0x80; non-saturating overflow is NaN (E4M3FN, and 0x80 in fnuz) or ±Inf (E5M2)."""
     e = ref.ELEMENTS[el]
     rng = np.random.default_rng(3)
     big = (e.max * np.exp2(rng.uniform(0.2, 40, 4096))).astype(np.float32)
     big = np.concatenate([big, [np.inf], -big, [-np.inf]]).astype(np.float32)
     n = big.size // 2
+    (sat_p, sat_n), (over_p, over_n), expect = FP8_SPECIALS[el]
     sat = quant.cast(big, el, saturate=True)
-    assert sat.tolist() == ([0x7E] * n + [0xFE] * n if el == "e4m3fn" else [0x7B] * n + [0xFB] * n)
+    assert sat.tolist() == [sat_p] * n + [sat_n] * n
     assert quant.decode(sat, el).tolist() == [e.max] * n + [-e.max] * n
     nonsat = quant.cast(big, el)
-    want = [0x7F] * n + [0xFF] * n if el == "e4m3fn" else [0x7C] * n + [0xFC] * n
-    assert nonsat.tolist() == want
+    assert nonsat.tolist() == [over_p] * n + [over_n] * n
     nan = np.array([NAN, NEG_NAN], dtype=np.float32)
-    expect = [0x7F, 0xFF] if el == "e4m3fn" else [0x7E, 0xFE]
-    assert quant.cast(nan, el, saturate=True).tolist() == expect
-    assert quant.cast(nan, el).tolist() == expect
+    assert quant.cast(nan, el, saturate=True).tolist() == list(expect)
+    assert quant.cast(nan, el).tolist() == list(expect)
     assert np.isnan(quant.decode(quant.cast(nan, el, saturate=True), el)).all()
 
 
@@ -468,6 +476,36 @@ EDGE: list[tuple[str, float | np.float32, int, int]] = [
     ("e5m2", -0.0, 0x80, 0x80),
     ("e5m2", 2.0**-16, 0x01, 0x01),
     ("e5m2", 2.0**-17, 0x00, 0x00),
+    # AMD fnuz (bias + 1, max code 0x7F, one NaN 0x80, no -0, no Inf): the same landmarks, worked out from
+    # the format's definition (spec/quant.md §1.1).
+    ("e4m3fnuz", 240.0, 0x7F, 0x7F),
+    ("e4m3fnuz", 224.0, 0x7E, 0x7E),
+    ("e4m3fnuz", 247.0, 0x7F, 0x7F),
+    ("e4m3fnuz", 248.0, 0x80, 0x7F),  # tie between 240 (odd mantissa) and 256: rounds up, out of range
+    ("e4m3fnuz", -248.0, 0x80, 0xFF),
+    ("e4m3fnuz", math.inf, 0x80, 0x7F),
+    ("e4m3fnuz", -math.inf, 0x80, 0xFF),
+    ("e4m3fnuz", NAN, 0x80, 0x80),
+    ("e4m3fnuz", NEG_NAN, 0x80, 0x80),
+    ("e4m3fnuz", -0.0, 0x00, 0x00),
+    ("e4m3fnuz", 1.0, 0x40, 0x40),
+    ("e4m3fnuz", 2.0**-10, 0x01, 0x01),
+    ("e4m3fnuz", 2.0**-11, 0x00, 0x00),  # tie to even
+    ("e4m3fnuz", -(2.0**-11), 0x00, 0x00),  # no -0
+    ("e4m3fnuz", next_up(2.0**-11), 0x01, 0x01),
+    ("e4m3fnuz", -next_up(2.0**-11), 0x81, 0x81),
+    ("e4m3fnuz", 7.5 * 2.0**-10, 0x08, 0x08),  # rounds up into the min normal 2^-7
+    ("e4m3fnuz", f32(0x80000001), 0x00, 0x00),
+    ("e5m2fnuz", 57344.0, 0x7F, 0x7F),
+    ("e5m2fnuz", 61439.0, 0x7F, 0x7F),
+    ("e5m2fnuz", 61440.0, 0x80, 0x7F),
+    ("e5m2fnuz", -math.inf, 0x80, 0xFF),
+    ("e5m2fnuz", NEG_NAN, 0x80, 0x80),
+    ("e5m2fnuz", -0.0, 0x00, 0x00),
+    ("e5m2fnuz", 1.0, 0x40, 0x40),
+    ("e5m2fnuz", 2.0**-17, 0x01, 0x01),
+    ("e5m2fnuz", 2.0**-18, 0x00, 0x00),
+    ("e5m2fnuz", -(2.0**-18), 0x00, 0x00),
     ("e2m1", 0.25, 0x0, 0x0),
     ("e2m1", next_up(0.25), 0x1, 0x1),
     ("e2m1", 0.75, 0x2, 0x2),
@@ -491,10 +529,13 @@ EDGE: list[tuple[str, float | np.float32, int, int]] = [
 @pytest.mark.parametrize(("el", "x", "nonsat", "sat"), EDGE, ids=[f"{e}-{float(x)!r}-{n:02X}" for e, x, n, _ in EDGE])
 def test_spec_edge_vectors(el: str, x: float, nonsat: int, sat: int) -> None:
     """One §6 edge vector: the float32 input's code in non-saturating and saturating mode is the hex code
-    written in spec/quant.md (E2M1 NaN: kvwire's rule, ±max)."""
+    written in spec/quant.md (E2M1 NaN: kvwire's rule, ±max; fnuz: worked out from the format), and for the
+    FP8 formats ml_dtypes' own cast gives the non-saturating code too."""
     arr = np.array([x, 0.0, 0.0, 0.0], dtype=np.float32)
     assert int(cast_unpacked(arr, el)[0]) == nonsat
     assert int(cast_unpacked(arr, el, saturate=True)[0]) == sat
+    if el in FP8:
+        assert int(md_codes(arr, el)[0]) == nonsat
 
 
 def test_double_rounding_trap() -> None:
@@ -717,7 +758,7 @@ def test_block_not_dividing_the_axis_is_a_clear_error() -> None:
 # === 4. FP8 with tensor/group scales, integer groups ========================================================
 
 
-@pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz"])
 def test_fp8_per_tensor_matches_reference(fmt: str) -> None:
     """Per-tensor FP8: scale = amax_finite/max (fp32), codes = sat_RNE(x / scale) (true division), x̂ = code ·
     scale — equal to the reference on Gaussian data with outliers, on data with NaN/±Inf elements (amax over
@@ -781,6 +822,9 @@ def test_fp8_subnormal_scale_keeps_tiny_tensors(fmt: str) -> None:
         ("fp8_e5m2", 128, -1),
         ("fp8_e4m3_g128", 8, -1),
         ("fp8_e4m3_g128", 48, 0),
+        ("fp8_e4m3fnuz_g128", None, -1),
+        ("fp8_e4m3fnuz", 32, 0),
+        ("fp8_e5m2fnuz", 64, -1),
     ],
 )
 def test_fp8_group_scales_match_reference(fmt: str, group: int | None, axis: int) -> None:
@@ -796,6 +840,26 @@ def test_fp8_group_scales_match_reference(fmt: str, group: int | None, axis: int
     assert q.group_size == g and q.scales is not None and q.scales.dtype == np.float32
     assert q.scales.shape == ref.scales_shape(x.shape, axis, g)
     check_against_reference(q, ref.quantize(x, fmt, axis, group), f"{fmt} g{g} axis{axis}")
+
+
+@pytest.mark.parametrize(("fn", "fnuz"), [("fp8_e4m3", "fp8_e4m3fnuz"), ("fp8_e4m3_g128", "fp8_e4m3fnuz_g128")])
+def test_fnuz_with_224_is_fn_with_the_scale_doubled(fn: str, fnuz: str) -> None:
+    """vLLM's gfx942 rule (scale = amax/224 in E4M3FNUZ) and its normalisation of E4M3FN tensors (same bits,
+    scale x 2) agree: quantising to the fnuz format gives exactly the fn format's codes (-0 as +0, NaN as
+    0x80) with every scale doubled, so the dequantised values are identical. This is why the flavour change
+    E4M3FNUZ → E4M3FN can halve the scale without rounding (spec/quant.md §1.1)."""
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((64, 256)) * np.exp2(rng.integers(-6, 6, (64, 1)))).astype(np.float32)
+    x[1, :3] = [np.nan, -0.0, -1e-30]
+    a, b = quant.quantize(x, fn), quant.quantize(x, fnuz)
+    want = np.where(a.codes == 0x80, 0, np.where((a.codes & 0x7F) == 0x7F, 0x80, a.codes)).astype(np.uint8)
+    assert_same(b.codes, want, fnuz)
+    if a.tensor_scale is not None:
+        assert b.tensor_scale == 2 * a.tensor_scale
+    else:
+        assert a.scales is not None and b.scales is not None
+        assert_same(b.scales, (a.scales * np.float32(2)).astype(np.float32), "scales")
+    np.testing.assert_array_equal(quant.dequantize(b), quant.dequantize(a))  # equal values (-0 == +0)
 
 
 def int_test_data(rng: np.random.Generator, shape: tuple[int, int], axis: int, group: int) -> F32:
@@ -959,6 +1023,9 @@ FLOAT_FORMATS = [
     ("fp8_e4m3", "floor"),
     ("fp8_e5m2", "floor"),
     ("fp8_e4m3_g128", "floor"),
+    ("fp8_e4m3fnuz", "floor"),
+    ("fp8_e5m2fnuz", "floor"),
+    ("fp8_e4m3fnuz_g128", "floor"),
 ]
 
 
@@ -1020,6 +1087,7 @@ def test_int_error_bound(fmt: str) -> None:
 
 SQNR_FLOORS = [
     ("fp8_e4m3", 30.0),
+    ("fp8_e4m3fnuz", 30.0),
     ("mxfp8_e4m3", 28.0),
     ("mxfp6_e2m3", 28.0),
     ("nvfp4", 19.0),
@@ -1071,13 +1139,13 @@ def test_error_matches_numpy_formulas() -> None:
     assert ei.value.path == "x_hat"
 
 
-@pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz"])
 def test_per_tensor_fp8_idempotent_where_exact(fmt: str) -> None:
     """quantise(dequantise(quantise(x))) = quantise(x) for per-tensor fp8 when the tensor scale survives the
     round trip: exactly so when amax maps to max with a power-of-two scale (amax 3.5 → 2^-7), and for seeded
     data whenever the recomputed scale is equal."""
     rng = np.random.default_rng(12)
-    m = ref.ELEMENTS[ref.FP8_FORMATS[fmt][0]].max
+    m = ref.ELEMENTS[ref.FP8_FORMATS[fmt][0]].scale_max
     x = rng.uniform(-1, 1, (64, 64)).astype(np.float32)
     x[0, 0] = 1.0
     x *= np.float32(m * 2.0**-7)
@@ -1274,8 +1342,9 @@ import numpy as np
 from kvwire import quant
 x = (np.random.default_rng(3).standard_normal((512, 256)) * 3).astype(np.float32)
 h = hashlib.sha256()
-for fmt in ("fp8_e4m3", "fp8_e5m2", "fp8_e4m3_g128", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2",
-            "mxfp4", "nvfp4", "int8_sym_g32", "int8_asym_g32", "int4_sym_g32", "int4_asym_g32"):
+for fmt in ("fp8_e4m3", "fp8_e5m2", "fp8_e4m3_g128", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "mxfp8_e4m3", "mxfp8_e5m2",
+            "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "nvfp4", "int8_sym_g32", "int8_asym_g32", "int4_sym_g32",
+            "int4_asym_g32"):
     for axis in (-1, 0):
         q = quant.quantize(x, fmt, axis)
         for a in (q.codes, q.scales, q.zeros, quant.dequantize(q)):
@@ -1336,6 +1405,9 @@ def test_nbytes_hand_computed() -> None:
         "fp8_e4m3": 8.0,
         "fp8_e5m2": 8.0,
         "fp8_e4m3_g128": 8.25,
+        "fp8_e4m3fnuz": 8.0,
+        "fp8_e5m2fnuz": 8.0,
+        "fp8_e4m3fnuz_g128": 8.25,
         "int8_sym_g32": 8.5,
         "int8_asym_g32": 9.0,
         "int4_sym_g32": 4.5,
@@ -1345,7 +1417,7 @@ def test_nbytes_hand_computed() -> None:
     x = np.ones((256, 512), dtype=np.float32)
     for fmt, bpv in want.items():
         q = quant.quantize(x, fmt)
-        tensor = 32 if fmt in ("nvfp4", "fp8_e4m3", "fp8_e5m2") else 0
+        tensor = 32 if fmt in ("nvfp4", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz") else 0
         assert q.nbytes * 8 == x.size * bpv + tensor, fmt
 
 

@@ -131,7 +131,8 @@ def expected_list(message: str) -> set[str]:
 TRACE = {"arrival_s": [0.0, 1.0], "prompt_tokens": [10, 20], "output_tokens": [0, 3]}
 POOL = {"device": "a100", "instances": 2, "devices_per_instance": 2, "power_cap_w": 350.0}
 LINK = {"preset": "ib-ndr", "channels": 2, "name": "fat link", "bandwidth_gb_per_s": 80.0, "latency_us": 3.0,
-        "pj_per_bit": 9.0, "source": "a test"}  # fmt: skip
+        "pj_per_bit": 9.0, "source": "a test", "nics": 2, "gpus_per_nic": 1, "nic_efficiency": 0.9,
+        "launch_overhead_us": 5.0, "registration": "per_transfer", "registration_ms_per_gb": 50.0}  # fmt: skip
 LENGTHS: dict[str, dict[str, Any]] = {
     "fixed": {"dist": "fixed", "value": 12},
     "uniform": {"dist": "uniform", "min": 3, "max": 9},
@@ -149,7 +150,8 @@ CONDITIONAL = {"disaggregate": {"policy": "conditional", "min_prompt_tokens": 25
 
 #: A layout conversion on the sender's host, with every option set (needs a host-staged link).
 HOST_CONVERT = {"from": "vllm_hnd", "to": "sglang", "at": "host", "from_block_size": 16, "to_block_size": 1,
-                "host_gb_per_s": 8.0, "host_threads": 2, "host_w_per_thread": 3.75}  # fmt: skip
+                "host_gb_per_s": 8.0, "host_threads": 2, "host_w_per_thread": 3.75, "from_dtype": "bfloat16",
+                "to_dtype": "bfloat16"}  # fmt: skip
 
 
 def example_for(path: str) -> dict[str, Any]:
@@ -206,6 +208,8 @@ def literal_example(path: str, value: Any) -> dict[str, Any]:
         return {"handoff": {"compression": "fp8", "decompress_at": "receiver"}}
     if path == "router.disaggregate.policy" and value == "conditional":
         return {"router": CONDITIONAL}
+    if path == "link.registration":
+        return {"link": {"preset": "ib-ndr", "registration": value}}
     if path == "handoff.convert.at":
         if value == "host":
             return example_for(path)

@@ -4,8 +4,9 @@ The event loop never runs a simulation: :meth:`SimSlots.run` hands it to one of 
 (the Rust core releases the GIL, so they run in parallel) and awaits it. At most ``queue`` more calls may wait
 for a thread; past that :class:`Overloaded` is raised at once (the service answers 503 with ``Retry-After``)
 instead of piling work up. A call that waits longer than its timeout raises :class:`TimedOut`; if it had not
-started it is withdrawn, and if it had, its thread keeps its slot until the core returns (the core cannot be
-interrupted), so the pool never runs more than ``threads`` simulations at once.
+started it is withdrawn, and if it had, its ``cancel`` event is set (a simulation given that event stops within
+milliseconds, ``kvwire.simulate(..., cancel=)``) and its thread keeps its slot until it returns, so the pool
+never runs more than ``threads`` simulations at once. A client that goes away cancels its call the same way.
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ class SimSlots:
         with self._lock:
             self._pending -= 1
 
-    async def run(self, fn: Callable[[], T], timeout_s: float) -> T:
-        """Run ``fn()`` on a simulation thread and return its result (or raise its exception).
+    async def run(self, fn: Callable[[], T], timeout_s: float, *, cancel: threading.Event | None = None) -> T:
+        """Run ``fn()`` on a simulation thread and return its result (or raise its exception). ``cancel`` is set
+        when the call times out or its client goes away (``fn`` should pass it to ``kvwire.simulate``).
 
         Raises:
             Overloaded: no thread is free and the waiting line is full.
@@ -92,11 +94,18 @@ class SimSlots:
         try:
             return await asyncio.wait_for(asyncio.shield(afut), timeout_s)
         except TimeoutError:
-            cfut.cancel()  # withdraws it if it has not started; a running call keeps its thread until done
+            self._stop(cfut, cancel)
             raise TimedOut(timeout_s) from None
         except asyncio.CancelledError:  # the client went away
-            cfut.cancel()
+            self._stop(cfut, cancel)
             raise
+
+    @staticmethod
+    def _stop(cfut: Future[Any], cancel: threading.Event | None) -> None:
+        """Withdraw a call that has not started; ask a running one to stop (it keeps its thread until then)."""
+        cfut.cancel()
+        if cancel is not None:
+            cancel.set()
 
     def shutdown(self) -> None:
         """Withdraw waiting calls and let running ones finish in the background."""

@@ -12,11 +12,37 @@ from typing import Any
 
 import kvwire
 import polars as pl
+from kvwire.trace_spec import WINDOW_OPTIONS, TraceFile
 
 from kvwire_api.config import Settings
 from kvwire_api.jobs import JobRunner
 from kvwire_api.limiter import SimSlots
 from kvwire_api.store import Store, TraceRecord, valid_id
+
+# A scenario may give WINDOW_OPTIONS beside an uploaded trace's id (``workload.trace = {"file": id, ...}``):
+# the window, rate and sampling of kvwire.read_trace. The reader's own options (``format`` and BurstGPT's
+# filters) were fixed when the trace was uploaded.
+
+
+@dataclasses.dataclass(frozen=True)
+class UploadedTrace:
+    """A scenario's reference to an uploaded trace: the stored record and the checked window options."""
+
+    record: TraceRecord
+    spec: TraceFile
+    #: The options as the scenario gave them (for the echo).
+    options: dict[str, Any]
+
+    @property
+    def windowed(self) -> bool:
+        return bool(self.options)
+
+    def echo_into(self, echo: dict[str, Any]) -> dict[str, Any]:
+        """The resolved scenario of a run with the trace reference (id and options) in place of the table
+        the core saw, so that the echo can be posted again."""
+        out = self.spec.echo_into(echo)
+        out["workload"]["trace"] = {"file": self.record.id, **self.options}
+        return out
 
 
 class TooLarge(kvwire.ScenarioError):
@@ -46,7 +72,8 @@ class Services:
         trace = wl.get("trace")
         if isinstance(trace, Mapping):
             if "file" in trace:
-                return self.trace_record(trace["file"], f"{path}workload.trace.file").requests
+                ref = self.uploaded_trace(trace, path)
+                return self.read_trace(ref, path).height if ref.windowed else ref.record.requests
             arrivals = trace.get("arrival_s")
             return len(arrivals) if isinstance(arrivals, list) else 0
         n = wl.get("requests", default_requests())
@@ -69,33 +96,63 @@ class Services:
             raise kvwire.TraceError(f"{path}: no uploaded trace has the id {trace_id!r}", path)
         return rec
 
-    def split_trace(self, scenario: Mapping[str, Any], path: str = "") -> tuple[dict[str, Any], pl.DataFrame | None]:
-        """The scenario without a ``workload.trace.file`` reference, and the referenced request table (or None).
+    def uploaded_trace(self, trace: Mapping[str, Any], path: str = "") -> UploadedTrace:
+        """The uploaded trace a ``workload.trace`` object names, with its window options checked (errors
+        name ``<path>workload.trace.<key>``)."""
+        where = f"{path}workload.trace"
+        others = sorted(set(trace) - {"file", *WINDOW_OPTIONS})
+        if others:
+            p = f"{where}.{others[0]}"
+            accepted = ", ".join(("file", *WINDOW_OPTIONS))
+            raise kvwire.TraceError(
+                f"{p}: not an option of an uploaded trace (its format and filters were fixed at upload); "
+                f"the options are {accepted}",
+                p,
+            )
+        rec = self.trace_record(trace["file"], f"{where}.file")
+        options = {k: trace[k] for k in WINDOW_OPTIONS if k in trace}
+        try:
+            spec = TraceFile.from_dict({**options, "file": str(self.store.trace_path(rec.id)), "format": "kvwire"})
+        except kvwire.ScenarioError as e:
+            raise type(e)(f"{path}{e}", f"{path}{e.path}") from None
+        return UploadedTrace(rec, spec, options)
 
-        The id is resolved to a file the service stored (never a path from the request). Other keys of the
-        trace object are refused, as the library refuses unknown keys."""
+    def read_trace(self, ref: UploadedTrace, path: str = "") -> pl.DataFrame:
+        """The request table of an uploaded trace after its window options (errors name the trace by id,
+        never by the file the service stored it in)."""
+        if not ref.windowed:
+            return pl.read_parquet(ref.spec.file)
+        try:
+            return ref.spec.read()
+        except kvwire.ScenarioError as e:
+            message = str(e).replace(ref.spec.file, f"the uploaded trace {ref.record.id}")
+            raise type(e)(f"{path}{message}", f"{path}{e.path}") from None
+
+    def split_trace(
+        self, scenario: Mapping[str, Any], path: str = ""
+    ) -> tuple[dict[str, Any], pl.DataFrame | None, UploadedTrace | None]:
+        """The scenario without a ``workload.trace.file`` reference, the referenced request table after its
+        window options (or None), and the reference (for the run's echo).
+
+        The id is resolved to a file the service stored (never a path from the request). Keys other than
+        ``file`` and :data:`WINDOW_OPTIONS` are refused, as the library refuses unknown keys."""
         sc = dict(scenario)
         wl = sc.get("workload")
         if not isinstance(wl, Mapping) or not isinstance(wl.get("trace"), Mapping) or "file" not in wl["trace"]:
-            return sc, None
-        trace = wl["trace"]
-        others = sorted(set(trace) - {"file"})
-        if others:
-            p = f"{path}workload.trace.{others[0]}"
-            raise kvwire.TraceError(f"{p}: a trace given by file takes no other keys", p)
-        rec = self.trace_record(trace["file"], f"{path}workload.trace.file")
-        table = pl.read_parquet(self.store.trace_path(rec.id))
+            return sc, None, None
+        ref = self.uploaded_trace(wl["trace"], path)
+        table = self.read_trace(ref, path)
         rest = {k: v for k, v in wl.items() if k != "trace"}
         if rest:
             sc["workload"] = rest
         else:
             sc.pop("workload")
-        return sc, table
+        return sc, table, ref
 
     def inline_trace(self, scenario: Mapping[str, Any], path: str = "") -> dict[str, Any]:
         """The scenario with a ``workload.trace.file`` reference replaced by the trace's columns inline (for
         sweeps and capacity searches, whose definitions must stand alone to be resumed)."""
-        sc, table = self.split_trace(scenario, path)
+        sc, table, _ = self.split_trace(scenario, path)
         if table is None:
             return sc
         sc = copy.deepcopy(sc)
@@ -103,4 +160,4 @@ class Services:
         return sc
 
 
-__all__ = ["Services", "TooLarge", "default_requests"]
+__all__ = ["WINDOW_OPTIONS", "Services", "TooLarge", "UploadedTrace", "default_requests"]

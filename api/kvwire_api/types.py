@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import kvwire
 from kvwire.results import CeilingsDict, HandoffResultDict, PercentileRowDict, SummaryDict
-from kvwire.scenario import ScenarioDict, TraceDict, WorkloadDict
+from kvwire.scenario import ScenarioDict, TraceDict, TraceFileDict, WorkloadDict
+from kvwire.trace_spec import WINDOW_OPTIONS
 
 
 def _with_keys(name: str, base: Any, extra: dict[str, Any], doc: str) -> Any:
@@ -62,8 +63,13 @@ else:
     TraceBody = _with_keys(
         "TraceBody",
         TraceDict,
-        {"file": str},
-        "Explicit requests: the three columns inline, or `file`: the id of a trace uploaded with POST /v1/traces.",
+        {
+            "file": str,
+            **{k: v for k, v in typing.get_type_hints(TraceFileDict).items() if k in WINDOW_OPTIONS},
+        },
+        "Explicit requests: the three columns inline, or `file`: the id of a trace uploaded with POST /v1/traces, "
+        "with optional window options (`start_s`, `duration_s`, `time_scale` or `rate_per_s`, `sample`, `seed`: "
+        "as kvwire.read_trace takes them).",
     )
     WorkloadBody = _with_keys("WorkloadBody", WorkloadDict, {"trace": TraceBody}, WorkloadDict.__doc__ or "")
     ScenarioBody = _with_keys("ScenarioBody", ScenarioDict, {"workload": WorkloadBody}, ScenarioDict.__doc__ or "")

@@ -1,5 +1,6 @@
 """Type stubs of the compiled core (``rust/kvwire-py``). Use the documented API in :mod:`kvwire` instead."""
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "layout_convert",
     "layout_describe",
     "layout_request_bytes",
+    "layout_scale_factor",
     "quantize",
     "simulate",
     "simulate_stream",
@@ -44,6 +46,7 @@ def simulate(
     arrival_s: npt.NDArray[np.float64] | None = None,
     prompt_tokens: npt.NDArray[np.int64] | None = None,
     output_tokens: npt.NDArray[np.int64] | None = None,
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]: ...
 def simulate_stream(
     scenario_json: str,
@@ -53,6 +56,7 @@ def simulate_stream(
     chunk_rows: int = 65536,
     sink_rows: int = 65536,
     keep_up_to: int | None = None,
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]: ...
 def quantize(
     x: npt.NDArray[Any],
@@ -96,6 +100,7 @@ _LayoutSpec = tuple[str, str, int, int, int, int]
 def layout_describe(spec: _LayoutSpec) -> dict[str, Any]: ...
 def layout_request_bytes(spec: _LayoutSpec, tokens: int) -> int: ...
 def layout_catalog() -> list[dict[str, Any]]: ...
+def layout_scale_factor(src: str, dst: str) -> float | None: ...
 def layout_convert(
     src: list[npt.NDArray[np.uint8]],
     src_spec: _LayoutSpec,

@@ -103,6 +103,28 @@ def run(
         click.echo(render(res, trace_file=trace_file.name if trace_file else None))
 
 
+def transfer_layer(lk: dict[str, Any]) -> str:
+    """A link's transfer layer in words when it is not the reference's ideal one (one NIC at line rate, no
+    launch overhead, a pre-registered pool), else "".
+
+    >>> transfer_layer({"nics": 4, "nic_efficiency": 0.87, "gpus_per_nic": 1, "launch_overhead_us": 0.0,
+    ...                 "registration": "pool"})
+    ', 4 NICs at 0.870 of line rate'
+    """
+    parts = []
+    nics, eff = lk.get("nics", 1), lk.get("nic_efficiency")
+    if nics > 1 or eff not in (None, 1.0):
+        at = "" if eff is None else f" at {eff:.3f} of line rate"
+        parts.append(f"{nics} NIC{'s' if nics > 1 else ''}{at}")
+    if lk.get("gpus_per_nic", 1) > 1:
+        parts.append(f"{lk['gpus_per_nic']} GPUs per NIC")
+    if lk.get("launch_overhead_us", 0.0) > 0:
+        parts.append(f"launch {lk['launch_overhead_us'] / 1e3:g} ms")
+    if lk.get("registration", "pool") != "pool":
+        parts.append(f"registration per transfer {lk['registration_ms_per_gb']:g} ms/GB")
+    return "".join(", " + p for p in parts)
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
 def presets(as_json: bool) -> None:
@@ -119,15 +141,18 @@ def presets(as_json: bool) -> None:
         )
     click.echo("devices:")
     for k, d in cat["devices"].items():
+        fp8 = f", FP8 {d['fp8_peak_tflops']:.0f}" if d.get("fp8_peak_tflops") else ""
         click.echo(
-            f"  {k:<12} {d['name']:<14} {d['peak_tflops']:6.0f} TFLOP/s, {d['hbm_tb_per_s']:5.2f} TB/s, "
-            f"{d['hbm_gb']:5.0f} GB, TDP {d['tdp_w']:.0f} W"
+            f"  {k:<12} {d['name']:<14} {d['peak_tflops']:6.0f} TFLOP/s BF16{fp8}, {d['hbm_tb_per_s']:5.2f} TB/s, "
+            f"{d['hbm_gb']:5.0f} GB {d.get('memory', 'HBM')}, TDP {d['tdp_w']:.0f} W"
+            + ("" if d.get("converts_kv", True) else ", runs no KV conversion")
+            + ("  [ILLUSTRATIVE: announced figures, guessed coefficients]" if d.get("illustrative") else "")
         )
     click.echo("links:")
     for k, lk in cat["links"].items():
         click.echo(
             f"  {k:<12} {lk['name']:<34} {lk['bandwidth_gb_per_s']:7.3f} GB/s, {lk['latency_us']:4.0f} us, "
-            f"{lk['pj_per_bit']:4.0f} pJ/bit"
+            f"{lk['pj_per_bit']:4.0f} pJ/bit" + transfer_layer(lk)
         )
     click.echo("hand-off formats (handoff.compression):")
     for k, f in cat["formats"].items():

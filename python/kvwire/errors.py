@@ -71,7 +71,28 @@ class UnknownPresetError(ScenarioError):
 
 
 class DoesNotFitError(ScenarioError):
-    """The model's weights do not fit on an instance of the pool named by ``path``."""
+    """The model's weights do not fit on an instance of the pool named by ``path``.
+
+    Attributes:
+        devices_needed: the fewest devices per instance (``devices_per_instance``) that hold the weights and a
+            token of KV — e.g. how many wafers of the illustrative ``wafer-scale`` device's 44 GB of SRAM a
+            model needs; ``None`` when not even the largest allowed instance (1,024 devices) does.
+
+    >>> import kvwire
+    >>> try:
+    ...     kvwire.validate({"model": "llama3-70b", "prefill": {"device": "mi300x"},
+    ...                      "decode": {"device": "wafer-scale"}})
+    ... except kvwire.DoesNotFitError as e:
+    ...     print(e.path, e.devices_needed)
+    decode 4
+    """
+
+    def __init__(self, message: str, path: str = "", devices_needed: int | None = None) -> None:
+        super().__init__(message, path)
+        self.devices_needed = devices_needed
+
+    def __reduce__(self) -> tuple[type[KvwireError], tuple[str, str, int | None]]:  # type: ignore[override]
+        return (type(self), (str(self), self.path, self.devices_needed))
 
 
 class TraceError(ScenarioError):

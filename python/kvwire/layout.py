@@ -7,7 +7,8 @@ engine version each describes); a :class:`Layout` is one of them with a model ge
 size; :func:`convert` moves one request's KV from one layout to another: gathering through a block table or
 slot mapping (``-1`` entries are padding and skipped), scattering through the destination's table, changing
 the block size, slicing or merging heads for tensor-parallel resharding, and quantising on the way (fp8 per
-tensor, fp8 per token-head with inline scales, the 656-byte ``fp8_ds_mla`` record) or back.
+tensor, fp8 per token-head with inline scales, the 656-byte ``fp8_ds_mla`` record) or back, and changing the
+fp8 flavour between OCP's fn and AMD's fnuz with vLLM's scale adjustment (:func:`scale_factor`).
 
 >>> import numpy as np
 >>> from kvwire import layout
@@ -54,9 +55,16 @@ _ACCEPTED = {
     "float16": ("float16",),
     "float32": ("float32",),
     "fp8_e4m3": ("uint8", "float8_e4m3fn"),
+    "fp8_e4m3fnuz": ("uint8", "float8_e4m3fnuz"),
+    "fp8_e5m2": ("uint8", "float8_e5m2"),
+    "fp8_e5m2fnuz": ("uint8", "float8_e5m2fnuz"),
     "fp8_per_token_head": ("uint8",),
+    "fp8_per_token_head_fnuz": ("uint8",),
     "fp8_ds_mla": ("uint8",),
 }
+
+#: Layout dtypes whose fp8 scales are one per (layer, K/V), kept outside the cache.
+_SEPARATE_SCALES = ("fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz")
 
 #: Largest token count :meth:`Layout.nbytes` accepts (byte counts stay far below 2^64).
 _MAX_TOKENS = 2**40
@@ -79,9 +87,37 @@ def layouts() -> pl.DataFrame:
 
 def dtypes() -> list[str]:
     """Layout dtypes: ``bfloat16``, ``float16``, ``float32``, ``fp8_e4m3`` (per-tensor scales kept outside
-    the cache), ``fp8_per_token_head`` (an fp32 scale after every head vector) and ``fp8_ds_mla`` (the
-    656-byte DeepSeek MLA record)."""
+    the cache) and its AMD flavour ``fp8_e4m3fnuz`` (MI300, gfx942), ``fp8_e5m2`` and ``fp8_e5m2fnuz`` (also
+    with separate scales), ``fp8_per_token_head`` (an fp32 scale after every head vector) and
+    ``fp8_per_token_head_fnuz``, and ``fp8_ds_mla`` (the 656-byte DeepSeek MLA record)."""
     return list(_ACCEPTED)
+
+
+def scale_factor(src_dtype: str, dst_dtype: str) -> float:
+    """What an fp8 flavour change (OCP fn ↔ AMD fnuz) multiplies the scales by: destination scale = source
+    scale x this. :func:`convert` changes the codes (and inline per token-head scales) itself; scales kept
+    outside the cache (``k_scale``/``v_scale``) are the caller's to multiply.
+
+    E4M3FN → E4M3FNUZ doubles the scale and keeps the bits (vLLM's ``normalize_e4m3fn_to_e4m3fnuz``), so it is
+    exact; back, the scale is halved and every value up to 224·scale is exact (vLLM on gfx942 scales by
+    amax/224) while ±240·scale saturates to ±224·scale. E5M2 ↔ E5M2FNUZ keeps the scale: E5M2 → E5M2FNUZ is
+    exact, and E5M2FNUZ → E5M2 rounds values below 2^-14·scale to nearest even. NaN stays NaN; E5M2's ±Inf
+    saturates to ±max. ``README.md`` ("fp8 flavours") has the table.
+
+    >>> scale_factor("fp8_e4m3", "fp8_e4m3fnuz"), scale_factor("fp8_e5m2fnuz", "fp8_e5m2")
+    (2.0, 1.0)
+    """
+    for name, v in (("src_dtype", src_dtype), ("dst_dtype", dst_dtype)):
+        if v not in _ACCEPTED:
+            raise LayoutError(f"{name}: unknown dtype {v!r} (known: {', '.join(_ACCEPTED)})", name)
+    factor = _core.layout_scale_factor(src_dtype, dst_dtype)
+    if factor is None:
+        raise LayoutError(
+            f"dst_dtype: {src_dtype} → {dst_dtype} is not an fp8 flavour change (fn ↔ fnuz of the same element "
+            "and scale placement)",
+            "dst_dtype",
+        )
+    return float(factor)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,7 +347,10 @@ def convert(
             ``src_heads`` of the source and write them as heads ``dst_heads`` of the destination (TP8 → TP2:
             four conversions into ``dst_heads=(0, 2)``, ``(2, 4)``, ...).
         k_scale, v_scale: fp8 per-tensor scales (a number, or one per layer) when quantising to or from
-            ``fp8_e4m3``: stored byte = E4M3(x / scale), RNE and saturating, as vLLM's CUDA path.
+            a separate-scale fp8 dtype (``fp8_e4m3``, ``fp8_e4m3fnuz``, ``fp8_e5m2``, ``fp8_e5m2fnuz``):
+            stored byte = fp8(x / scale), RNE and saturating, as vLLM's CUDA path. A flavour change between
+            two of them (fn ↔ fnuz) does not use them: the destination's scales are these x
+            :func:`scale_factor`.
         out: the destination buffers to write into (only the converted tokens' slots are written); default:
             new zeroed arrays just large enough.
         threads: threads to use (default: every core for conversions of 1 MiB and more).
@@ -345,7 +384,7 @@ def convert(
                 whom = f"src[{j}]" if len(srcs) > 1 else "src"
                 raise LayoutError(f"{where}: shares memory with {whom}; the output must be a separate buffer", where)
     scales = None
-    if src_layout.dtype == "fp8_e4m3" or dst_layout.dtype == "fp8_e4m3":
+    if src_layout.dtype in _SEPARATE_SCALES or dst_layout.dtype in _SEPARATE_SCALES:
         scales = _scales(src_layout, k_scale, v_scale)
     _core.layout_convert(
         [a.reshape(-1).view(np.uint8) for a in srcs],
@@ -433,4 +472,4 @@ def gather(
     return out
 
 
-__all__ = ["Layout", "convert", "dtypes", "gather", "layouts"]
+__all__ = ["Layout", "convert", "dtypes", "gather", "layouts", "scale_factor"]

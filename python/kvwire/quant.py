@@ -1,6 +1,6 @@
-"""KV-cache quantisation: bit-exact FP8/FP6/FP4 element codecs, OCP MX and NVFP4 block formats, FP8 with
-tensor or group scales, and INT8/INT4 group quantisation — Rust kernels on numpy arrays (no copies of the
-input, the GIL released, every core used for large inputs with output identical to one thread).
+"""KV-cache quantisation: bit-exact FP8 (OCP and AMD fnuz)/FP6/FP4 element codecs, OCP MX and NVFP4 block
+formats, FP8 with tensor or group scales, and INT8/INT4 group quantisation — Rust kernels on numpy arrays (no
+copies of the input, the GIL released, every core used for large inputs with output identical to one thread).
 
 >>> import numpy as np
 >>> from kvwire import quant
@@ -38,7 +38,7 @@ from kvwire.errors import QuantError
 from kvwire.presets import catalog
 
 #: Element formats of :func:`cast` / :func:`decode`, with their code width in bits.
-ELEMENTS = {"e4m3fn": 8, "e5m2": 8, "e3m2": 6, "e2m3": 6, "e2m1": 4}
+ELEMENTS = {"e4m3fn": 8, "e5m2": 8, "e4m3fnuz": 8, "e5m2fnuz": 8, "e3m2": 6, "e2m3": 6, "e2m1": 4}
 
 ScaleRule = Literal["floor", "rceil"]
 
@@ -232,10 +232,17 @@ def cast(
     out: npt.NDArray[np.uint8] | None = None,
     threads: int | None = None,
 ) -> npt.NDArray[np.uint8]:
-    """Cast ``x`` element-wise to ``element`` codes (``e4m3fn``, ``e5m2``, ``e3m2``, ``e2m3``, ``e2m1``), one
-    round-to-nearest-even step, no scale. ``saturate=True`` sends overflow and ±Inf to ±max (FP6/FP4
-    always saturate). Bit-exact with ``ml_dtypes`` ``astype`` (non-saturating) except NaN into FP6/FP4,
-    which kvwire maps to ±max. 8-bit codes keep ``x``'s shape; FP6/FP4 codes are packed (1-D)."""
+    """Cast ``x`` element-wise to ``element`` codes (``e4m3fn``, ``e5m2``, AMD's ``e4m3fnuz`` and
+    ``e5m2fnuz``, ``e3m2``, ``e2m3``, ``e2m1``), one round-to-nearest-even step, no scale. ``saturate=True``
+    sends overflow and ±Inf to ±max (FP6/FP4 always saturate). Bit-exact with ``ml_dtypes`` ``astype``
+    (non-saturating) except NaN into FP6/FP4, which kvwire maps to ±max. The fnuz formats have one NaN
+    (0x80, what NaN, ±Inf and non-saturating overflow give) and no -0. 8-bit codes keep ``x``'s shape;
+    FP6/FP4 codes are packed (1-D).
+
+    >>> import numpy as np
+    >>> cast(np.array([240.0, 248.0, -0.0, np.inf], np.float32), "e4m3fnuz").tolist()
+    [127, 128, 0, 128]
+    """
     raw, tag = _input(x)
     bits = _element(element)
     unit = {8: 1, 6: 4, 4: 2}[bits]

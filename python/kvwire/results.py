@@ -238,6 +238,11 @@ class HandoffResultDict(TypedDict):
     handoff_bytes: float
     wire_bytes: float
     transfer_s: float
+    launch_s: float
+    registration_s: float
+    staging_s: float
+    convert_s: float
+    convert_at: Literal["sender", "receiver", "host"] | None
     prefill_s: float
     exposed_s: float
     link_full_rate_per_s: float | None

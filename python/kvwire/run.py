@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
@@ -308,6 +309,7 @@ def simulate(
     *,
     keep_requests: bool | None = None,
     out: str | Path | None = None,
+    cancel: threading.Event | None = None,
 ) -> SimResult:
     """Simulate one scenario.
 
@@ -328,6 +330,8 @@ def simulate(
             the table writes it as requests finish (request-id order, one Parquet row group per
             :data:`OUT_ROWS` rows), never holding it whole. Written under a temporary name and renamed when
             complete. Parquet needs ``pyarrow`` (``pip install 'kvwire[stream]'``).
+        cancel: optional ``threading.Event``; setting it (from another thread) stops the run within
+            milliseconds with :class:`~kvwire.errors.Cancelled` (a service's time limit, a user's stop button).
 
     Returns:
         A :class:`SimResult`. The GIL is released while the Rust core validates and runs the scenario.
@@ -337,6 +341,7 @@ def simulate(
 
     Raises:
         RequestsNotKeptError: later, reading ``res.requests`` of a run that did not keep its table.
+        Cancelled: ``cancel`` was set before the run finished.
         ResourceError: the run would not fit in memory (a ``MemoryError``, raised before it starts with the
             estimate).
         ScenarioError: a field is wrong (``e.path`` names it), or the run took more than ``engine.max_steps``
@@ -372,7 +377,7 @@ def simulate(
         if scan is not None:
             if keep_requests:
                 table = trace_file.read() if trace_file is not None else scan.collect()
-                return _finish(_run_table(text, table), trace_file, writer)
+                return _finish(_run_table(text, table, cancel), trace_file, writer)
             # Streamed: the core reads the file twice, in chunks; a run of at most KEEP_REQUESTS_MAX requests
             # (keep_requests=None) keeps its table all the same.
             keep_up_to = None if keep_requests is False else KEEP_REQUESTS_MAX
@@ -384,6 +389,7 @@ def simulate(
                 None if writer is None else writer,
                 sink_rows=OUT_ROWS,
                 keep_up_to=keep_up_to,
+                cancel=cancel,
             )
             return _finish(res, trace_file, writer)
         if requests is not None:
@@ -392,19 +398,21 @@ def simulate(
             n = len(arrays[0])
             if keep_requests or (keep_requests is None and n <= KEEP_REQUESTS_MAX):
                 check_memory(n, "requests")
-                return _finish(_core.simulate(text, *arrays), None, writer)
+                return _finish(_core.simulate(text, *arrays, cancel=cancel), None, writer)
             if writer is not None:
                 writer.require_streaming()
-            return _finish(_core.simulate_stream(text, _table_chunks(arrays), writer, sink_rows=OUT_ROWS), None, writer)
+            return _finish(_core.simulate_stream(text, _table_chunks(arrays), writer, sink_rows=OUT_ROWS, cancel=cancel), None, writer)
         n_generated = _generated_requests(scenario)
         if keep_requests or (keep_requests is None and (n_generated is None or n_generated <= KEEP_REQUESTS_MAX)):
             if n_generated is not None:
                 check_memory(n_generated, "workload.requests")
-            return _finish(_core.simulate(text), None, writer)
+            return _finish(_core.simulate(text, cancel=cancel), None, writer)
         if writer is not None:
             writer.require_streaming()
         return _finish(
-            _core.simulate_stream(text, None, writer, chunk_rows=STREAM_CHUNK_ROWS, sink_rows=OUT_ROWS), None, writer
+            _core.simulate_stream(
+                text, None, writer, chunk_rows=STREAM_CHUNK_ROWS, sink_rows=OUT_ROWS, cancel=cancel
+            ), None, writer
         )
     except BaseException:
         if writer is not None:
@@ -412,10 +420,10 @@ def simulate(
         raise
 
 
-def _run_table(text: str, table: pl.DataFrame) -> dict[str, Any]:
+def _run_table(text: str, table: pl.DataFrame, cancel: threading.Event | None) -> dict[str, Any]:
     arrays = request_arrays(table)
     check_memory(len(arrays[0]), "requests")
-    return dict(_core.simulate(text, *arrays))
+    return dict(_core.simulate(text, *arrays, cancel=cancel))
 
 
 __all__ = ["KEEP_REQUESTS_MAX", "SimResult", "request_arrays", "simulate"]

@@ -44,6 +44,12 @@ class LinkDict(TypedDict, total=False):
     bandwidth_gb_per_s: float
     latency_us: float
     pj_per_bit: float
+    nics: int
+    nic_efficiency: float
+    gpus_per_nic: int
+    launch_overhead_us: float
+    registration: Literal["pool", "per_transfer"]
+    registration_ms_per_gb: float
     source: str
 
 
@@ -56,6 +62,8 @@ ConvertDict = TypedDict(
         "at": Literal["sender", "receiver", "host"],
         "from_block_size": int,
         "to_block_size": int,
+        "from_dtype": str,
+        "to_dtype": str,
         "host_gb_per_s": float,
         "host_threads": int,
         "host_w_per_thread": float,

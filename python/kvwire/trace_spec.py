@@ -46,6 +46,8 @@ OPTIONS = (
     "sample",
     "seed",
 )
+#: The options that select and rescale requests once they are read (the rest choose how a file is read).
+WINDOW_OPTIONS = ("start_s", "duration_s", "time_scale", "rate_per_s", "sample", "seed")
 _INLINE = ("arrival_s", "prompt_tokens", "output_tokens")
 _GENERATOR = ("requests", "seed", "arrivals", "prompt_tokens", "output_tokens")
 _BURSTGPT_ONLY = ("model", "log_type", "keep_failed")
@@ -299,4 +301,4 @@ def split_file_trace(
     return rest, spec
 
 
-__all__ = ["OPTIONS", "TraceFile", "split_file_trace"]
+__all__ = ["OPTIONS", "WINDOW_OPTIONS", "TraceFile", "split_file_trace"]

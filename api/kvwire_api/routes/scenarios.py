@@ -23,7 +23,7 @@ SYNC_WHAT = "of a synchronous simulation; run larger ones as a job (POST /v1/swe
 def validate_scenario(svc: Services, scenario: dict[str, Any]) -> ValidationDict:
     """The validation document of ``scenario``, or the error ``POST /v1/simulations`` would give."""
     n = svc.check_requests(scenario, svc.settings.max_sync_requests, "", SYNC_WHAT)
-    sc, requests = svc.split_trace(scenario)
+    sc, requests, _ = svc.split_trace(scenario)
     kvwire.validate(sc)
     ceilings: CeilingsDict | None
     try:

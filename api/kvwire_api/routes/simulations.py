@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Annotated, Any, cast
 
 import anyio
@@ -20,21 +21,25 @@ from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_resp
 from kvwire_api.types import CdfDict, RunListItemDict, ScenarioBody, SimulationDict
 
 
-def run_simulation(svc: Services, run_id: str, scenario: dict[str, Any]) -> SimulationDict:
-    """Simulate (in a worker thread), store the run, and return its document.
+def run_simulation(
+    svc: Services, run_id: str, scenario: dict[str, Any], cancel: threading.Event | None = None
+) -> SimulationDict:
+    """Simulate (in a worker thread), store the run, and return its document; ``cancel`` stops the simulation
+    (nothing is stored then).
 
     The per-request table is built and written as Parquet on a writer thread while this one computes the
     summary (both release the GIL); the row is committed once both are done, so it never lacks its file."""
-    sc, requests = svc.split_trace(scenario)
-    res = kvwire.simulate(sc, requests=requests, keep_requests=True)  # the service stores the table
+    sc, requests, ref = svc.split_trace(scenario)
+    res = kvwire.simulate(sc, requests=requests, keep_requests=True, cancel=cancel)  # the service stores the table
+    echo = res.scenario if ref is None else ref.echo_into(res.scenario)
     path = svc.store.run_path(run_id)
     written = svc.writer.submit(lambda: write_parquet_atomic(res.requests, path))
     summary = res.summary
     percentiles = res.percentiles().to_dicts()
     written.result()
-    created = svc.store.insert_run(run_id, res.scenario, dict(summary), percentiles, res.requests.height)
+    created = svc.store.insert_run(run_id, echo, dict(summary), percentiles, res.requests.height)
     svc.store.trim_runs(svc.settings.max_runs)
-    return {"id": run_id, "created_s": created, "summary": summary, "scenario": res.scenario}  # type: ignore[typeddict-item]
+    return {"id": run_id, "created_s": created, "summary": summary, "scenario": echo}  # type: ignore[typeddict-item]
 
 
 class StoredRun:
@@ -77,7 +82,10 @@ class SimulationController(Controller):
             "of a synchronous simulation; run larger ones as a job (POST /v1/sweeps with this scenario as base)",
         )
         run_id = new_id()
-        out = await svc.slots.run(lambda: run_simulation(svc, run_id, raw), svc.settings.run_timeout_s)
+        cancel = threading.Event()
+        out = await svc.slots.run(
+            lambda: run_simulation(svc, run_id, raw, cancel), svc.settings.run_timeout_s, cancel=cancel
+        )
         return Response(out, status_code=201, headers={"Location": f"{self.path}/{run_id}"})
 
     @get("/", summary="List stored simulations, newest first", responses=errors())

@@ -4,7 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::cost::model::{LmHead, ModelCost};
-use crate::cost::presets::{device_presets, link_presets, model_presets};
+use crate::cost::presets::{device_facts, device_presets, link_presets, model_presets};
 use crate::quant::formats::{ALIASES, FORMATS};
 
 fn keyed<T: serde::Serialize>(rows: Vec<(&'static str, T)>, extra: impl Fn(&T) -> Value) -> Value {
@@ -32,7 +32,11 @@ pub fn catalog_json() -> Value {
                 "resident_weight_bytes": c.resident_weight_bytes(),
             })
         }),
-        "devices": keyed(device_presets(), |_| json!({})),
+        "devices": keyed(device_presets(), |d| {
+            // The descriptive facts (FP8 peak, scale-up link, memory kind, illustrative) beside each spec.
+            let facts = device_presets().into_iter().zip(device_facts()).find(|((_, p), _)| p == d);
+            facts.map_or(json!({}), |(_, (_, f))| serde_json::to_value(f).unwrap_or(json!({})))
+        }),
         "links": keyed(link_presets(), |_| json!({})),
         "formats": FORMATS.iter().map(|f| (f.name.to_string(), json!({
             "element_bits": f.element_bits(),
@@ -58,6 +62,9 @@ mod tests {
         let c = catalog_json();
         assert_eq!(c["models"]["llama3-8b"]["kv_bytes_per_token"], 131072.0);
         assert_eq!(c["devices"]["h100"]["hbm_gb"], 80.0);
+        assert_eq!(c["devices"]["mi300x"]["fp8_peak_tflops"], 2614.9);
+        assert_eq!(c["devices"]["wafer-scale"]["illustrative"], true);
+        assert_eq!(c["devices"]["h100"]["illustrative"], false);
         assert_eq!(c["links"]["ib-ndr"]["bandwidth_gb_per_s"], 50.0);
         assert_eq!(c["formats"]["fp8_e4m3"]["ratio_vs_bf16"], 2.0);
         assert_eq!(c["format_aliases"]["fp8"], "fp8_e4m3");

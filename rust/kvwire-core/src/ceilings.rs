@@ -33,9 +33,9 @@ use serde::Serialize;
 
 use crate::cost::model::{ModelCost, StepWork};
 use crate::error::Result;
+use crate::handoff::endpoint::{decoding_pool, endpoint_work};
 use crate::handoff::plan::hops;
-use crate::handoff::transfer::endpoint_pass;
-use crate::scenario::{CompressAt, ConvertAt, DecompressAt, OverContext, Pool, Requests, Scenario, Topology, Workload};
+use crate::scenario::{OverContext, Pool, Requests, Scenario, Topology, Workload};
 use crate::workload::Arrivals;
 
 /// One hop's ceiling.
@@ -183,14 +183,6 @@ fn capacity(sc: &Scenario, p: &Pool, model: &ModelCost) -> u64 {
     p.kv_capacity(sc.mem_util, model).unwrap_or(1)
 }
 
-/// The pool that decodes (decode pool, or the colocated pool).
-fn decoding_pool(sc: &Scenario) -> &Pool {
-    match &sc.topology {
-        Topology::Disaggregated { decode, .. } => decode,
-        Topology::Colocated { pool } => pool,
-    }
-}
-
 /// Served requests/s of a pool's prefill: k prompts of round(p̄) per step, plus `pass` (the sender's extra
 /// work per handed-off request) for the k·h handed off. Returns (rate, k).
 fn prefill_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (f64, u64) {
@@ -224,30 +216,6 @@ fn decode_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (Option<f6
     (Some(p.instances as f64 / per_request_s), b)
 }
 
-/// Work of the sender's (`sender = true`) or the receiver's pass for one hand-off of the mean prompt.
-fn endpoint_work(sc: &Scenario, m: &Means, sender: bool) -> StepWork {
-    let base = ModelCost::new(&sc.model.spec, sc.lm_head);
-    let kvb = sc.model.spec.kv_bytes_per_value;
-    let bytes = m.prompt * base.kv_bytes_per_token;
-    let mut w = StepWork { flops: 0.0, bytes: 0.0 };
-    let compress = match (sc.compression, sender) {
-        (Some(f), true) if sc.compress_at == CompressAt::Sender => Some(f),
-        (Some(f), false) if sc.decompress_at == DecompressAt::Receiver => Some(f),
-        _ => None,
-    };
-    if let Some(f) = compress {
-        w = endpoint_pass(f, kvb, bytes);
-    }
-    let at = if sender { ConvertAt::Sender } else { ConvertAt::Receiver };
-    if let Some(c) = sc.convert.as_ref().filter(|c| c.at == at) {
-        // Bytes per value of the cache where the conversion runs (the decode pool's format on the receiver).
-        let value_bytes =
-            if sender { kvb } else { kvb / decoding_pool(sc).kv_format.map_or(1.0, |f| f.ratio_vs_bf16()) };
-        w.bytes += c.gpu_bytes(m.prompt.round() as u64, value_bytes);
-    }
-    w
-}
-
 /// The ceilings of `sc` for `requests` (the requests that would run, [`Scenario::requests`]).
 pub fn ceilings(sc: &Scenario, requests: &Requests) -> Ceilings {
     ceilings_of(sc, &census(sc, requests))
@@ -265,8 +233,8 @@ pub fn ceilings_of(sc: &Scenario, c: &Census) -> Ceilings {
     let mut hop_ceilings = Vec::new();
     match &sc.topology {
         Topology::Disaggregated { prefill: pp, decode: dp } => {
-            let (p_rate, pk) = prefill_rate(sc, pp, &m, endpoint_work(sc, &m, true));
-            let (d_rate, db) = decode_rate(sc, dp, &m, endpoint_work(sc, &m, false));
+            let (p_rate, pk) = prefill_rate(sc, pp, &m, endpoint_work(sc, m.prompt, true));
+            let (d_rate, db) = decode_rate(sc, dp, &m, endpoint_work(sc, m.prompt, false));
             (k, b) = (pk, db);
             prefill = Some(per_arrival(p_rate));
             decode = d_rate.map(per_arrival);

@@ -4,6 +4,43 @@
 
 use thiserror::Error;
 
+/// The advice closing a [`Error::DoesNotFit`] message.
+fn needed_advice(needed: Option<u32>) -> String {
+    match needed {
+        Some(n) => {
+            format!("it needs at least {n} devices per instance (devices_per_instance = {n}), or a larger device")
+        }
+        None => format!(
+            "not even {} devices per instance hold it: use a larger device or smaller weights",
+            crate::scenario::MAX_DEVICES_PER_INSTANCE
+        ),
+    }
+}
+
+/// The details of [`Error::DoesNotFit`]: the pool, the model and device, the sizes compared, and the fewest
+/// devices per instance that would hold the model.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[error(
+    "{path}: model {model:?} does not fit on {devices}x {device:?}: {weights_gb:.1} GB of weights \
+     against {usable_gb:.1} GB usable ({mem_util} of {hbm_gb:.1} GB {memory}); {}",
+    needed_advice(*devices_needed)
+)]
+pub struct DoesNotFit {
+    pub path: String,
+    pub model: String,
+    pub device: String,
+    pub devices: u32,
+    pub weights_gb: f64,
+    pub usable_gb: f64,
+    pub hbm_gb: f64,
+    pub mem_util: f64,
+    /// What the device's memory is (`HBM`, `on-chip SRAM (no HBM)`).
+    pub memory: &'static str,
+    /// The fewest devices per instance that hold the weights and one token of KV (`None`: not even the
+    /// largest allowed instance does).
+    pub devices_needed: Option<u32>,
+}
+
 /// Everything that can go wrong between a scenario arriving and a result leaving the core.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum Error {
@@ -15,22 +52,10 @@ pub enum Error {
     #[error("{path}: unknown {kind} preset {name:?} (known: {known})")]
     UnknownPreset { path: String, kind: &'static str, name: String, known: String },
 
-    /// The model's weights (plus the smallest useful KV cache) do not fit on an instance.
-    #[error(
-        "{path}: model {model:?} does not fit on {devices}x {device:?}: {weights_gb:.1} GB of weights \
-         against {usable_gb:.1} GB usable ({mem_util} of {hbm_gb:.1} GB HBM); use more devices_per_instance \
-         or a larger device"
-    )]
-    DoesNotFit {
-        path: String,
-        model: String,
-        device: String,
-        devices: u32,
-        weights_gb: f64,
-        usable_gb: f64,
-        hbm_gb: f64,
-        mem_util: f64,
-    },
+    /// The model's weights (plus the smallest useful KV cache) do not fit on an instance (boxed: the details
+    /// are the largest error and would otherwise make every `Result` of the core that large).
+    #[error("{0}")]
+    DoesNotFit(Box<DoesNotFit>),
 
     /// An explicit request table is malformed (a column is missing, a value is NaN/negative, rows unsorted...).
     #[error("{path}: {reason}")]
@@ -87,11 +112,11 @@ impl Error {
         match self {
             Error::Field { path, .. }
             | Error::UnknownPreset { path, .. }
-            | Error::DoesNotFit { path, .. }
             | Error::Trace { path, .. }
             | Error::Quant { path, .. }
             | Error::Layout { path, .. }
             | Error::Resource { path, .. } => path,
+            Error::DoesNotFit(d) => &d.path,
             Error::Internal(_) | Error::Cancelled | Error::External(_) => "",
         }
     }

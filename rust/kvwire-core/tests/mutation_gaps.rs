@@ -269,7 +269,8 @@ fn pool_size_bounds() {
 fn does_not_fit_reports_the_sizes() {
     let e = Scenario::from_json(r#"{"model": "llama3-70b"}"#, None).unwrap_err();
     match e {
-        kvwire_core::Error::DoesNotFit { path, devices, weights_gb, usable_gb, hbm_gb, mem_util, .. } => {
+        kvwire_core::Error::DoesNotFit(d) => {
+            let kvwire_core::error::DoesNotFit { path, devices, weights_gb, usable_gb, hbm_gb, mem_util, .. } = *d;
             assert_eq!(path, "prefill");
             assert_eq!(devices, 1);
             assert_eq!((weights_gb * 1e3).round() / 1e3, 141.105);
@@ -281,14 +282,16 @@ fn does_not_fit_reports_the_sizes() {
     }
     let e = Scenario::from_json(r#"{"model": "llama3-70b", "decode": {"devices_per_instance": 4}}"#, None);
     match e.unwrap_err() {
-        kvwire_core::Error::DoesNotFit { path, hbm_gb, .. } => {
+        kvwire_core::Error::DoesNotFit(d) => {
+            let kvwire_core::error::DoesNotFit { path, hbm_gb, .. } = *d;
             assert_eq!(path, "prefill");
             assert_eq!(hbm_gb, 80.0);
         }
         other => panic!("{other:?}"),
     }
     match Scenario::from_json(r#"{"model": "llama3-70b", "prefill": {"devices_per_instance": 2}}"#, None).unwrap_err() {
-        kvwire_core::Error::DoesNotFit { path, hbm_gb, usable_gb, .. } => {
+        kvwire_core::Error::DoesNotFit(d) => {
+            let kvwire_core::error::DoesNotFit { path, hbm_gb, usable_gb, .. } = *d;
             assert_eq!(path, "decode");
             assert_eq!(hbm_gb, 80.0);
             assert!((usable_gb - 72.0).abs() < 1e-9);
@@ -301,7 +304,8 @@ fn does_not_fit_reports_the_sizes() {
     )
     .unwrap_err()
     {
-        kvwire_core::Error::DoesNotFit { path, devices, hbm_gb, usable_gb, .. } => {
+        kvwire_core::Error::DoesNotFit(d) => {
+            let kvwire_core::error::DoesNotFit { path, devices, hbm_gb, usable_gb, .. } = *d;
             assert_eq!((path.as_str(), devices), ("decode", 3));
             assert_eq!(hbm_gb, 120.0);
             assert!((usable_gb - 108.0).abs() < 1e-9);
@@ -372,4 +376,26 @@ fn interval_bounds() {
     assert!(accepted(&wf(0.0)));
     assert_eq!(refused_at(&wf(1.0)).as_deref(), Some("metrics.warmup_fraction"));
     assert_eq!(refused_at(&wf(-0.1)).as_deref(), Some("metrics.warmup_fraction"));
+}
+
+/// A device that runs no KV conversion (`converts_kv` false: the wafer-scale preset) refuses a conversion
+/// placed on it, on either side, at `handoff.convert.at`; the other side and a host conversion are accepted,
+/// and a GPU overridden to `converts_kv: false` is refused the same way.
+#[test]
+fn conversion_needs_a_device_that_runs_it() {
+    let sc = |prefill: &str, decode: Value, at: &str, staged: bool| {
+        let link = if staged { json!({"preset": "ib-ndr", "model": "host_staged"}) } else { json!("ib-ndr") };
+        json!({"model": "llama3-8b", "prefill": {"device": prefill}, "decode": {"device": decode}, "link": link,
+               "handoff": {"convert": {"from": "vllm_hnd", "to": "neutral", "at": at}}})
+    };
+    let wafer = json!("wafer-scale");
+    assert_eq!(refused_at(&sc("h100", wafer.clone(), "receiver", false)).as_deref(), Some("handoff.convert.at"));
+    assert!(accepted(&sc("h100", wafer.clone(), "sender", false)));
+    assert!(accepted(&sc("h100", wafer, "host", true)));
+    assert_eq!(refused_at(&sc("wafer-scale", json!("h100"), "sender", false)).as_deref(), Some("handoff.convert.at"));
+    assert!(accepted(&sc("wafer-scale", json!("h100"), "receiver", false)));
+    let no_kernel = json!({"preset": "h100", "converts_kv": false});
+    assert_eq!(refused_at(&sc("h100", no_kernel, "receiver", false)).as_deref(), Some("handoff.convert.at"));
+    let e = Scenario::from_json(&sc("h100", json!("wafer-scale"), "receiver", false).to_string(), None).unwrap_err();
+    assert!(e.to_string().contains("decode pool") && e.to_string().contains("converts_kv = false"), "{e}");
 }

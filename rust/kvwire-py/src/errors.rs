@@ -12,15 +12,17 @@ pyo3::import_exception!(kvwire.errors, QuantError);
 pyo3::import_exception!(kvwire.errors, LayoutError);
 pyo3::import_exception!(kvwire.errors, InternalError);
 pyo3::import_exception!(kvwire.errors, ResourceError);
+pyo3::import_exception!(kvwire.errors, Cancelled);
 
-/// Map a core error to its Python exception: `Class(message, path)`.
+/// Map a core error to its Python exception: `Class(message, path)` (`DoesNotFitError` also gets
+/// `devices_needed`).
 pub fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
     let path = e.path().to_string();
     match e {
         Error::Field { .. } => ScenarioError::new_err((msg, path)),
         Error::UnknownPreset { .. } => UnknownPresetError::new_err((msg, path)),
-        Error::DoesNotFit { .. } => DoesNotFitError::new_err((msg, path)),
+        Error::DoesNotFit(d) => DoesNotFitError::new_err((msg, path, d.devices_needed)),
         Error::Trace { .. } => TraceError::new_err((msg, path)),
         Error::Quant { .. } => QuantError::new_err((msg, path)),
         Error::Layout { .. } => LayoutError::new_err((msg, path)),

@@ -63,6 +63,13 @@ pub fn layout_request_bytes(spec: Spec, tokens: u64) -> PyResult<u64> {
     })
 }
 
+/// The factor an fp8 flavour change (fn ↔ fnuz) multiplies the scales by, or `None` when `src → dst` is not
+/// one (or a name is unknown: `kvwire.layout.scale_factor` checks the names first).
+#[pyfunction]
+pub fn layout_scale_factor(src: &str, dst: &str) -> Option<f32> {
+    layout::dtype::scale_factor(layout::dtype::Dtype::parse(src)?, layout::dtype::Dtype::parse(dst)?)
+}
+
 /// The catalog: one dict per layout (name, engine, version, mla, paged, kv_packing, description).
 #[pyfunction]
 pub fn layout_catalog<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyList>> {

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 
 #[pymodule(gil_used = false)]
 mod _core {
-    use super::errors::to_py;
+    use super::errors::{to_py, Cancelled};
     use kvwire_core::workload::Trace;
     use kvwire_core::Scenario;
     use numpy::PyReadonlyArray1;
@@ -29,7 +29,7 @@ mod _core {
     use super::quant::{cast, decode, dequantize, error, isa, quantize};
 
     #[pymodule_export]
-    use super::layout::{layout_catalog, layout_convert, layout_describe, layout_request_bytes};
+    use super::layout::{layout_catalog, layout_convert, layout_describe, layout_request_bytes, layout_scale_factor};
 
     #[pymodule_export]
     #[allow(non_upper_case_globals)]
@@ -79,16 +79,29 @@ mod _core {
     /// How often a waiting call checks for Python signals (Ctrl-C).
     const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
+    /// `Cancelled` once `stop` (an object with `is_set()`, a `threading.Event`) is set.
+    fn check_stop(stop: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        match stop {
+            Some(event) if event.call_method0("is_set")?.is_truthy()? => {
+                Err(Cancelled::new_err(("the run was cancelled: its cancel event was set", "cancel")))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Run `work` on a worker thread with the GIL released, checking for Python signals every
     /// [`SIGNAL_POLL`] on the calling thread: a pending signal (Ctrl-C: `KeyboardInterrupt`) sets the cancel
     /// flag `work` receives, waits for it to stop (the core checks the flag every few milliseconds of work)
-    /// and raises the signal's exception, so the process stays usable. A panic in `work` becomes an
-    /// `InternalError`, never an abort.
-    fn run_interruptible<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+    /// and raises the signal's exception, so the process stays usable. `stop`, when given, is an object
+    /// with `is_set()` (a `threading.Event`) checked at the same pace: once set, the run is stopped the same
+    /// way and `kvwire.errors.Cancelled` is raised. A panic in `work` becomes an `InternalError`, never an
+    /// abort.
+    fn run_interruptible<T, F>(py: Python<'_>, stop: Option<&Bound<'_, PyAny>>, work: F) -> PyResult<T>
     where
         T: Send,
         F: FnOnce(&AtomicBool) -> kvwire_core::Result<T> + Send,
     {
+        check_stop(stop)?;
         let cancel = AtomicBool::new(false);
         let slot: (Mutex<Option<kvwire_core::Result<T>>>, Condvar) = (Mutex::new(None), Condvar::new());
         std::thread::scope(|s| {
@@ -123,7 +136,7 @@ mod _core {
                 if let Some(r) = py.detach(|| wait(Some(SIGNAL_POLL))) {
                     return r.map_err(to_py);
                 }
-                if let Err(e) = py.check_signals() {
+                if let Err(e) = py.check_signals().and_then(|()| check_stop(stop)) {
                     cancel.store(true, Ordering::Relaxed);
                     py.detach(|| wait(None));
                     return Err(e);
@@ -178,18 +191,20 @@ mod _core {
     /// table. Returns `{"columns": {name: 1-D ndarray}, "stats_json": str, "scenario_json": str}` (the
     /// resolved scenario); the columns are the core's
     /// vectors handed to numpy without a copy. The GIL is released while the core validates and runs.
+    /// `cancel` (a `threading.Event`) stops the run within milliseconds once set (`Cancelled`).
     #[pyfunction]
-    #[pyo3(signature = (scenario_json, arrival_s=None, prompt_tokens=None, output_tokens=None))]
+    #[pyo3(signature = (scenario_json, arrival_s=None, prompt_tokens=None, output_tokens=None, cancel=None))]
     fn simulate<'py>(
         py: Python<'py>,
         scenario_json: &str,
         arrival_s: Option<PyReadonlyArray1<'py, f64>>,
         prompt_tokens: Option<PyReadonlyArray1<'py, i64>>,
         output_tokens: Option<PyReadonlyArray1<'py, i64>>,
+        cancel: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let trace = request_table(arrival_s, prompt_tokens, output_tokens)?;
         let json = scenario_json.to_owned();
-        let (echo, out) = run_interruptible(py, move |cancel| {
+        let (echo, out) = run_interruptible(py, cancel.as_ref(), move |cancel| {
             let sc = Scenario::from_json(&json, trace)?;
             let echo = sc.echo_json().to_string();
             kvwire_core::simulate_with(sc, Some(cancel)).map(|out| (echo, out))
@@ -214,9 +229,9 @@ mod _core {
     /// request-id order, at most `sink_rows` rows). With `keep_up_to` and at most that many requests the
     /// whole table comes back in `columns` instead (and `sink` is not called); otherwise `columns` is
     /// `None` and `rows_json` holds the summary's per-request figures. An exception raised by `source` or
-    /// `sink` is raised again, unchanged.
+    /// `sink` is raised again, unchanged. `cancel` (a `threading.Event`) stops the run as in `simulate`.
     #[pyfunction]
-    #[pyo3(signature = (scenario_json, source=None, sink=None, chunk_rows=65536, sink_rows=65536, keep_up_to=None))]
+    #[pyo3(signature = (scenario_json, source=None, sink=None, chunk_rows=65536, sink_rows=65536, keep_up_to=None, cancel=None))]
     fn simulate_stream<'py>(
         py: Python<'py>,
         scenario_json: &str,
@@ -225,13 +240,14 @@ mod _core {
         chunk_rows: usize,
         sink_rows: usize,
         keep_up_to: Option<u64>,
+        cancel: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let json = scenario_json.to_owned();
         let failure = super::stream::Failure::default();
         let external = source.is_some();
         let mut py_source = source.map(|f| super::stream::PySource::new(f, failure.clone()));
         let mut py_sink = sink.map(|f| super::stream::PySink::new(f, failure.clone()));
-        let result = run_interruptible(py, move |cancel| {
+        let result = run_interruptible(py, cancel.as_ref(), move |cancel| {
             let sc = if external { Scenario::from_json_streamed(&json)? } else { Scenario::from_json(&json, None)? };
             let echo = sc.echo_json().to_string();
             let mut own;

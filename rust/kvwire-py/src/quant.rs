@@ -38,7 +38,10 @@ fn format(name: &str) -> PyResult<&'static quant::Format> {
 
 fn element(name: &str) -> PyResult<quant::MiniFloat> {
     quant::element_format(name).ok_or_else(|| {
-        qerr("element", format!("unknown element format {name:?} (known: e4m3fn, e5m2, e2m3, e3m2, e2m1)"))
+        qerr(
+            "element",
+            format!("unknown element format {name:?} (known: e4m3fn, e5m2, e4m3fnuz, e5m2fnuz, e2m3, e3m2, e2m1)"),
+        )
     })
 }
 

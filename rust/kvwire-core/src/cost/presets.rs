@@ -118,23 +118,128 @@ pub struct DeviceSpec {
     /// Where the preset's numbers come from.
     #[serde(default)]
     pub source: String,
+    /// Whether the device runs a hand-off's layout / fp8-flavour conversion kernel on its own memory
+    /// (`handoff.convert.at = "sender"` on a prefill pool of it, `"receiver"` on a decode pool of it). Every
+    /// GPU preset does; the illustrative wafer-scale engine does not (see its source).
+    #[serde(default = "converts_kv_default")]
+    pub converts_kv: bool,
 }
 
-/// A point-to-point link carrying the KV hand-off (one direction).
+fn converts_kv_default() -> bool {
+    true
+}
+
+/// A point-to-point link carrying the KV hand-off (one direction), with its transfer layer: the NICs a
+/// transfer is striped over, how many GPUs share them, the connector's per-transfer launch overhead and
+/// memory registration. The transfer-layer fields default to the reference simulator's ideal transport (no
+/// overhead, a pre-registered pool, one dedicated NIC at line rate); the presets built on measurements set
+/// them (see [`link_presets`] and [`default_nic_efficiency`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkSpec {
     /// Display name.
     pub name: String,
-    /// Bandwidth per channel, GB/s (1e9 B/s).
+    /// Line rate of one NIC (of the link, with `nics` 1) per channel, GB/s (1e9 B/s).
     pub bandwidth_gb_per_s: f64,
     /// One-way latency per transfer, µs.
     pub latency_us: f64,
     /// Energy per bit moved, pJ.
     pub pj_per_bit: f64,
+    /// NICs one transfer is striped over (a transfer engine's multi-NIC aggregation).
+    #[serde(default = "one_u32")]
+    pub nics: u32,
+    /// Fraction of the NICs' aggregate line rate a transfer reaches. `None` (not given): resolved at
+    /// validation from [`default_nic_efficiency`] of `nics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_efficiency: Option<f64>,
+    /// GPUs whose hand-offs share each NIC: a transfer gets 1/`gpus_per_nic` of its NICs (the GPUs of an
+    /// instance send their shards at the same time).
+    #[serde(default = "one_u32")]
+    pub gpus_per_nic: u32,
+    /// Per-transfer launch overhead of the connector (building and posting descriptors), µs.
+    #[serde(default)]
+    pub launch_overhead_us: f64,
+    /// Memory registration: once for a pre-registered pool (not per transfer), or per transfer for ad-hoc
+    /// buffers.
+    #[serde(default)]
+    pub registration: Registration,
+    /// Cost of registering (pinning) a buffer, ms per GB registered (used with `registration`
+    /// `"per_transfer"`).
+    #[serde(default = "default_registration_ms_per_gb")]
+    pub registration_ms_per_gb: f64,
     /// Where the preset's numbers come from.
     #[serde(default)]
     pub source: String,
+}
+
+impl Default for LinkSpec {
+    /// An unnamed link of zero bandwidth with the reference's ideal transfer layer (fill in the rest).
+    fn default() -> Self {
+        LinkSpec {
+            name: String::new(),
+            bandwidth_gb_per_s: 0.0,
+            latency_us: 0.0,
+            pj_per_bit: 0.0,
+            nics: 1,
+            nic_efficiency: None,
+            gpus_per_nic: 1,
+            launch_overhead_us: 0.0,
+            registration: Registration::Pool,
+            registration_ms_per_gb: REGISTRATION_MS_PER_GB,
+            source: String::new(),
+        }
+    }
+}
+
+impl LinkSpec {
+    /// Bytes per second one transfer gets: line rate × NICs × NIC efficiency / GPUs per NIC.
+    pub fn effective_bytes_per_s(&self) -> f64 {
+        let efficiency = self.nic_efficiency.unwrap_or_else(|| default_nic_efficiency(self.nics));
+        self.bandwidth_gb_per_s * 1e9 * self.nics as f64 * efficiency / self.gpus_per_nic as f64
+    }
+}
+
+/// When a link's buffers are registered with the NIC.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Registration {
+    /// Once, for a pool registered when the engine starts (vLLM's and SGLang's connectors register the KV
+    /// cache at start-up): nothing per transfer. Default.
+    #[default]
+    Pool,
+    /// For every transfer (ad-hoc buffers): `registration_ms_per_gb` × the bytes the transfer hands to the
+    /// NIC, before the data moves.
+    PerTransfer,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+/// Measured cost of registering memory for RDMA, ms per GB: 256 GB took more than 20 s with libfabric's
+/// verbs provider (`fi_mr_reg` over `ibv_reg_mr`), i.e. 78.125 ms/GB (ofiwg/libfabric issue #4738, 2019).
+pub const REGISTRATION_MS_PER_GB: f64 = 20_000.0 / 256.0;
+
+fn default_registration_ms_per_gb() -> f64 {
+    REGISTRATION_MS_PER_GB
+}
+
+/// Fraction of the aggregate line rate a transfer striped over `nics` NICs reaches, when a link does not
+/// give it: piecewise linear in the NIC count through one NIC at line rate (the reference simulator's link)
+/// and Mooncake's Transfer Engine measurements, 87 GB/s on 4×200 Gb/s RoCE (0.87) and 190 GB/s on 8×400 Gb/s
+/// (0.475) (kvcache-ai/Mooncake `doc/en/transfer-engine.md`), and flat at 0.475 beyond 8 NICs (no
+/// measurement there). The two measurements also differ in per-NIC speed; kvwire attributes the drop to the
+/// NIC count, as the issue that asked for it does.
+pub fn default_nic_efficiency(nics: u32) -> f64 {
+    const POINTS: [(f64, f64); 3] = [(1.0, 1.0), (4.0, 0.87), (8.0, 0.475)];
+    let n = nics.max(1) as f64;
+    for w in POINTS.windows(2) {
+        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+        if n <= x1 {
+            return y0 + (y1 - y0) * (n - x0) / (x1 - x0);
+        }
+    }
+    POINTS[POINTS.len() - 1].1
 }
 
 const DEEPSEEK_V3_SRC: &str = "deepseek-ai/DeepSeek-V3 (MLA: 512-rank latent + 64 RoPE per token and layer; 256 \
@@ -323,6 +428,7 @@ fn device(
         pj_per_flop,
         pj_per_byte,
         source: format!("{datasheet}; {DEVICE_SRC}"),
+        converts_kv: true,
     }
 }
 
@@ -399,14 +505,182 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
                 "NVIDIA B200 (HGX) datasheet: 2.25 PFLOP/s dense BF16, 8 TB/s, 180 GB, 1000 W",
             ),
         ),
+        (
+            "mi300x",
+            DeviceSpec {
+                source: format!(
+                    "AMD Instinct MI300X datasheet: 1,307.4 TFLOP/s dense BF16 (2,614.9 dense FP8), 5.3 TB/s HBM3, \
+                     192 GB, 750 W; {AMD_ASSUMED} H100's (same generation): idle 750/7 W, 1.0 pJ/FLOP, 60 pJ/byte"
+                ),
+                ..device("MI300X", 1307.4, 5.3, 192.0, 750.0, 750.0 / 7.0, 1.0, 60.0, "")
+            },
+        ),
+        (
+            "mi355x",
+            DeviceSpec {
+                source: format!(
+                    "AMD Instinct MI355X datasheet: 2,516.6 TFLOP/s dense BF16 (5,033.2 dense FP8), 8 TB/s HBM3E, \
+                     288 GB, 1,400 W; {AMD_ASSUMED} B200's (same generation): idle 1400/7 W, 0.6 pJ/FLOP, \
+                     45 pJ/byte"
+                ),
+                ..device("MI355X", 2516.6, 8.0, 288.0, 1400.0, 200.0, 0.6, 45.0, "")
+            },
+        ),
+        (
+            "wafer-scale",
+            DeviceSpec {
+                name: "Wafer-scale engine (illustrative)".into(),
+                peak_tflops: 125_000.0,
+                hbm_tb_per_s: 21_000.0,
+                hbm_gb: 44.0,
+                flops_eff: 0.55,
+                bw_eff: 0.80,
+                tdp_w: 23_000.0,
+                idle_w: 23_000.0 / 7.0,
+                pj_per_flop: 0.1,
+                pj_per_byte: 1.0,
+                source: WAFER_SRC.into(),
+                converts_kv: false,
+            },
+        ),
     ]
+}
+
+/// What the AMD presets take from the reference simulator's NVIDIA devices (no public figure exists).
+const AMD_ASSUMED: &str = "flops_eff 0.55 and bw_eff 0.80 as every preset; idle power (TDP/7, the \
+     reference's H100/B200 ratio) and pJ coefficients are not published and are assumed equal to";
+
+/// The wafer-scale device's source: vendor figures for one wafer, and what is illustrative about it.
+const WAFER_SRC: &str = "ILLUSTRATIVE, not a product model: one wafer-scale decode engine as announced by \
+     Cerebras for the WSE-3 (44 GB of on-chip SRAM across 900,000 cores, 21 PB/s memory bandwidth, 125 PFLOP/s \
+     peak AI compute as stated by the vendor, precision and sparsity unstated; CS-3 system about 23 kW). There is \
+     no HBM: hbm_gb and hbm_tb_per_s hold the SRAM, so weights and KV must fit in 44 GB per wafer \
+     (devices_per_instance = wafers, acting as one with free communication between them). flops_eff/bw_eff as \
+     every preset; idle TDP/7 as the reference; 0.1 pJ/FLOP and 1 pJ/byte (on-chip SRAM) are round guesses; \
+     converts_kv false: the cache lands in SRAM spread over the cores, with no flat buffer to re-layout and no \
+     published conversion kernel, so a hand-off conversion runs on the sender or a host";
+
+/// Descriptive facts of a device preset that the cost model does not use (listed by `kvwire presets`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceFacts {
+    /// Dense FP8 peak, TFLOP/s (`None`: no FP8 tensor rate).
+    pub fp8_peak_tflops: Option<f64>,
+    /// The scale-up link between devices of one instance.
+    pub scale_up: &'static str,
+    /// What `hbm_gb` / `hbm_tb_per_s` describe.
+    pub memory: &'static str,
+    /// A device modelled from announced figures with guessed coefficients, not a product datasheet.
+    pub illustrative: bool,
+}
+
+/// [`DeviceFacts`] of every device preset: `(key, facts)`, in the order of [`device_presets`].
+pub fn device_facts() -> Vec<(&'static str, DeviceFacts)> {
+    let f = |fp8: Option<f64>, scale_up, memory| DeviceFacts {
+        fp8_peak_tflops: fp8,
+        scale_up,
+        memory,
+        illustrative: false,
+    };
+    vec![
+        ("h100", f(Some(1979.0), "NVLink 4: 900 GB/s bidirectional (nvlink4)", "HBM3")),
+        ("h200", f(Some(1979.0), "NVLink 4: 900 GB/s bidirectional (nvlink4)", "HBM3e")),
+        ("a100", f(None, "NVLink 3: 600 GB/s bidirectional (nvlink3)", "HBM2e")),
+        ("a100-40g", f(None, "NVLink 3: 600 GB/s bidirectional (nvlink3)", "HBM2")),
+        ("b200", f(Some(4500.0), "NVLink 5: 1.8 TB/s bidirectional (nvlink5)", "HBM3e")),
+        ("mi300x", f(Some(2614.9), "Infinity Fabric: 7 links x 128 GB/s = 896 GB/s", "HBM3")),
+        ("mi355x", f(Some(5033.2), "Infinity Fabric: 7 links x 153.6 GB/s = 1,075.2 GB/s", "HBM3E")),
+        (
+            "wafer-scale",
+            DeviceFacts {
+                fp8_peak_tflops: None,
+                scale_up: "wafers chained layer by layer (illustrative: free, like every instance's devices)",
+                memory: "on-chip SRAM (no HBM)",
+                illustrative: true,
+            },
+        ),
+    ]
+}
+
+/// The memory a device preset's `hbm_gb` describes (`"HBM"` for a key without facts, e.g. `"custom"`).
+pub fn memory_kind(key: &str) -> &'static str {
+    device_facts().into_iter().find(|(k, _)| *k == key).map_or("HBM", |(_, f)| f.memory)
 }
 
 const LINK_SRC: &str =
     "bandwidth, latency and pJ/bit from the reference simulator's link table (spec/simulator.md (a))";
 
+/// What the reference presets' transfer layer is.
+const IDEAL_TRANSFER: &str = "transfer layer ideal as in the reference simulator: no launch overhead, a \
+     pre-registered pool, one dedicated NIC at line rate";
+
 fn link(name: &str, bandwidth_gb_per_s: f64, latency_us: f64, pj_per_bit: f64, note: &str) -> LinkSpec {
-    LinkSpec { name: name.into(), bandwidth_gb_per_s, latency_us, pj_per_bit, source: format!("{note}; {LINK_SRC}") }
+    LinkSpec {
+        name: name.into(),
+        bandwidth_gb_per_s,
+        latency_us,
+        pj_per_bit,
+        source: format!("{note}; {LINK_SRC}; {IDEAL_TRANSFER}"),
+        ..LinkSpec::default()
+    }
+}
+
+/// Launch overhead of a NIXL connector per transfer, µs: vLLM's NixlConnector spends about 7 ms submitting
+/// the READ of a ~5k-token request at block size 16 (descriptor posting; vllm-project/vllm issue #50913, 2026),
+/// and "subsequent transfers are ~8 ms" after the first (vllm-project/vllm PR #48209, 2026).
+pub const NIXL_LAUNCH_OVERHEAD_US: f64 = 7_000.0;
+
+/// The measured transfer layers: a NIXL connector over InfiniBand NDR and Mooncake's Transfer Engine over
+/// multi-NIC RoCE.
+fn transfer_layer_presets() -> Vec<(&'static str, LinkSpec)> {
+    let base = link("", 50.0, 10.0, 15.0, "");
+    let mooncake = "kvcache-ai/Mooncake doc/en/transfer-engine.md: Transfer Engine (RDMA, multi-NIC striping) \
+         measured";
+    let reg = "registration: a pool registered at start (the connector registers the KV cache once); \
+         registration_ms_per_gb 78.125 for \"per_transfer\" (ofiwg/libfabric issue #4738: > 20 s for 256 GB)";
+    vec![
+        (
+            "ib-ndr-nixl",
+            LinkSpec {
+                name: "InfiniBand NDR 400G, NIXL connector".into(),
+                launch_overhead_us: NIXL_LAUNCH_OVERHEAD_US,
+                source: format!(
+                    "InfiniBand NDR 400G as ib-ndr (reference bandwidth, latency, pJ/bit) through vLLM's \
+                     NixlConnector: launch_overhead_us 7000 (READ submission ~7 ms for a ~5k-token request at \
+                     block size 16, vllm-project/vllm issue #50913; ~8 ms per transfer after the first, PR \
+                     #48209); one NIC per GPU (NVIDIA DGX H100: 8 ConnectX-7 400 Gb/s for 8 GPUs); {reg}"
+                ),
+                ..base.clone()
+            },
+        ),
+        (
+            "roce-4x200g",
+            LinkSpec {
+                name: "RoCE 4x200G, Mooncake Transfer Engine".into(),
+                bandwidth_gb_per_s: 25.0,
+                nics: 4,
+                nic_efficiency: Some(0.87),
+                source: format!(
+                    "{mooncake} 87 GB/s on 4x200 Gb/s RoCE (0.87 of 100 GB/s); latency and pJ/bit as ib-ndr \
+                     (reference); no launch overhead measured; {reg}"
+                ),
+                ..base.clone()
+            },
+        ),
+        (
+            "roce-8x400g",
+            LinkSpec {
+                name: "RoCE 8x400G, Mooncake Transfer Engine".into(),
+                bandwidth_gb_per_s: 50.0,
+                nics: 8,
+                nic_efficiency: Some(0.475),
+                source: format!(
+                    "{mooncake} 190 GB/s on 8x400 Gb/s RoCE (0.475 of 400 GB/s); latency and pJ/bit as ib-ndr \
+                     (reference); no launch overhead measured; {reg}"
+                ),
+                ..base
+            },
+        ),
+    ]
 }
 
 /// Link presets: `(key, spec)`.
@@ -431,6 +705,9 @@ pub fn link_presets() -> Vec<(&'static str, LinkSpec)> {
             ),
         ),
     ]
+    .into_iter()
+    .chain(transfer_layer_presets())
+    .collect()
 }
 
 #[cfg(test)]
@@ -455,12 +732,56 @@ mod tests {
             ]
         );
         let d: Vec<_> = device_presets().into_iter().map(|(k, _)| k).collect();
-        assert_eq!(d, ["h100", "h200", "a100", "a100-40g", "b200"]);
+        assert_eq!(d, ["h100", "h200", "a100", "a100-40g", "b200", "mi300x", "mi355x", "wafer-scale"]);
+        let facts: Vec<_> = device_facts().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(facts, d);
         let l: Vec<_> = link_presets().into_iter().map(|(k, _)| k).collect();
         assert_eq!(
             l,
-            ["nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "ib-ndr", "eth-100g", "eth-25g", "cpo-optical"]
+            [
+                "nvlink3",
+                "nvlink4",
+                "nvlink5",
+                "pcie4",
+                "pcie5",
+                "ib-ndr",
+                "eth-100g",
+                "eth-25g",
+                "cpo-optical",
+                "ib-ndr-nixl",
+                "roce-4x200g",
+                "roce-8x400g"
+            ]
         );
+    }
+
+    /// The NIC efficiency curve passes through its measured points and stays within them.
+    #[test]
+    fn nic_efficiency_curve() {
+        assert_eq!(default_nic_efficiency(1), 1.0);
+        assert_eq!(default_nic_efficiency(0), 1.0);
+        assert_eq!(default_nic_efficiency(4), 0.87);
+        assert_eq!(default_nic_efficiency(8), 0.475);
+        assert_eq!(default_nic_efficiency(64), 0.475);
+        assert!((default_nic_efficiency(2) - (1.0 - 0.13 / 3.0)).abs() < 1e-15);
+        assert!((default_nic_efficiency(6) - (0.87 + 0.5 * (0.475 - 0.87))).abs() < 1e-15);
+        for (k, l) in link_presets() {
+            let measured = l.nic_efficiency.is_none_or(|e| e == default_nic_efficiency(l.nics));
+            assert!(measured, "{k}: its measured efficiency is the curve's point");
+        }
+        assert_eq!(REGISTRATION_MS_PER_GB, 78.125);
+    }
+
+    /// The illustrative device says so in its name, its source and its facts, and nothing else is marked.
+    #[test]
+    fn the_wafer_scale_device_is_marked_illustrative() {
+        for ((k, d), (_, f)) in device_presets().into_iter().zip(device_facts()) {
+            let marked = d.name.contains("illustrative") && d.source.starts_with("ILLUSTRATIVE");
+            assert_eq!(marked, k == "wafer-scale", "{k}");
+            assert_eq!(f.illustrative, k == "wafer-scale", "{k}");
+        }
+        assert_eq!(memory_kind("wafer-scale"), "on-chip SRAM (no HBM)");
+        assert_eq!(memory_kind("custom"), "HBM");
     }
 
     #[test]

@@ -348,7 +348,9 @@ impl Sim<'_> {
             s.complete(now, &mut done);
         }
         for r in done {
-            self.q.push(now + latency, Priority::Normal, Ev::Landed { stage: stage as u8, request: r });
+            // The stage's fixed delay (priced at 0 bytes) plus this transfer's own per-transfer registration.
+            let registration = self.path.stages[stage].cost.transfer(self.handoff_bytes(r)).registration_s;
+            self.q.push(now + latency + registration, Priority::Normal, Ev::Landed { stage: stage as u8, request: r });
         }
         self.reschedule_shared(stage, lane);
     }

@@ -1,12 +1,15 @@
 //! The hand-off in closed form (`spec/handoff.md`): size of the cargo, time on the wire, the prefill that
-//! produced it, the part left exposed after the prefill (whole or layer-wise streamed), and the request rate
-//! at which hand-offs alone fill the link. No queueing: one request on an otherwise idle link.
+//! produced it, the part left exposed after the prefill (whole or layer-wise streamed), the request rate at
+//! which hand-offs alone fill the link, the transfer layer's share (launch overhead, registration, host
+//! staging) and a layout conversion at its placement. No queueing: one request on an otherwise idle path,
+//! priced with the same hops (`plan::hops`), transfer costs and endpoint passes as the simulation.
 
 use serde::Serialize;
 
 use crate::cost::model::ModelCost;
-use crate::handoff::transfer::{endpoint_pass, TransferCost};
-use crate::scenario::{CompressAt, Scenario};
+use crate::handoff::endpoint::{convert_work, decoding_pool, endpoint_work};
+use crate::handoff::plan::hops;
+use crate::scenario::{ConvertAt, Scenario};
 
 /// How the KV cache leaves the prefill instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -29,11 +32,26 @@ pub struct Handoff {
     pub handoff_bytes: f64,
     /// Bytes on the wire after compression.
     pub wire_bytes: f64,
-    /// Link latency + data time, s. Compressing in transit adds the stage's 1 µs, and the data time is
-    /// max(S/ρ/B, ops/(1.6·B)): the stage's ops budget, not the wire, sets it for transit-bound formats.
+    /// Link latency + launch overhead + registration + data time, s, over every hop of the path in turn
+    /// (host-staged: PCIe out, a host conversion, the network, PCIe in). Compressing in transit adds the
+    /// stage's 1 µs, and the data time is max(S/ρ/B, ops/(1.6·B)): the stage's ops budget, not the wire, sets
+    /// it for transit-bound formats.
     pub transfer_s: f64,
-    /// Prefill step time of the prompt alone on one prefill instance (with the sender's compression pass
-    /// when `handoff.compress_at` is `"sender"`), s.
+    /// The network hop's connector launch overhead (`link.launch_overhead_us`; in `transfer_s`), s.
+    pub launch_s: f64,
+    /// The network hop's per-transfer memory registration (`link.registration` `"per_transfer"`:
+    /// registration_ms_per_gb × the bytes handed to the NIC; 0 with a pool; in `transfer_s`), s.
+    pub registration_s: f64,
+    /// The hops other than the network (host-staged PCIe hops and a host conversion; in `transfer_s`), s.
+    pub staging_s: f64,
+    /// The layout conversion alone (`handoff.convert`) at its placement, s: an HBM pass on the prefill
+    /// instance (in `prefill_s`) or the decode instance (added to its first decode step), or the host
+    /// conversion hop (in `staging_s`). 0 without a conversion.
+    pub convert_s: f64,
+    /// Where the conversion runs (`None`: no conversion).
+    pub convert_at: Option<ConvertAt>,
+    /// Prefill step time of the prompt alone on one prefill instance (with the sender's compression and/or
+    /// conversion pass), s.
     pub prefill_s: f64,
     /// Time from the end of prefill until the KV has landed, s.
     pub exposed_s: f64,
@@ -43,26 +61,47 @@ pub struct Handoff {
     pub streaming: StreamingMode,
 }
 
-/// Closed form for a prompt of `prompt_tokens` with the scenario's model, prefill device, link and
-/// compression (placement included), priced by the same [`TransferCost`] as the simulation's network hop.
-/// Streaming: T_exposed = ℓ + max(T_x'/L, T_x' − (L−1)/L·T_p) with T_x' the data time (S/(ρB), or the
-/// in-transit stage's ops time when that is longer) and ℓ the latency (+ the stage's 1 µs).
+/// Closed form for a prompt of `prompt_tokens` with the scenario's model, pools, link and transfer layer,
+/// compression and conversion (placements included), priced by the simulation's own hops
+/// ([`hops`], whose costs are [`TransferCost`](crate::handoff::transfer::TransferCost)s) and endpoint passes
+/// ([`endpoint_work`]). Whole: the hops one after the other (store and forward). Streaming (one FCFS hop):
+/// T_exposed = ℓ' + max(T_x'/L, T_x' − (L−1)/L·T_p) with T_x' the data time (S/(ρB), or the in-transit stage's
+/// ops time when that is longer) and ℓ' the latency (+ the stage's 1 µs, the launch overhead and the
+/// registration).
 pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> Handoff {
     let model = ModelCost::new(&sc.model.spec, sc.lm_head);
-    let timer = sc.prefill_pool().timer(sc.roofline);
+    let sender = sc.prefill_pool().timer(sc.roofline);
     let handoff_bytes = prompt_tokens as f64 * model.kv_bytes_per_token;
-    let kv_bytes_per_value = sc.model.spec.kv_bytes_per_value;
-    let mut prefill_s = timer.time(model.prefill(prompt_tokens, 1, model.prompt_attention_flops(prompt_tokens))).time_s;
-    if let (Some(f), CompressAt::Sender) = (sc.compression, sc.compress_at) {
-        prefill_s += timer.pass(endpoint_pass(f, kv_bytes_per_value, handoff_bytes)).time_s;
+    let tokens = prompt_tokens as f64;
+    let mut prefill_s =
+        sender.time(model.prefill(prompt_tokens, 1, model.prompt_attention_flops(prompt_tokens))).time_s;
+    let pass = endpoint_work(sc, tokens, true);
+    if pass.bytes > 0.0 {
+        // Compression and/or conversion on the sender: one pass after the prefill, as the engine charges it.
+        prefill_s += sender.pass(pass).time_s;
     }
-    let x = TransferCost::network(&sc.link.spec.spec, sc.compression, sc.compress_at, kv_bytes_per_value)
-        .transfer(handoff_bytes);
+    let (path, network) = hops(sc);
+    let xs: Vec<_> = path.iter().map(|h| h.cost.transfer(handoff_bytes)).collect();
+    let x = xs[network];
+    let transfer_s: f64 = xs.iter().map(|t| t.duration_s).sum();
+    // A fold from +0.0: an empty f64 sum is -0.0, which would print as "-0.0" for a GPUDirect path.
+    let staging_s = xs.iter().enumerate().filter(|(i, _)| *i != network).fold(0.0, |a, (_, t)| a + t.duration_s);
     let layers = sc.model.spec.layers;
     let l = layers as f64;
     let exposed_s = match streaming {
-        StreamingMode::Whole => x.duration_s,
+        StreamingMode::Whole => transfer_s,
         StreamingMode::Layer => x.latency_s + (x.data_s / l).max(x.data_s - (l - 1.0) / l * prefill_s),
+    };
+    let convert_at = sc.convert.as_ref().map(|c| c.at);
+    let convert_s = match convert_at {
+        None => 0.0,
+        Some(ConvertAt::Sender) => convert_work(sc, tokens, true).map_or(0.0, |w| sender.pass(w).time_s),
+        Some(ConvertAt::Receiver) => {
+            convert_work(sc, tokens, false).map_or(0.0, |w| decoding_pool(sc).timer(sc.roofline).pass(w).time_s)
+        }
+        Some(ConvertAt::Host) => {
+            path.iter().zip(&xs).filter(|(h, _)| h.resource == "host-convert").map(|(_, t)| t.duration_s).sum()
+        }
     };
     Handoff {
         prompt_tokens,
@@ -70,7 +109,12 @@ pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> H
         bytes_per_token: model.kv_bytes_per_token,
         handoff_bytes,
         wire_bytes: x.wire_bytes,
-        transfer_s: x.duration_s,
+        transfer_s,
+        launch_s: x.launch_s,
+        registration_s: x.registration_s,
+        staging_s,
+        convert_s,
+        convert_at,
         prefill_s,
         exposed_s,
         link_full_rate_per_s: 1.0 / x.data_s,
@@ -158,6 +202,75 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The transfer layer in a one-request simulation: for a connector's launch overhead, per-transfer and
+    /// pooled registration, multi-NIC links at their measured efficiency, NICs shared by GPUs, a host-staged
+    /// path, a processor-sharing link, and layer-wise streaming, the simulated hand-off (kv_ready −
+    /// first_token) equals the calculator's transfer time (exposed time when streamed), and the network hop's
+    /// time equals the formula ℓ + launch + registration + S/(B·n·e/g) written out from the link's fields.
+    #[test]
+    fn transfer_layer_agrees_with_a_one_request_simulation() {
+        let links = [
+            (r#"{"preset": "ib-ndr", "launch_overhead_us": 3000}"#, "whole"),
+            (r#"{"preset": "ib-ndr", "registration": "per_transfer"}"#, "whole"),
+            (r#"{"preset": "ib-ndr", "registration": "per_transfer", "launch_overhead_us": 500}"#, "layer"),
+            (r#""ib-ndr-nixl""#, "whole"),
+            (r#""roce-4x200g""#, "whole"),
+            (r#""roce-8x400g""#, "whole"),
+            (r#"{"preset": "eth-100g", "nics": 2, "gpus_per_nic": 2}"#, "whole"),
+            (r#"{"preset": "eth-25g", "model": "host_staged", "registration": "per_transfer"}"#, "whole"),
+            (
+                r#"{"preset": "ib-ndr", "model": "shared", "registration": "per_transfer", "launch_overhead_us": 100}"#,
+                "whole",
+            ),
+        ];
+        for (link, streaming) in links {
+            let json = format!(
+                r#"{{"link": {link}, "handoff": {{"streaming": "{streaming}"}}, "workload": {{"trace": {{
+                    "arrival_s": [0.5], "prompt_tokens": [2048], "output_tokens": [2]}}}}}}"#
+            );
+            let sc = Scenario::from_json(&json, None).unwrap();
+            let mode = if streaming == "layer" { StreamingMode::Layer } else { StreamingMode::Whole };
+            let h = handoff(&sc, 2048, mode);
+            let l = &sc.link.spec.spec;
+            let b = l.bandwidth_gb_per_s * 1e9 * l.nics as f64 * l.nic_efficiency.unwrap() / l.gpus_per_nic as f64;
+            let reg = match l.registration {
+                crate::cost::presets::Registration::Pool => 0.0,
+                crate::cost::presets::Registration::PerTransfer => l.registration_ms_per_gb * 1e-3 * h.wire_bytes / 1e9,
+            };
+            assert_eq!(h.launch_s, l.launch_overhead_us * 1e-6, "{link}");
+            assert!((h.registration_s - reg).abs() <= 1e-15, "{link}");
+            let network = l.latency_us * 1e-6 + h.launch_s + reg + h.wire_bytes / b;
+            assert!((h.transfer_s - h.staging_s - network).abs() <= 1e-12 * network, "{link}");
+            let out = crate::simulate(sc).unwrap();
+            let got = out.table.kv_ready_s[0] - out.table.first_token_s[0];
+            let want = if mode == StreamingMode::Whole { h.transfer_s } else { h.exposed_s };
+            assert!((got - want).abs() <= 1e-9 * want, "{link}: {got} vs {want}");
+        }
+    }
+
+    /// A pre-registered pool and per-transfer registration differ by exactly the registration cost per
+    /// transfer, registration_ms_per_gb × GB handed to the NIC, in the calculator and in the simulation.
+    #[test]
+    fn pool_and_per_transfer_differ_by_the_registration() {
+        let run = |reg: &str| {
+            let json = format!(
+                r#"{{"link": {{"preset": "eth-100g", "registration": "{reg}", "registration_ms_per_gb": 50}},
+                    "workload": {{"trace": {{"arrival_s": [0.5], "prompt_tokens": [4096], "output_tokens": [3]}}}}}}"#
+            );
+            let sc = Scenario::from_json(&json, None).unwrap();
+            let h = handoff(&sc, 4096, StreamingMode::Whole);
+            let out = crate::simulate(sc).unwrap();
+            (h, out.table.kv_ready_s[0] - out.table.first_token_s[0])
+        };
+        let (pool, sim_pool) = run("pool");
+        let (per, sim_per) = run("per_transfer");
+        let cost = 50e-3 * pool.wire_bytes / 1e9;
+        assert_eq!(pool.registration_s, 0.0);
+        assert!((per.registration_s - cost).abs() <= 1e-15);
+        assert!((per.transfer_s - pool.transfer_s - cost).abs() <= 1e-12);
+        assert!((sim_per - sim_pool - cost).abs() <= 1e-9);
     }
 
     /// Sender compression: no in-transit stage (no added 1 µs, no ops budget), the compressed bytes on the

@@ -99,6 +99,7 @@ pub fn hops(sc: &Scenario) -> (Vec<Hop>, usize) {
             latency_us: 0.0,
             pj_per_bit: 0.0,
             source: String::new(),
+            ..LinkSpec::default()
         };
         out.push(Hop {
             resource: "host-convert",

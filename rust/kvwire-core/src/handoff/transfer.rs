@@ -1,8 +1,11 @@
 //! Time and energy of one KV transfer over the link, with optional in-transit compression
-//! (`spec/simulator.md` (a) "KVTransit" and (b) "Compression").
+//! (`spec/simulator.md` (a) "KVTransit" and (b) "Compression"), and the transfer layer's costs: the
+//! connector's launch overhead, per-transfer memory registration, and the NICs' effective bandwidth
+//! (`LinkSpec::effective_bytes_per_s`). The engine's hops and the closed-form calculator both price transfers
+//! here, so they cannot disagree.
 
 use crate::cost::model::StepWork;
-use crate::cost::presets::LinkSpec;
+use crate::cost::presets::{LinkSpec, Registration};
 use crate::quant::formats::Format;
 use crate::scenario::CompressAt;
 
@@ -20,8 +23,13 @@ pub struct Transfer {
     pub duration_s: f64,
     /// Time the data occupies the wire (or the in-transit stage), s.
     pub data_s: f64,
-    /// Latency (plus the in-transit stage's delay), s.
+    /// Latency (plus the in-transit stage's delay, the launch overhead and the registration), s: the
+    /// delays that hold an FCFS channel like the link's latency but use no bandwidth.
     pub latency_s: f64,
+    /// The connector's launch overhead (part of `latency_s`), s.
+    pub launch_s: f64,
+    /// Per-transfer memory registration (part of `latency_s`; 0 with a pre-registered pool), s.
+    pub registration_s: f64,
     pub wire_bytes: f64,
     pub link_j: f64,
     pub transit_j: f64,
@@ -35,6 +43,9 @@ pub struct TransferCost {
     latency_s: f64,
     bytes_per_s: f64,
     j_per_bit: f64,
+    launch_s: f64,
+    /// Registration time per byte handed to the NIC (0 with a pre-registered pool), s/B.
+    registration_s_per_byte: f64,
     /// Hand-off bytes per wire byte (1 when uncompressed on this hop).
     ratio: f64,
     /// The in-transit compression stage, when this hop runs it.
@@ -46,8 +57,13 @@ impl TransferCost {
     pub fn plain(link: &LinkSpec) -> Self {
         TransferCost {
             latency_s: link.latency_us * 1e-6,
-            bytes_per_s: link.bandwidth_gb_per_s * 1e9,
+            bytes_per_s: link.effective_bytes_per_s(),
             j_per_bit: link.pj_per_bit * 1e-12,
+            launch_s: link.launch_overhead_us * 1e-6,
+            registration_s_per_byte: match link.registration {
+                Registration::Pool => 0.0,
+                Registration::PerTransfer => link.registration_ms_per_gb * 1e-3 / 1e9,
+            },
             ratio: 1.0,
             stage: None,
         }
@@ -93,27 +109,29 @@ impl TransferCost {
         }
     }
 
-    /// Cost of handing off `bytes` of KV. Uncompressed: ℓ + S/B. Precompressed: ℓ + S/ρ/B. In transit:
-    /// ℓ + 1 µs + max(S/ρ/B, ops/(1.6·B)).
+    /// Cost of handing off `bytes` of KV, with B the effective bandwidth (line rate × NICs × efficiency /
+    /// GPUs per NIC) and ℓ' = ℓ + launch overhead + registration (the registration of the bytes handed to the
+    /// NIC: the wire bytes, or the uncompressed bytes when an in-transit stage compresses them).
+    /// Uncompressed: ℓ' + S/B. Precompressed: ℓ' + S/ρ/B. In transit: ℓ' + 1 µs + max(S/ρ/B, ops/(1.6·B)).
     pub fn transfer(&self, bytes: f64) -> Transfer {
         let wire = bytes / self.ratio;
         let t_wire = wire / self.bytes_per_s;
+        let registered = if self.stage.is_some() { bytes } else { wire };
+        let registration_s = registered * self.registration_s_per_byte;
+        let setup_s = self.latency_s + self.launch_s + registration_s;
         let (data_s, latency_s, transit_j, transit_bound) = match self.stage {
-            None => (t_wire, self.latency_s, 0.0, false),
+            None => (t_wire, setup_s, 0.0, false),
             Some(ops_per_input_byte) => {
                 let t_ops = ops_per_input_byte * bytes / (TRANSIT_OPS_PER_WIRE_BYTE * self.bytes_per_s);
-                (
-                    t_wire.max(t_ops),
-                    self.latency_s + TRANSIT_LATENCY_S,
-                    bytes * 8.0 * TRANSIT_J_PER_INPUT_BIT,
-                    t_ops > t_wire,
-                )
+                (t_wire.max(t_ops), setup_s + TRANSIT_LATENCY_S, bytes * 8.0 * TRANSIT_J_PER_INPUT_BIT, t_ops > t_wire)
             }
         };
         Transfer {
             duration_s: latency_s + data_s,
             data_s,
             latency_s,
+            launch_s: self.launch_s,
+            registration_s,
             wire_bytes: wire,
             link_j: wire * 8.0 * self.j_per_bit,
             transit_j,
@@ -136,7 +154,7 @@ pub fn endpoint_pass(f: &Format, kv_bytes_per_value: f64, bytes: f64) -> StepWor
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cost::presets::link_presets;
+    use crate::cost::presets::{link_presets, LinkSpec, Registration};
     use crate::quant::formats::format;
 
     fn link(key: &str) -> LinkSpec {
@@ -155,6 +173,40 @@ mod tests {
             assert_eq!(t.wire_bytes, bytes);
             assert_eq!(t.transit_j, 0.0);
         }
+    }
+
+    /// Each transfer-layer cost is its formula, computed here from the link's fields: the launch overhead adds
+    /// launch_overhead_us·1e-6 to the latency; per-transfer registration adds registration_ms_per_gb·1e-3 per
+    /// GB handed to the NIC (the wire bytes; the input bytes when an in-transit stage compresses them), a pool
+    /// nothing; the data time is S / (line rate · nics · efficiency / gpus_per_nic).
+    #[test]
+    fn transfer_layer_costs_are_their_formulas() {
+        let bytes = 1.13e9;
+        let base = link("ib-ndr");
+        let plain = TransferCost::plain(&base).transfer(bytes);
+        assert_eq!((plain.launch_s, plain.registration_s), (0.0, 0.0));
+        let launched = TransferCost::plain(&LinkSpec { launch_overhead_us: 3000.0, ..base.clone() }).transfer(bytes);
+        assert_eq!(launched.launch_s, 3e-3);
+        assert_eq!(launched.latency_s, 10e-6 + 3e-3);
+        assert_eq!(launched.data_s, plain.data_s);
+        assert_eq!(launched.duration_s, 10e-6 + 3e-3 + bytes / 50e9);
+        let per = LinkSpec { registration: Registration::PerTransfer, ..base.clone() };
+        let reg = TransferCost::plain(&per).transfer(bytes);
+        assert_eq!(reg.registration_s, 78.125e-3 * 1e-9 * bytes);
+        assert!((reg.duration_s - plain.duration_s - reg.registration_s).abs() < 1e-15);
+        // Precompressed: the sender's compressed buffer is registered; in transit: the uncompressed one.
+        let fp8 = format("fp8").unwrap();
+        let pre = TransferCost::precompressed(&per, fp8).transfer(bytes);
+        assert_eq!(pre.registration_s, 78.125e-3 * 1e-9 * (bytes / 2.0));
+        let transit = TransferCost::in_transit(&per, fp8, 2.0).transfer(bytes);
+        assert_eq!(transit.registration_s, 78.125e-3 * 1e-9 * bytes);
+        // NICs: 4 x 25 GB/s at 0.87, shared by 2 GPUs.
+        let nics = LinkSpec { bandwidth_gb_per_s: 25.0, nics: 4, nic_efficiency: Some(0.87), gpus_per_nic: 2, ..base };
+        let x = TransferCost::plain(&nics).transfer(bytes);
+        assert_eq!(x.data_s, bytes / (25e9 * 4.0 * 0.87 / 2.0));
+        // Without a given efficiency the NIC count's measured curve applies.
+        let curve = LinkSpec { nic_efficiency: None, gpus_per_nic: 1, nics: 8, bandwidth_gb_per_s: 50.0, ..nics };
+        assert_eq!(TransferCost::plain(&curve).transfer(bytes).data_s, bytes / (50e9 * 8.0 * 0.475));
     }
 
     /// 25 GbE saturates at 11.6 hand-offs/s of 268.4 MB (spec/handoff.md).

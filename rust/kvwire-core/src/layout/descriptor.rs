@@ -76,7 +76,7 @@ impl Layout {
         }
         if def.x_packed() {
             let x = 16 / dt.unit_bytes();
-            if !(dt.plain() || dt == Dtype::Fp8E4m3) {
+            if !(dt.plain() || dt.separate_scales()) {
                 return Err(lerr(
                     &format!("{path}.dtype"),
                     format!("{name} stores plain or fp8 values, not {}", dt.name()),
@@ -188,9 +188,10 @@ impl Layout {
         }
     }
 
-    /// Bytes of the per-(layer, K/V) fp32 scales kept outside the cache (`fp8_e4m3`), else 0.
+    /// Bytes of the per-(layer, K/V) fp32 scales kept outside the cache (`fp8_e4m3` and the other
+    /// separate-scale fp8 dtypes), else 0.
     pub fn separate_scale_bytes(&self) -> usize {
-        if self.dtype == Dtype::Fp8E4m3 {
+        if self.dtype.separate_scales() {
             4 * self.geometry.layers * self.components()
         } else {
             0

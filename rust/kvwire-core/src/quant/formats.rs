@@ -3,7 +3,7 @@
 //! code plus its share of the block scales (and zero points); a per-tensor fp32 scale is reported
 //! separately (`tensor_scale_bits`), being negligible for a KV cache.
 
-use super::minifloat::{MiniFloat, E2M1, E2M3, E3M2, E4M3FN, E5M2};
+use super::minifloat::{MiniFloat, E2M1, E2M3, E3M2, E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ};
 
 /// What a format does to a tensor (see `quant/schemes.rs` for the exact rules).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -150,6 +150,21 @@ pub const FORMATS: &[Format] = &[
         1.0,
         "FP8 E4M3FN, fp32 scale per 128 values (per token-head at head_dim 128)",
     ),
+    fp8(
+        "fp8_e4m3fnuz",
+        E4M3FNUZ,
+        None,
+        1.0,
+        "FP8 E4M3FNUZ (AMD MI300), one fp32 scale per tensor, amax/224 as vLLM on gfx942",
+    ),
+    fp8("fp8_e5m2fnuz", E5M2FNUZ, None, 1.0, "FP8 E5M2FNUZ (AMD MI300), one fp32 scale per tensor"),
+    fp8(
+        "fp8_e4m3fnuz_g128",
+        E4M3FNUZ,
+        Some(128),
+        1.0,
+        "FP8 E4M3FNUZ, fp32 scale (amax/224) per 128 values (per token-head at head_dim 128)",
+    ),
     mx("mxfp8_e4m3", E4M3FN, "OCP MXFP8, E4M3 elements, E8M0 scale per 32"),
     mx("mxfp8_e5m2", E5M2, "OCP MXFP8, E5M2 elements, E8M0 scale per 32"),
     mx("mxfp6_e2m3", E2M3, "OCP MXFP6, E2M3 elements, E8M0 scale per 32"),
@@ -200,6 +215,9 @@ mod tests {
         assert_eq!(r("nvfp4"), 32.0 / 9.0);
         assert_eq!(r("int4_asym_g32"), 3.2);
         assert_eq!(bits("fp8_e4m3_g128"), 8.25);
+        assert_eq!(r("fp8_e4m3fnuz"), 2.0);
+        assert_eq!(r("fp8_e5m2fnuz"), 2.0);
+        assert_eq!(bits("fp8_e4m3fnuz_g128"), 8.25);
         assert_eq!(bits("int8_sym_g32"), 8.5);
         assert_eq!(bits("int8_asym_g32"), 9.0);
         assert_eq!(bits("int4_sym_g32"), 4.5);

@@ -1,5 +1,5 @@
-//! Small floating-point element formats: FP8 E4M3FN and E5M2 (OCP OFP8), FP6 E2M3 and E3M2 and FP4 E2M1
-//! (OCP MX elements), encoded from `f32` with one round-to-nearest-even step and decoded exactly.
+//! Small floating-point element formats: FP8 E4M3FN and E5M2 (OCP OFP8), their AMD "fnuz" variants
+//! E4M3FNUZ and E5M2FNUZ, FP6 E2M3 and E3M2 and FP4 E2M1 (OCP MX elements), encoded from `f32` with one round-to-nearest-even step and decoded exactly.
 //!
 //! Every encoder works on the `f32` bit pattern with integer arithmetic and selects, so the slice kernels
 //! auto-vectorise (`quant/simd.rs` instantiates them for wider instruction sets). Behaviour, format by
@@ -10,8 +10,11 @@
 //! | E4M3FN | 448 (S.1111.110) | NaN (S.1111.111); 464 ties to 448 | ±448 | like overflow | S.1111.111 |
 //! | E5M2 | 57344 | ±Inf; 61440 ties up to Inf | ±57344 | ±Inf (sat: ±57344) | S.11111.10 |
 //! | E2M1, E2M3, E3M2 | 6, 7.5, 28 | always saturates (no Inf/NaN) | same | ±max | ±max (sign of the NaN kept) |
+//! | E4M3FNUZ | 240 (S.1111.111); 248 ties up to NaN | NaN (0x80) | ±240 | like overflow | 0x80 (any sign) |
+//! | E5M2FNUZ | 57344 (S.11111.11); 61440 ties up to NaN | NaN (0x80) | ±57344 | like overflow | 0x80 (any sign) |
 //!
-//! Signed zeros are kept; `f32` subnormal inputs flush to ±0 in every format (they are far below each
+//! The fnuz formats (AMD MI300, gfx942) have bias + 1, no Inf, no −0 (a negative value that rounds to zero
+//! encodes as +0) and one NaN, the negative-zero pattern 0x80. Elsewhere signed zeros are kept; `f32` subnormal inputs flush to ±0 in every format (they are far below each
 //! format's smallest subnormal). Codes occupy the low bits of a byte, sign in the top bit of the code.
 
 /// Parameters of a sign-exponent-mantissa element format.
@@ -27,6 +30,9 @@ pub struct MiniFloat {
     pub nan_code: Option<u8>,
     /// Magnitude code of infinity, if the format has one.
     pub inf_code: Option<u8>,
+    /// AMD's "fnuz" convention (`e4m3fnuz`, `e5m2fnuz`): finite, NaN is the negative-zero pattern (sign bit
+    /// alone, 0x80), there is no −0 (negative values that round to zero give +0) and no Inf.
+    pub nuz: bool,
 }
 
 impl MiniFloat {
@@ -49,11 +55,39 @@ impl MiniFloat {
     pub fn emax(&self) -> i32 {
         (self.max_code >> self.mbits) as i32 - self.bias
     }
+
+    /// The value a scaled format maps a block's (or tensor's) amax to: the largest finite value, except
+    /// E4M3FNUZ, where vLLM divides by [`E4M3FNUZ_SCALE_MAX`] (224) instead of 240.
+    pub fn scale_max(&self) -> f32 {
+        if *self == E4M3FNUZ {
+            E4M3FNUZ_SCALE_MAX
+        } else {
+            self.max_value()
+        }
+    }
+
+    /// The code a NaN-scaled block stores for every element: 0x80 in the fnuz formats (their only NaN), else
+    /// the all-ones magnitude (NaN in E4M3FN and E5M2, ±max in the formats without NaN).
+    pub const fn nan_block_code(&self) -> u8 {
+        if self.nuz {
+            self.sign_bit()
+        } else {
+            self.sign_bit() - 1
+        }
+    }
 }
 
 /// OCP FP8 E4M3 "fn" (finite + NaN), bias 7.
-pub const E4M3FN: MiniFloat =
-    MiniFloat { name: "e4m3fn", ebits: 4, mbits: 3, bias: 7, max_code: 0x7E, nan_code: Some(0x7F), inf_code: None };
+pub const E4M3FN: MiniFloat = MiniFloat {
+    name: "e4m3fn",
+    ebits: 4,
+    mbits: 3,
+    bias: 7,
+    max_code: 0x7E,
+    nan_code: Some(0x7F),
+    inf_code: None,
+    nuz: false,
+};
 /// OCP FP8 E5M2 (IEEE-like), bias 15.
 pub const E5M2: MiniFloat = MiniFloat {
     name: "e5m2",
@@ -63,16 +97,45 @@ pub const E5M2: MiniFloat = MiniFloat {
     max_code: 0x7B,
     nan_code: Some(0x7E),
     inf_code: Some(0x7C),
+    nuz: false,
 };
 /// OCP FP6 E2M3, bias 1, max 7.5.
 pub const E2M3: MiniFloat =
-    MiniFloat { name: "e2m3", ebits: 2, mbits: 3, bias: 1, max_code: 0x1F, nan_code: None, inf_code: None };
+    MiniFloat { name: "e2m3", ebits: 2, mbits: 3, bias: 1, max_code: 0x1F, nan_code: None, inf_code: None, nuz: false };
 /// OCP FP6 E3M2, bias 3, max 28.
 pub const E3M2: MiniFloat =
-    MiniFloat { name: "e3m2", ebits: 3, mbits: 2, bias: 3, max_code: 0x1F, nan_code: None, inf_code: None };
+    MiniFloat { name: "e3m2", ebits: 3, mbits: 2, bias: 3, max_code: 0x1F, nan_code: None, inf_code: None, nuz: false };
 /// OCP FP4 E2M1, bias 1, values {0, 0.5, 1, 1.5, 2, 3, 4, 6}.
 pub const E2M1: MiniFloat =
-    MiniFloat { name: "e2m1", ebits: 2, mbits: 1, bias: 1, max_code: 0x7, nan_code: None, inf_code: None };
+    MiniFloat { name: "e2m1", ebits: 2, mbits: 1, bias: 1, max_code: 0x7, nan_code: None, inf_code: None, nuz: false };
+
+/// AMD FP8 E4M3FNUZ (MI300 / gfx942): bias 8, max 240 (S.1111.111), NaN 0x80, no −0, no Inf.
+pub const E4M3FNUZ: MiniFloat = MiniFloat {
+    name: "e4m3fnuz",
+    ebits: 4,
+    mbits: 3,
+    bias: 8,
+    max_code: 0x7F,
+    nan_code: None,
+    inf_code: None,
+    nuz: true,
+};
+/// AMD FP8 E5M2FNUZ: bias 16, max 57344 (S.11111.11), NaN 0x80, no −0, no Inf.
+pub const E5M2FNUZ: MiniFloat = MiniFloat {
+    name: "e5m2fnuz",
+    ebits: 5,
+    mbits: 2,
+    bias: 16,
+    max_code: 0x7F,
+    nan_code: None,
+    inf_code: None,
+    nuz: true,
+};
+
+/// The amax divisor vLLM uses for dynamic E4M3FNUZ scales on gfx942 (`FP8_E4M3_MAX = 224.0f` for the fnuz
+/// type, instead of the format's 240): values land at most on 224 = 0x7E, whose bits mean 448 in E4M3FN, so an
+/// fnuz cache converts to fn exactly by halving the scale (`spec/quant.md` §1.1).
+pub const E4M3FNUZ_SCALE_MAX: f32 = 224.0;
 
 /// An element format as a type, so that kernels are compiled with its parameters as constants (the
 /// field loads fold away and the loops vectorise).
@@ -102,6 +165,10 @@ element_types! {
     E3m2 = E3M2;
     /// [`E2M1`] as a type.
     E2m1 = E2M1;
+    /// [`E4M3FNUZ`] as a type.
+    E4m3fnuz = E4M3FNUZ;
+    /// [`E5M2FNUZ`] as a type.
+    E5m2fnuz = E5M2FNUZ;
 }
 
 /// Evaluate `$body` with `$t` a type alias for the [`Element`] type of the format `$f` (a `MiniFloat`).
@@ -122,6 +189,12 @@ macro_rules! with_element {
         } else if f == mf::E3M2 {
             type $t = mf::E3m2;
             $body
+        } else if f == mf::E4M3FNUZ {
+            type $t = mf::E4m3fnuz;
+            $body
+        } else if f == mf::E5M2FNUZ {
+            type $t = mf::E5m2fnuz;
+            $body
         } else {
             type $t = mf::E2m1;
             $body
@@ -130,9 +203,9 @@ macro_rules! with_element {
 }
 
 /// Every element format, for lookups by name.
-pub const ELEMENT_FORMATS: [MiniFloat; 5] = [E4M3FN, E5M2, E2M3, E3M2, E2M1];
+pub const ELEMENT_FORMATS: [MiniFloat; 7] = [E4M3FN, E5M2, E2M3, E3M2, E2M1, E4M3FNUZ, E5M2FNUZ];
 
-/// Look an element format up by name (`e4m3fn`, `e5m2`, `e2m3`, `e3m2`, `e2m1`).
+/// Look an element format up by name (`e4m3fn`, `e5m2`, `e2m3`, `e3m2`, `e2m1`, `e4m3fnuz`, `e5m2fnuz`).
 pub fn element_format(name: &str) -> Option<MiniFloat> {
     ELEMENT_FORMATS.iter().copied().find(|f| f.name == name)
 }
@@ -174,6 +247,19 @@ pub fn encode(f: &MiniFloat, x: f32, saturate: bool) -> u8 {
         (Some(nan), None) if !saturate => nan as u32,
         _ => f.max_code as u32,
     };
+    if f.nuz {
+        // One NaN (0x80, whatever the sign), no Inf (non-saturating overflow and ±Inf are NaN, as ml_dtypes
+        // casts them; saturating: ±max), and no −0 (a negative value rounding to zero is +0).
+        let nan = is_nan || (!saturate && (overflow || is_inf));
+        let m = if overflow || is_inf { f.max_code as u32 } else { mag };
+        return if nan {
+            f.sign_bit()
+        } else if m == 0 {
+            0
+        } else {
+            sign | m as u8
+        };
+    }
     if overflow || is_inf {
         mag = over_code;
     }
@@ -199,7 +285,7 @@ pub fn decode(f: &MiniFloat, code: u8) -> f32 {
         if e == (1 << f.ebits) - 1 {
             v = if m == 0 { f32::INFINITY } else { f32::NAN };
         }
-    } else if Some(mag as u8) == f.nan_code {
+    } else if Some(mag as u8) == f.nan_code || (f.nuz && code == sign_bit) {
         v = f32::NAN;
     }
     if neg {
@@ -323,6 +409,77 @@ mod tests {
         assert_eq!(enc(f, 2f32.powi(-17)), 0x00);
     }
 
+    /// AMD's fnuz formats, hand-computed from their definition (bias 8 / 16, max code 0x7F, NaN 0x80, no −0,
+    /// no Inf): the spec/quant.md §6 vectors transposed to them.
+    #[test]
+    fn fnuz_edge_vectors() {
+        let f = &E4M3FNUZ;
+        assert_eq!(f.max_value(), 240.0);
+        assert_eq!(f.scale_max(), 224.0);
+        assert_eq!(E5M2FNUZ.scale_max(), 57344.0);
+        for (x, want) in [(240.0, 0x7F), (224.0, 0x7E), (247.0, 0x7F), (1.0, 0x40), (-1.0, 0xC0), (0.0, 0x00)] {
+            assert_eq!(enc(f, x), want, "{x}");
+        }
+        // 248 is the midpoint between 240 (mantissa 111, odd) and 256: it rounds up, out of range.
+        assert_eq!(enc(f, 248.0), 0x80);
+        assert_eq!(sat(f, 248.0), 0x7F);
+        assert_eq!(enc(f, f32::from_bits(248f32.to_bits() - 1)), 0x7F);
+        assert_eq!(sat(f, -248.0), 0xFF);
+        for x in [1e6, f32::INFINITY, f32::NEG_INFINITY, -1e6, f32::NAN, -f32::NAN] {
+            assert_eq!(enc(f, x), 0x80, "{x}");
+        }
+        assert_eq!(sat(f, f32::INFINITY), 0x7F);
+        assert_eq!(sat(f, f32::NEG_INFINITY), 0xFF);
+        assert_eq!(sat(f, f32::NAN), 0x80);
+        assert_eq!(sat(f, -f32::NAN), 0x80);
+        // No negative zero.
+        assert_eq!(enc(f, -0.0), 0x00);
+        assert_eq!(enc(f, -2f32.powi(-11)), 0x00);
+        assert_eq!(enc(f, -f32::from_bits(1)), 0x00);
+        let t = 2f32.powi(-10);
+        assert_eq!(enc(f, t), 0x01);
+        assert_eq!(enc(f, 2f32.powi(-11)), 0x00); // tie to even
+        assert_eq!(enc(f, next_up(2f32.powi(-11))), 0x01);
+        assert_eq!(enc(f, -next_up(2f32.powi(-11))), 0x81);
+        assert_eq!(enc(f, 7.5 * t), 0x08); // rounds up into the min normal 2^-7
+        assert!(decode(f, 0x80).is_nan());
+        assert_eq!(decode(f, 0x01), t);
+        assert_eq!(decode(f, 0xFF), -240.0);
+
+        let f = &E5M2FNUZ;
+        assert_eq!(f.max_value(), 57344.0);
+        assert_eq!(enc(f, 57344.0), 0x7F);
+        assert_eq!(enc(f, 61439.0), 0x7F);
+        assert_eq!(enc(f, 61440.0), 0x80);
+        assert_eq!(sat(f, 61440.0), 0x7F);
+        assert_eq!(enc(f, f32::INFINITY), 0x80);
+        assert_eq!(sat(f, f32::NEG_INFINITY), 0xFF);
+        assert_eq!(enc(f, -f32::NAN), 0x80);
+        assert_eq!(enc(f, 1.0), 0x40);
+        assert_eq!(enc(f, 2f32.powi(-17)), 0x01);
+        assert_eq!(enc(f, 2f32.powi(-18)), 0x00);
+        assert_eq!(enc(f, -2f32.powi(-18)), 0x00);
+        assert_eq!(enc(f, -0.0), 0x00);
+        assert!(decode(f, 0x80).is_nan());
+        assert_eq!(decode(f, 0x01), 2f32.powi(-17));
+    }
+
+    /// The fnuz bit patterns mean half the fn value (bias + 1), except fn's −0 and NaN and the top fnuz code:
+    /// every finite E4M3FN code c has E4M3FNUZ value decode(fn, c) / 2 under the same bits, and likewise
+    /// E5M2 / E5M2FNUZ (what vLLM's `normalize_e4m3fn_to_e4m3fnuz` relies on when it doubles the scale).
+    #[test]
+    fn fnuz_bits_mean_half_the_fn_value() {
+        for (fnf, nuz) in [(E4M3FN, E4M3FNUZ), (E5M2, E5M2FNUZ)] {
+            for c in 0..=255u8 {
+                let v = decode(&fnf, c);
+                if !v.is_finite() || c == 0x80 {
+                    continue;
+                }
+                assert_eq!(decode(&nuz, c), v / 2.0, "{} {c:#x}", nuz.name);
+            }
+        }
+    }
+
     #[test]
     fn e2m1_edge_vectors() {
         let f = &E2M1;
@@ -376,6 +533,8 @@ mod tests {
         assert!(decode(&E4M3FN, 0xFF).is_nan());
         assert_eq!(decode(&E5M2, 0xFC), f32::NEG_INFINITY);
         assert_eq!([E4M3FN.emax(), E5M2.emax(), E2M3.emax(), E3M2.emax(), E2M1.emax()], [8, 15, 2, 4, 2]);
+        assert_eq!([E4M3FNUZ.emax(), E5M2FNUZ.emax()], [7, 15]);
+        assert_eq!([E4M3FN.nan_block_code(), E4M3FNUZ.nan_block_code(), E2M1.nan_block_code()], [0x7F, 0x80, 0x7]);
     }
 
     /// Brute force over a dense f32 sample: the code is the nearest representable value (ties to even

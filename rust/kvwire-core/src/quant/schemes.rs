@@ -141,7 +141,7 @@ impl<E: Element> BlockScheme for Mx<E> {
     fn encode(&self, p: &MxParams, x: f32) -> u8 {
         let c = mf_encode(&E::F, x * p.to_units, true);
         if p.byte == 0xFF {
-            E::F.sign_bit() - 1
+            E::F.nan_block_code()
         } else {
             c
         }
@@ -229,10 +229,11 @@ impl BlockScheme for Nvfp4 {
     }
 }
 
-/// FP8 (E4M3FN or E5M2) with an fp32 scale per block, or one tensor scale (`tensor: Some(scale)`), computed
-/// from the largest finite magnitude as `scale = amax/max` exactly — an f32 subnormal too, so a tiny tensor
-/// keeps its values (x / scale is still near max) — with 1 for an all-zero block and 2^-149 (the smallest
-/// positive f32) when the quotient underflows to 0. Elements are x / scale rounded with saturation (vLLM's
+/// FP8 (E4M3FN, E5M2 or their fnuz variants) with an fp32 scale per block, or one tensor scale (`tensor:
+/// Some(scale)`), computed from the largest finite magnitude as `scale = amax/max` exactly (max: the
+/// element's [`scale_max`](super::minifloat::MiniFloat::scale_max), 224 for E4M3FNUZ as vLLM on gfx942) — an
+/// f32 subnormal too, so a tiny tensor keeps its values (x / scale is still near max) — with 1 for an
+/// all-zero block and 2^-149 (the smallest positive f32) when the quotient underflows to 0. Elements are x / scale rounded with saturation (vLLM's
 /// `cvt(x / scale, satfinite)`): beyond ±max, ±Inf included, to ±max; a NaN element stays NaN. (A block holding
 /// NaN or ±Inf gets a NaN scale instead, and NaN codes.)
 #[derive(Clone, Copy, Debug)]
@@ -250,7 +251,7 @@ impl<E: Element> Fp8Scaled<E> {
     /// The scale for a largest finite magnitude `amax` (≥ 0): amax/max, subnormal included; 1 when amax is 0;
     /// the smallest positive f32 when the quotient underflows.
     pub fn scale_for(&self, amax: f32) -> f32 {
-        let s = amax / E::F.max_value();
+        let s = amax / E::F.scale_max();
         if amax == 0.0 {
             1.0
         } else if s == 0.0 {
@@ -297,7 +298,7 @@ impl<E: Element> BlockScheme for Fp8Scaled<E> {
     fn encode(&self, scale: &f32, x: f32) -> u8 {
         let v = x / *scale;
         if scale.is_nan() {
-            E::F.sign_bit() - 1
+            E::F.nan_block_code()
         } else if x.is_nan() {
             mf_encode(&E::F, v, false)
         } else {

@@ -129,6 +129,8 @@ impl Scenario {
             at: c.at,
             from_block_size: Some(c.from.block_size as u32),
             to_block_size: Some(c.to.block_size as u32),
+            from_dtype: c.explicit_dtypes.then(|| c.from.dtype.name().to_string()),
+            to_dtype: c.explicit_dtypes.then(|| c.to.dtype.name().to_string()),
             host_gb_per_s: (c.at == super::ConvertAt::Host).then_some(c.host_gb_per_s),
             host_threads: (c.at == super::ConvertAt::Host).then_some(c.host_threads),
             host_w_per_thread: (c.at == super::ConvertAt::Host).then_some(c.host_w_per_thread),

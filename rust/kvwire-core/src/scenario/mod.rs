@@ -13,6 +13,7 @@ use crate::quant::formats::Format;
 use crate::workload::{Arrivals, LengthDist, Trace};
 
 pub use spec::{CompressAt, ConvertAt, DecompressAt, FirstToken, OverContext, ScenarioSpec, Streaming};
+pub use validate::MAX_DEVICES_PER_INSTANCE;
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,9 +91,12 @@ pub const DEFAULT_HOST_W_PER_THREAD: f64 = 3.75;
 /// A layout conversion on the hand-off path.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Conversion {
-    /// The two layouts, instantiated with the model's geometry (bf16 values; other value sizes scale).
+    /// The two layouts, instantiated with the model's geometry: with the given dtypes (`explicit_dtypes`), else
+    /// bf16 values whose sizes scale to the cache's value size.
     pub from: crate::layout::Layout,
     pub to: crate::layout::Layout,
+    /// `handoff.convert.from_dtype` / `to_dtype` were given: the layouts' bytes are exact.
+    pub explicit_dtypes: bool,
     pub at: ConvertAt,
     pub host_gb_per_s: f64,
     pub host_threads: u32,
@@ -101,9 +105,15 @@ pub struct Conversion {
 
 impl Conversion {
     /// HBM traffic of converting a request of `tokens` tokens on a GPU, bytes: read the whole `from` blocks,
-    /// write the whole `to` blocks; `bytes_per_value` scales from bf16 (2 B) to the cache's value size there.
+    /// write the whole `to` blocks (with their separate or inline scales); without explicit dtypes,
+    /// `bytes_per_value` scales from bf16 (2 B) to the cache's value size there.
     pub fn gpu_bytes(&self, tokens: u64, bytes_per_value: f64) -> f64 {
-        (self.from.request_bytes_f64(tokens) + self.to.request_bytes_f64(tokens)) * bytes_per_value / 2.0
+        let bytes = self.from.request_bytes_f64(tokens) + self.to.request_bytes_f64(tokens);
+        if self.explicit_dtypes {
+            bytes
+        } else {
+            bytes * bytes_per_value / 2.0
+        }
     }
 }
 

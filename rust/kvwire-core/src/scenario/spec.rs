@@ -107,6 +107,14 @@ pub struct ConvertSpec {
     /// Tokens per block of `to` (paged layouts; default 16).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub to_block_size: Option<u32>,
+    /// Layout dtype of the prefill engine's cache (`kvwire.layout.dtypes()`, e.g. `"fp8_e4m3fnuz"`: an AMD
+    /// producer's fp8 flavour). Default: the model's values as stored (`model.kv_bytes_per_value`), no change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_dtype: Option<String>,
+    /// Layout dtype the decode engine needs (default: `from_dtype`). A conversion changes layout and fp8
+    /// flavour (fn ↔ fnuz), not precision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to_dtype: Option<String>,
     /// Host conversion throughput per thread, GB/s of cache converted (default: kvwire's measured kernel).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_gb_per_s: Option<f64>,

@@ -16,7 +16,7 @@ use super::{
 use super::{DEFAULT_HOST_CONVERT_GB_PER_S, DEFAULT_HOST_W_PER_THREAD};
 use crate::cost::model::{LmHead, ModelCost};
 use crate::cost::presets::{
-    device_presets, link_presets, model_presets, AttentionKind, DeviceSpec, LinkSpec, ModelSpec,
+    default_nic_efficiency, device_presets, link_presets, model_presets, AttentionKind, DeviceSpec, LinkSpec, ModelSpec,
 };
 use crate::cost::roofline::{kv_capacity_tokens, RooflineParams};
 use crate::error::{Error, Result};
@@ -145,6 +145,30 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         None => None,
         Some(c) => Some(conversion(c, &model.spec, mode == ModeSpec::Colocated, &link)?),
     };
+    if let (Some(c), Topology::Disaggregated { prefill, decode }) = (&convert, &topology) {
+        let (pool, side, other) = match c.at {
+            ConvertAt::Sender => (Some(prefill), "prefill", "\"receiver\""),
+            ConvertAt::Receiver => (Some(decode), "decode", "\"sender\""),
+            ConvertAt::Host => (None, "", ""),
+        };
+        if let Some(p) = pool.filter(|p| !p.device.spec.converts_kv) {
+            return Err(Error::field(
+                "handoff.convert.at",
+                format!(
+                    "the {side} pool's device {:?} does not run a KV conversion (converts_kv = false): convert at \
+                     {other} or \"host\" (with link.model \"host_staged\")",
+                    p.device.spec.name
+                ),
+            ));
+        }
+    }
+    if convert.as_ref().is_some_and(|c| c.explicit_dtypes) && compression.is_some() {
+        return Err(Error::field(
+            "handoff.convert.from_dtype",
+            "with explicit dtypes the conversion moves the cache as stored (its dtype is the hand-off's): \
+             handoff.compression must be \"none\" (and decode.kv_format unset)",
+        ));
+    }
     let d = &s.router.disaggregate;
     let disaggregate = match d.policy {
         DisaggregatePolicy::Always => {
@@ -248,7 +272,10 @@ fn conversion(c: &ConvertSpec, model: &ModelSpec, colocated: bool, link: &Link) 
     } else {
         Geometry { layers: model.layers as usize, heads: model.kv_heads as usize, head_dim: model.head_dim as usize }
     };
-    let side = |field: &str, name: &str, block: Option<u32>| -> Result<crate::layout::Layout> {
+    let explicit_dtypes = c.from_dtype.is_some() || c.to_dtype.is_some();
+    let from_dtype = c.from_dtype.as_deref().or(c.to_dtype.as_deref()).unwrap_or("bfloat16");
+    let to_dtype = c.to_dtype.as_deref().unwrap_or(from_dtype);
+    let side = |field: &str, name: &str, block: Option<u32>, dtype: &str| -> Result<crate::layout::Layout> {
         let path = format!("handoff.convert.{field}");
         let def = crate::layout::layout_def(name).ok_or_else(|| {
             Error::field(&path, format!("unknown layout {name:?} (known: {})", crate::layout::catalog::known_layouts()))
@@ -261,11 +288,56 @@ fn conversion(c: &ConvertSpec, model: &ModelSpec, colocated: bool, link: &Link) 
         if bs == 0 || bs > 1 << 16 {
             return Err(Error::field(format!("handoff.convert.{field}_block_size"), "must be in 1..=65536"));
         }
-        crate::layout::Layout::new(&path, name, "bfloat16", bs as usize, geometry)
-            .map_err(|e| Error::field(e.path().to_string(), e.to_string()))
+        let dpath = format!("handoff.convert.{field}_dtype");
+        if explicit_dtypes {
+            let dt = crate::layout::Dtype::parse(dtype).ok_or_else(|| {
+                let known: Vec<_> = crate::layout::Dtype::ALL.iter().map(|d| d.name()).collect();
+                Error::field(&dpath, format!("unknown layout dtype {dtype:?} (known: {})", known.join(", ")))
+            })?;
+            // The cache moves as stored: its dtype must hold the model's KV bytes per value.
+            let per_value = if dt.plain() { dt.unit_bytes() as f64 } else { 1.0 };
+            if dt == crate::layout::Dtype::Fp8DsMla {
+                return Err(Error::field(
+                    &dpath,
+                    "fp8_ds_mla is a compression of an MLA cache: use handoff.compression \"fp8_ds_mla\"",
+                ));
+            }
+            if per_value != model.kv_bytes_per_value {
+                return Err(Error::field(
+                    &dpath,
+                    format!(
+                        "{dtype} holds {per_value} byte(s) per value but the model's KV holds {} \
+                         (model.kv_bytes_per_value): set it to {per_value}",
+                        model.kv_bytes_per_value
+                    ),
+                ));
+            }
+        }
+        crate::layout::Layout::new(&path, name, dtype, bs as usize, geometry).map_err(|e| {
+            let p = e.path().replace(&format!("{path}.dtype"), &dpath);
+            Error::field(p, e.to_string())
+        })
     };
-    let from = side("from", &c.from, c.from_block_size)?;
-    let to = side("to", &c.to, c.to_block_size)?;
+    let from = side("from", &c.from, c.from_block_size, from_dtype)?;
+    let to = side("to", &c.to, c.to_block_size, to_dtype)?;
+    if explicit_dtypes {
+        match crate::layout::Codec::between(from.dtype, to.dtype) {
+            Ok(crate::layout::Codec::Copy | crate::layout::Codec::Flavour { .. })
+            | Ok(crate::layout::Codec::PerTokenHeadFlavour { .. }) => {}
+            Ok(_) => {
+                return Err(Error::field(
+                    "handoff.convert.to_dtype",
+                    format!(
+                        "{} → {} changes precision; a hand-off conversion changes layout and fp8 flavour (fn ↔ \
+                         fnuz) only: compress with handoff.compression (and decode.kv_format)",
+                        from.dtype.name(),
+                        to.dtype.name()
+                    ),
+                ))
+            }
+            Err(reason) => return Err(Error::field("handoff.convert.to_dtype", reason)),
+        }
+    }
     if c.at != ConvertAt::Host
         && (c.host_gb_per_s.is_some() || c.host_threads.is_some() || c.host_w_per_thread.is_some())
     {
@@ -289,7 +361,7 @@ fn conversion(c: &ConvertSpec, model: &ModelSpec, colocated: bool, link: &Link) 
     if host_threads == 0 || host_threads > 1024 {
         return Err(Error::field("handoff.convert.host_threads", "must be in 1..=1024"));
     }
-    Ok(Conversion { from, to, at: c.at, host_gb_per_s, host_threads, host_w_per_thread })
+    Ok(Conversion { from, to, explicit_dtypes, at: c.at, host_gb_per_s, host_threads, host_w_per_thread })
 }
 
 fn load_routing(r: LoadRouterSpec) -> LoadRouting {
@@ -514,14 +586,10 @@ fn pool(
             ));
         }
     }
-    if let Err(usable) = kv_capacity_tokens(
-        &device.spec,
-        p.devices_per_instance,
-        mem_util,
-        cost.resident_weight_bytes(),
-        cost.kv_bytes_per_token,
-    ) {
-        return Err(Error::DoesNotFit {
+    let fits =
+        |n: u32| kv_capacity_tokens(&device.spec, n, mem_util, cost.resident_weight_bytes(), cost.kv_bytes_per_token);
+    if let Err(usable) = fits(p.devices_per_instance) {
+        return Err(Error::DoesNotFit(Box::new(crate::error::DoesNotFit {
             path: path.to_string(),
             model: model.spec.name.clone(),
             device: device.spec.name.clone(),
@@ -530,7 +598,9 @@ fn pool(
             usable_gb: usable / 1e9,
             hbm_gb: device.spec.hbm_gb * p.devices_per_instance as f64,
             mem_util,
-        });
+            memory: crate::cost::presets::memory_kind(&device.key),
+            devices_needed: (p.devices_per_instance + 1..=MAX_DEVICES_PER_INSTANCE).find(|&n| fits(n).is_ok()),
+        })));
     }
     Ok(Pool { device, instances, devices_per_instance: p.devices_per_instance, power_cap_w: p.power_cap_w, kv_format })
 }
@@ -574,15 +644,15 @@ fn link(v: Option<Value>) -> Result<Link> {
         }
         other => (other, 1),
     };
-    let spec = resolve_preset::<LinkSpec>(&preset_value, "link", "link", &link_presets())?;
-    check_link(&spec.spec, "link")?;
+    let mut spec = resolve_preset::<LinkSpec>(&preset_value, "link", "link", &link_presets())?;
+    check_link(&mut spec.spec, "link")?;
     let model = match model_name.as_ref().map(|m| m.as_str()) {
         None | Some(Some("fcfs")) => LinkModel::Fcfs,
         Some(Some("shared")) => LinkModel::Shared,
         Some(Some("host_staged")) => {
             let h = host.take().unwrap_or_else(|| Value::String("pcie5".into()));
-            let host = resolve_preset::<LinkSpec>(&h, "link.host_link", "link", &link_presets())?;
-            check_link(&host.spec, "link.host_link")?;
+            let mut host = resolve_preset::<LinkSpec>(&h, "link.host_link", "link", &link_presets())?;
+            check_link(&mut host.spec, "link.host_link")?;
             LinkModel::HostStaged { host }
         }
         _ => {
@@ -601,10 +671,36 @@ fn link(v: Option<Value>) -> Result<Link> {
     Ok(Link { spec, channels, model })
 }
 
-fn check_link(l: &LinkSpec, path: &str) -> Result<()> {
+/// Check a link's fields and resolve its NIC efficiency (`None`: the measured curve of its NIC count), so that
+/// the echo states the value that ran.
+fn check_link(l: &mut LinkSpec, path: &str) -> Result<()> {
     rate(&format!("{path}.bandwidth_gb_per_s"), l.bandwidth_gb_per_s)?;
     positive(&format!("{path}.latency_us"), l.latency_us, true)?;
-    positive(&format!("{path}.pj_per_bit"), l.pj_per_bit, true)
+    positive(&format!("{path}.pj_per_bit"), l.pj_per_bit, true)?;
+    for (name, v) in [("nics", l.nics), ("gpus_per_nic", l.gpus_per_nic)] {
+        if v == 0 || v > MAX_CHANNELS {
+            return Err(Error::field(
+                format!("{path}.{name}"),
+                format!("must be an integer in [1, {MAX_CHANNELS}], got {v}"),
+            ));
+        }
+    }
+    let efficiency = l.nic_efficiency.unwrap_or_else(|| default_nic_efficiency(l.nics));
+    in_range(&format!("{path}.nic_efficiency"), efficiency, 1e-3, 1.0, true, true)?;
+    l.nic_efficiency = Some(efficiency);
+    positive(&format!("{path}.launch_overhead_us"), l.launch_overhead_us, true)?;
+    positive(&format!("{path}.registration_ms_per_gb"), l.registration_ms_per_gb, true)?;
+    let effective = l.effective_bytes_per_s() / 1e9;
+    if !(MIN_RATE..=MAX_QUANTITY).contains(&effective) {
+        return Err(Error::field(
+            format!("{path}.gpus_per_nic"),
+            format!(
+                "the effective bandwidth (bandwidth_gb_per_s × nics × nic_efficiency / gpus_per_nic) must be in \
+                 [{MIN_RATE:e}, {MAX_QUANTITY:e}] GB/s, got {effective}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Workload> {

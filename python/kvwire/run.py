@@ -401,7 +401,11 @@ def simulate(
                 return _finish(_core.simulate(text, *arrays, cancel=cancel), None, writer)
             if writer is not None:
                 writer.require_streaming()
-            return _finish(_core.simulate_stream(text, _table_chunks(arrays), writer, sink_rows=OUT_ROWS, cancel=cancel), None, writer)
+            return _finish(
+                _core.simulate_stream(text, _table_chunks(arrays), writer, sink_rows=OUT_ROWS, cancel=cancel),
+                None,
+                writer,
+            )
         n_generated = _generated_requests(scenario)
         if keep_requests or (keep_requests is None and (n_generated is None or n_generated <= KEEP_REQUESTS_MAX)):
             if n_generated is not None:
@@ -410,9 +414,9 @@ def simulate(
         if writer is not None:
             writer.require_streaming()
         return _finish(
-            _core.simulate_stream(
-                text, None, writer, chunk_rows=STREAM_CHUNK_ROWS, sink_rows=OUT_ROWS, cancel=cancel
-            ), None, writer
+            _core.simulate_stream(text, None, writer, chunk_rows=STREAM_CHUNK_ROWS, sink_rows=OUT_ROWS, cancel=cancel),
+            None,
+            writer,
         )
     except BaseException:
         if writer is not None:

@@ -345,3 +345,18 @@ def test_ctrl_c_stops_a_streamed_run(tmp_path: Path) -> None:
         p.kill()
     assert out.split("\n")[:2] == ["interrupted", "usable 10"], (out, err)
     assert "Traceback" not in err
+
+
+def test_cancel_event_stops_a_streamed_run() -> None:
+    """``cancel=`` (a threading.Event set from another thread) stops a streamed run of hours with
+    ``kvwire.Cancelled``, as it does an in-memory one; the next run works."""
+    import threading
+
+    n = 20_000
+    reqs = pl.DataFrame({"arrival_s": [0.0] * n, "prompt_tokens": [1] * n, "output_tokens": [400_000] * n})
+    sc = {"scheduler": {"max_decode_batch": 1}, "engine": {"max_steps": 10**15}}
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    with pytest.raises(kvwire.Cancelled):
+        kvwire.simulate(sc, requests=reqs, keep_requests=False, cancel=stop)
+    assert kvwire.simulate({"workload": {"requests": 10}}, keep_requests=False).summary["requests"]["completed"] == 10

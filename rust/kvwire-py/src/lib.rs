@@ -231,6 +231,7 @@ mod _core {
     /// `None` and `rows_json` holds the summary's per-request figures. An exception raised by `source` or
     /// `sink` is raised again, unchanged. `cancel` (a `threading.Event`) stops the run as in `simulate`.
     #[pyfunction]
+    #[allow(clippy::too_many_arguments)] // the Python keyword arguments
     #[pyo3(signature = (scenario_json, source=None, sink=None, chunk_rows=65536, sink_rows=65536, keep_up_to=None, cancel=None))]
     fn simulate_stream<'py>(
         py: Python<'py>,

@@ -8,7 +8,7 @@ decode pool — with results as Polars DataFrames.
 >>> res.requests.height
 100
 >>> sorted(res.summary)[:4]
-['energy', 'hops', 'hotspot', 'instances']
+['accuracy', 'energy', 'hops', 'hotspot']
 """
 
 from kvwire import layout, quant
@@ -22,6 +22,7 @@ from kvwire.errors import (
     KvwireError,
     LayoutError,
     QuantError,
+    RequestsNotKeptError,
     ResourceError,
     ScenarioError,
     SweepError,
@@ -48,6 +49,7 @@ __all__ = [
     "KvwireError",
     "LayoutError",
     "QuantError",
+    "RequestsNotKeptError",
     "ResourceError",
     "ScenarioDict",
     "ScenarioError",

@@ -1,6 +1,7 @@
 """Type stubs of the compiled core (``rust/kvwire-py``). Use the documented API in :mod:`kvwire` instead."""
 
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ __all__ = [
     "layout_scale_factor",
     "quantize",
     "simulate",
+    "simulate_stream",
     "validate",
 ]
 
@@ -44,6 +46,16 @@ def simulate(
     arrival_s: npt.NDArray[np.float64] | None = None,
     prompt_tokens: npt.NDArray[np.int64] | None = None,
     output_tokens: npt.NDArray[np.int64] | None = None,
+    cancel: threading.Event | None = None,
+) -> dict[str, Any]: ...
+def simulate_stream(
+    scenario_json: str,
+    source: Callable[[], Iterator[tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64]]]]
+    | None = None,
+    sink: Callable[[dict[str, npt.NDArray[Any]]], None] | None = None,
+    chunk_rows: int = 65536,
+    sink_rows: int = 65536,
+    keep_up_to: int | None = None,
     cancel: threading.Event | None = None,
 ) -> dict[str, Any]: ...
 def quantize(

@@ -58,7 +58,16 @@ def main() -> None:
     "--output",
     "requests_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the per-request table to this .parquet or .csv file.",
+    help="Also write the per-request table to this .parquet or .csv file (a run that keeps no table writes it "
+    "as requests finish, in row groups).",
+)
+@click.option(
+    "--keep-requests/--no-requests",
+    "keep_requests",
+    default=None,
+    help="Keep the per-request table in memory, or not (bounded memory: the summary is computed as requests "
+    "finish, a trace file is read in chunks, percentiles come from a quantile sketch). Default: keep it up to "
+    "2,000,000 requests (kvwire.run.KEEP_REQUESTS_MAX).",
 )
 def run(
     scenario_file: Path | None,
@@ -66,6 +75,7 @@ def run(
     overrides: tuple[str, ...],
     trace_file: Path | None,
     requests_file: Path | None,
+    keep_requests: bool | None,
     **trace: Any,
 ) -> None:
     """Run SCENARIO_FILE (.json or .toml), or the built-in default scenario when none is given."""
@@ -82,11 +92,9 @@ def run(
         sc = with_overrides(sc, overrides)
         if trace_file is not None:
             sc = with_trace_file(sc, trace_file, options)
-        res = simulate(sc)
+        res = simulate(sc, keep_requests=keep_requests, out=requests_file)
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
-    if requests_file is not None:
-        _write_table(res.requests, requests_file)
     if as_json:
         click.echo(json.dumps({"summary": res.summary, "scenario": res.scenario}, indent=2))
     else:
@@ -261,20 +269,6 @@ def scenario(as_toml: bool) -> None:
         click.echo(json.dumps(sc, indent=2))
         return
     click.echo(to_toml(sc), nl=False)
-
-
-def _write_table(df: Any, path: Path) -> None:
-    """Write a table to .parquet or .csv (by suffix) through a temporary name, so a failure leaves no torn file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        if path.suffix.lower() == ".csv":
-            df.write_csv(tmp)
-        else:
-            df.write_parquet(tmp)
-        tmp.replace(path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise click.ClickException(f"{path}: cannot write: {e.strerror or e}") from None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -171,6 +171,11 @@ class PlotError(KvwireError, ValueError):
     cannot be read); ``path`` names the argument or column."""
 
 
+class RequestsNotKeptError(KvwireError, LookupError):
+    """``SimResult.requests`` of a run that did not keep its per-request table (``keep_requests=False``, or a
+    run above :data:`kvwire.run.KEEP_REQUESTS_MAX` requests); the message says how to get the table."""
+
+
 class InternalError(KvwireError, RuntimeError):
     """A broken internal invariant of the simulator. Never expected: please report it."""
 
@@ -183,6 +188,7 @@ __all__ = [
     "LayoutError",
     "PlotError",
     "QuantError",
+    "RequestsNotKeptError",
     "ResourceError",
     "ScenarioError",
     "SweepError",

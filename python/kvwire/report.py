@@ -170,6 +170,12 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
         if first == "prefill"
         else 'ttft ends at the first decode step, after the KV has landed (metrics.first_token "decode")'
     )
+    acc = s.get("accuracy")
+    if acc and not acc["requests_kept"]:
+        lines.append(
+            f"per-request table not kept (keep_requests=False): percentiles from the core's quantile sketch, each "
+            f"within {acc['relative_error']:.4%} of the exact value; counts, means and max exact"
+        )
     slo = s["slo"]
     good, window = slo["goodput_req_per_s"], slo.get("goodput_window_s")
     lines.append(

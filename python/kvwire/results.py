@@ -152,6 +152,16 @@ class RunStatsDict(TypedDict):
     steps: int
 
 
+class AccuracyDict(TypedDict):
+    """How exact the latency percentiles are: ``approximate`` lists the metrics whose percentiles come from the
+    core's quantile sketch (``itl_s`` always; every metric when the per-request table was not kept), each within
+    ``relative_error`` of the exact value; counts, means (to rounding) and max are exact everywhere."""
+
+    requests_kept: bool
+    approximate: list[str]
+    relative_error: float
+
+
 class HopCeilingDict(TypedDict):
     """One hop of the hand-off path (``kv-link``, ``pcie-prefill``, ``host-convert``, ...) and its ceiling."""
 
@@ -207,6 +217,7 @@ class SummaryDict(TypedDict):
     hops: list[HopDict]
     little: LittleDict
     run: RunStatsDict
+    accuracy: AccuracyDict
     load: NotRequired[LoadDict]
 
 
@@ -239,6 +250,7 @@ class HandoffResultDict(TypedDict):
 
 
 __all__ = [
+    "AccuracyDict",
     "CeilingsDict",
     "EnergyBreakdownDict",
     "EnergyDict",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -13,12 +13,31 @@ import numpy as np
 import polars as pl
 
 from kvwire import _core
-from kvwire.errors import ResourceError, ScenarioError, TraceError
+from kvwire.errors import RequestsNotKeptError, ResourceError, ScenarioError, TraceError
+from kvwire.row_writer import RowWriter
 from kvwire.scenario import scenario_json
-from kvwire.summary import PCT_SCHEMA, percentile_rows, requests_frame, summarise, with_derived
-from kvwire.trace_spec import split_file_trace
+from kvwire.summary import (
+    PCT_SCHEMA,
+    percentile_rows,
+    requests_frame,
+    streamed_percentile_rows,
+    streamed_row_figures,
+    summarise,
+    with_derived,
+)
+from kvwire.trace_spec import TraceFile, split_file_trace
+from kvwire.traces import TraceScan
 
 REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+
+#: Runs of more requests than this do not keep their per-request table unless asked (``keep_requests=None``):
+#: the summary is computed in the core as requests finish, holding only those in flight. About 0.8 GB of table
+#: and summary at :data:`BYTES_PER_REQUEST`.
+KEEP_REQUESTS_MAX = 2_000_000
+#: Requests per chunk read from a trace file (or a table) into the core in a streamed run.
+STREAM_CHUNK_ROWS = 1 << 18
+#: Finished rows per table handed to ``out=`` (one Parquet row group each) in a streamed run.
+OUT_ROWS = 1 << 18
 
 #: Memory a run holds per request at its peak — the core's table and the Polars summary built from it — with
 #: margin: measured 150-280 B per request (1M and 200k requests, peak RSS, ``benches/README.md``), taken as 400.
@@ -92,19 +111,51 @@ class SimResult:
 
     def __init__(
         self,
-        columns: Mapping[str, np.ndarray],
+        columns: Mapping[str, np.ndarray] | None,
         stats: dict[str, Any],
         scenario: dict[str, Any],
         ceilings: dict[str, Any] | None = None,
+        *,
+        rows: dict[str, Any] | None = None,
+        out: Path | None = None,
     ) -> None:
+        if columns is None and rows is None:
+            raise TypeError("SimResult: give the columns of the table or a streamed run's figures (rows)")
         self._columns = columns
+        self._rows = rows
         self.stats = stats
         self.scenario = scenario
         self.ceilings = ceilings
+        #: Where the per-request table was written (``out=``), or None.
+        self.out = out
+
+    @property
+    def requests_kept(self) -> bool:
+        """Whether the per-request table was kept in memory (``False`` after ``keep_requests=False``)."""
+        return self._columns is not None
 
     @cached_property
     def requests(self) -> pl.DataFrame:
-        """One row per request (built on first use from the core's columns, without copying them)."""
+        """One row per request (built on first use from the core's columns, without copying them).
+
+        Raises:
+            RequestsNotKeptError: the run did not keep its table (``keep_requests=False``, or more than
+                :data:`KEEP_REQUESTS_MAX` requests); the message says how to get it.
+        """
+        if self._columns is None:
+            n = self.stats["completed"] + self.stats["rejected"]
+            where = (
+                f"it was written to {self.out}: polars.scan_parquet / read it there"
+                if self.out is not None
+                else "pass out='requests.parquet' to stream it to a file (row groups, never held whole), or "
+                f"keep_requests=True to hold it in memory (about {BYTES_PER_REQUEST} B per request)"
+            )
+            raise RequestsNotKeptError(
+                f"requests: this run of {n:,} requests did not keep its per-request table (keep_requests=False, "
+                f"or more than kvwire.run.KEEP_REQUESTS_MAX = {KEEP_REQUESTS_MAX:,} requests); the summary was "
+                f"computed as requests finished. To get the table, {where}",
+                "requests",
+            )
         return requests_frame(dict(self._columns))
 
     def percentiles(self) -> pl.DataFrame:
@@ -117,27 +168,37 @@ class SimResult:
         return pl.DataFrame(self._latency_rows, schema=PCT_SCHEMA)
 
     @cached_property
-    def _summary_columns(self) -> Mapping[str, np.ndarray]:
-        return with_derived(self._columns)
+    def _summary_columns(self) -> Mapping[str, np.ndarray] | None:
+        return None if self._columns is None else with_derived(self._columns)
 
     @cached_property
     def _latency_rows(self) -> list[dict[str, Any]]:
-        return percentile_rows(self._summary_columns, self.stats["itl_s"])
+        cols = self._summary_columns
+        if cols is None:
+            assert self._rows is not None
+            return streamed_percentile_rows(self._rows, self.stats["itl_s"])
+        return percentile_rows(cols, self.stats["itl_s"])
 
     @cached_property
     def summary(self) -> dict[str, Any]:
-        # From the core's columns with numpy: no Polars table is built for a summary alone (sweeps).
-        return summarise(self._summary_columns, self._latency_rows, self.stats, self.scenario, self.ceilings)
+        # From the core's columns with numpy: no Polars table is built for a summary alone (sweeps); a streamed
+        # run's per-request figures come from the core.
+        figures = None if self._rows is None or self._columns is not None else streamed_row_figures(self._rows)
+        return summarise(
+            self._summary_columns, self._latency_rows, self.stats, self.scenario, self.ceilings, figures=figures
+        )
 
     def __repr__(self) -> str:
         s = self.stats
+        n = s["completed"] + s["rejected"]
+        kept = "" if self.requests_kept else ", table not kept"
         return (
-            f"SimResult({len(self._columns['id'])} requests: {s['completed']} completed, "
-            f"{s['rejected']} rejected; horizon {s['horizon_s']:.3f} s)"
+            f"SimResult({n} requests: {s['completed']} completed, "
+            f"{s['rejected']} rejected; horizon {s['horizon_s']:.3f} s{kept})"
         )
 
 
-def _column(requests: Any, name: str) -> np.ndarray:
+def _column(requests: Any, name: str, offset: int = 0) -> np.ndarray:
     try:
         series = requests[name]
     except (KeyError, TypeError, pl.exceptions.ColumnNotFoundError):
@@ -146,7 +207,7 @@ def _column(requests: Any, name: str) -> np.ndarray:
         ) from None
     if isinstance(series, pl.Series):
         if series.null_count():
-            first = int(series.is_null().arg_max() or 0)
+            first = offset + int(series.is_null().arg_max() or 0)
             raise TraceError(f"requests.{name}[{first}]: null value", f"requests.{name}[{first}]")
         if not series.dtype.is_numeric():
             raise TraceError(f"requests.{name}: expected a numeric column, got {series.dtype}", f"requests.{name}")
@@ -164,33 +225,90 @@ def _column(requests: Any, name: str) -> np.ndarray:
         if bad.any():
             i = int(np.argmax(bad))
             raise TraceError(
-                f"requests.{name}[{i}]: token counts must be whole numbers, got {arr[i]}",
-                f"requests.{name}[{i}]",
+                f"requests.{name}[{offset + i}]: token counts must be whole numbers, got {arr[i]}",
+                f"requests.{name}[{offset + i}]",
             )
         if np.abs(arr).max(initial=0) >= 2.0**53:
             i = int(np.argmax(np.abs(arr) >= 2.0**53))
-            raise TraceError(f"requests.{name}[{i}]: out of range: {arr[i]}", f"requests.{name}[{i}]")
+            j = offset + i
+            raise TraceError(f"requests.{name}[{j}]: out of range: {arr[i]}", f"requests.{name}[{j}]")
     elif arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max:
         i = int(np.argmax(arr > np.iinfo(np.int64).max))
-        raise TraceError(f"requests.{name}[{i}]: out of range: {arr[i]}", f"requests.{name}[{i}]")
+        j = offset + i
+        raise TraceError(f"requests.{name}[{j}]: out of range: {arr[i]}", f"requests.{name}[{j}]")
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
-def request_arrays(requests: pl.DataFrame | Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def request_arrays(
+    requests: pl.DataFrame | Mapping[str, Any], offset: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The three columns of an explicit request table as the contiguous arrays the core reads (``arrival_s``
-    float64, ``prompt_tokens`` and ``output_tokens`` int64), checked here for what numpy can tell.
+    float64, ``prompt_tokens`` and ``output_tokens`` int64), checked here for what numpy can tell. ``offset``
+    is the table's first row number in a larger table (a chunk of a streamed run), for the errors.
 
     Raises:
         TraceError: a column is missing, null, not numeric, not 1-D, or holds non-whole token counts.
     """
-    a, p, o = (_column(requests, c) for c in REQUEST_COLUMNS)
+    a, p, o = (_column(requests, c, offset) for c in REQUEST_COLUMNS)
     return a, p, o
+
+
+Chunks = Callable[[], Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]]
+
+
+def _table_chunks(arrays: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Chunks:
+    """A request table already in memory, handed to the core in chunks of :data:`STREAM_CHUNK_ROWS` rows."""
+    a, p, o = arrays
+
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        for i in range(0, len(a), STREAM_CHUNK_ROWS):
+            j = i + STREAM_CHUNK_ROWS
+            yield a[i:j], p[i:j], o[i:j]
+
+    return chunks
+
+
+def _scan_chunks(scan: TraceScan, spec: TraceFile | None) -> Chunks:
+    """A trace file read lazily (:meth:`TraceScan.batches`), chunk by chunk, each checked (rows numbered from
+    the table's start); with ``spec``, options that leave no request raise its error."""
+
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        offset = 0
+        for df in scan.batches(STREAM_CHUNK_ROWS) if spec is None else spec.batches(STREAM_CHUNK_ROWS):
+            yield request_arrays(df, offset)
+            offset += df.height
+        if offset == 0 and spec is not None:
+            raise spec.empty_error()
+
+    return chunks
+
+
+def _finish(
+    out: dict[str, Any],
+    trace_file: TraceFile | None,
+    writer: RowWriter | None,
+) -> SimResult:
+    stats = json.loads(out["stats_json"])
+    echo = json.loads(out["scenario_json"])
+    if trace_file is not None:
+        echo = trace_file.echo_into(echo)
+    columns = out["columns"]
+    rows = None if out.get("rows_json") is None else json.loads(out["rows_json"])
+    res = SimResult(columns, stats, echo, json.loads(out["ceilings_json"]), rows=rows)
+    if writer is not None:
+        if columns is not None:
+            # Kept in memory: the whole table at once (a streamed run wrote it as rows finished).
+            writer.whole(res.requests)
+        res.out = writer.close()
+    return res
 
 
 def simulate(
     scenario: Mapping[str, Any] | str | Path | None = None,
-    requests: pl.DataFrame | Mapping[str, Any] | None = None,
+    requests: pl.DataFrame | Mapping[str, Any] | TraceScan | None = None,
     *,
+    keep_requests: bool | None = None,
+    out: str | Path | None = None,
     cancel: threading.Event | None = None,
 ) -> SimResult:
     """Simulate one scenario.
@@ -200,8 +318,18 @@ def simulate(
             ``.toml`` file, or ``None`` for the built-in default. A ``workload.trace.file`` is read here
             (:mod:`kvwire.trace_spec`) and replayed.
         requests: optional explicit requests — a Polars DataFrame (or a mapping of columns) with
-            ``arrival_s`` (seconds, sorted), ``prompt_tokens`` (≥ 1) and ``output_tokens`` (≥ 0). The
-            scenario must then not describe a generated workload.
+            ``arrival_s`` (seconds, sorted), ``prompt_tokens`` (≥ 1) and ``output_tokens`` (≥ 0), or a
+            :class:`~kvwire.TraceScan` (:func:`kvwire.scan_trace`), read in chunks. The scenario must then not
+            describe a generated workload.
+        keep_requests: keep the per-request table (``res.requests``)? ``False``: no — the core computes the
+            summary as requests finish, holding only those in flight (bounded memory; percentiles from a
+            quantile sketch within ``summary["accuracy"]["relative_error"]``, 2⁻¹³); a trace file or
+            :class:`~kvwire.TraceScan` is then read in chunks, twice, never whole. ``None`` (default): keep it
+            unless the run has more than :data:`KEEP_REQUESTS_MAX` requests. ``True``: keep it.
+        out: also write the per-request table to this ``.parquet`` (or ``.csv``) file; a run that does not keep
+            the table writes it as requests finish (request-id order, one Parquet row group per
+            :data:`OUT_ROWS` rows), never holding it whole. Written under a temporary name and renamed when
+            complete. Parquet needs ``pyarrow`` (``pip install 'kvwire[stream]'``).
         cancel: optional ``threading.Event``; setting it (from another thread) stops the run within
             milliseconds with :class:`~kvwire.errors.Cancelled` (a service's time limit, a user's stop button).
 
@@ -212,6 +340,7 @@ def simulate(
     ``KeyboardInterrupt``; the process stays usable.
 
     Raises:
+        RequestsNotKeptError: later, reading ``res.requests`` of a run that did not keep its table.
         Cancelled: ``cancel`` was set before the run finished.
         ResourceError: the run would not fit in memory (a ``MemoryError``, raised before it starts with the
             estimate).
@@ -227,30 +356,78 @@ def simulate(
     200
     >>> res.percentiles().columns
     ['metric', 'count', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99_9', 'max']
+    >>> big = kvwire.simulate({"workload": {"requests": 200, "arrivals": {"rate_per_s": 4}}}, keep_requests=False)
+    >>> big.summary["requests"]["completed"], big.summary["accuracy"]["requests_kept"]
+    (200, False)
     """
-    # A scenario file is loaded here; workload.trace.file is read here and passed as requests.
+    # A scenario file is loaded here; workload.trace.file is read here (whole, or in chunks by the core).
+    if keep_requests is not None and not isinstance(keep_requests, bool):
+        raise ScenarioError(f"keep_requests: expected True, False or None, got {keep_requests!r}", "keep_requests")
     scenario, trace_file = split_file_trace(scenario)
+    scan: TraceScan | None = requests if isinstance(requests, TraceScan) else None
     if trace_file is not None:
         if requests is not None:
             raise ScenarioError(
                 "workload.trace: a request table was passed as well: give the requests once", "workload.trace"
             )
-        requests = trace_file.read()
+        scan = trace_file.scan()
     text = scenario_json(scenario)
-    if requests is None:
-        n = _generated_requests(scenario)
-        if n is not None:
-            check_memory(n, "workload.requests")
-        out = _core.simulate(text, cancel=cancel)
-    else:
-        arrays = request_arrays(requests)
-        check_memory(len(arrays[0]), "requests")
-        out = _core.simulate(text, *arrays, cancel=cancel)
-    stats = json.loads(out["stats_json"])
-    echo = json.loads(out["scenario_json"])
-    if trace_file is not None:
-        echo = trace_file.echo_into(echo)
-    return SimResult(out["columns"], stats, echo, json.loads(out["ceilings_json"]))
+    writer = RowWriter(out) if out is not None else None
+    try:
+        if scan is not None:
+            if keep_requests:
+                table = trace_file.read() if trace_file is not None else scan.collect()
+                return _finish(_run_table(text, table, cancel), trace_file, writer)
+            # Streamed: the core reads the file twice, in chunks; a run of at most KEEP_REQUESTS_MAX requests
+            # (keep_requests=None) keeps its table all the same.
+            keep_up_to = None if keep_requests is False else KEEP_REQUESTS_MAX
+            if writer is not None:
+                writer.require_streaming()
+            res = _core.simulate_stream(
+                text,
+                _scan_chunks(scan, trace_file),
+                None if writer is None else writer,
+                sink_rows=OUT_ROWS,
+                keep_up_to=keep_up_to,
+                cancel=cancel,
+            )
+            return _finish(res, trace_file, writer)
+        if requests is not None:
+            assert not isinstance(requests, TraceScan)  # handled above
+            arrays = request_arrays(requests)
+            n = len(arrays[0])
+            if keep_requests or (keep_requests is None and n <= KEEP_REQUESTS_MAX):
+                check_memory(n, "requests")
+                return _finish(_core.simulate(text, *arrays, cancel=cancel), None, writer)
+            if writer is not None:
+                writer.require_streaming()
+            return _finish(
+                _core.simulate_stream(text, _table_chunks(arrays), writer, sink_rows=OUT_ROWS, cancel=cancel),
+                None,
+                writer,
+            )
+        n_generated = _generated_requests(scenario)
+        if keep_requests or (keep_requests is None and (n_generated is None or n_generated <= KEEP_REQUESTS_MAX)):
+            if n_generated is not None:
+                check_memory(n_generated, "workload.requests")
+            return _finish(_core.simulate(text, cancel=cancel), None, writer)
+        if writer is not None:
+            writer.require_streaming()
+        return _finish(
+            _core.simulate_stream(text, None, writer, chunk_rows=STREAM_CHUNK_ROWS, sink_rows=OUT_ROWS, cancel=cancel),
+            None,
+            writer,
+        )
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
 
 
-__all__ = ["SimResult", "request_arrays", "simulate"]
+def _run_table(text: str, table: pl.DataFrame, cancel: threading.Event | None) -> dict[str, Any]:
+    arrays = request_arrays(table)
+    check_memory(len(arrays[0]), "requests")
+    return dict(_core.simulate(text, *arrays, cancel=cancel))
+
+
+__all__ = ["KEEP_REQUESTS_MAX", "SimResult", "request_arrays", "simulate"]

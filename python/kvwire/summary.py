@@ -27,6 +27,11 @@ QUANTILES: tuple[tuple[str, float], ...] = (
     ("p99_9", 0.999),
 )
 LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "handoff_s")
+#: Relative error bound of a percentile read from the core's quantile sketch (log buckets keyed by the top 13
+#: mantissa bits, ``metrics/itl.rs``): 2⁻¹³ of the exact (numpy "linear") value.
+SKETCH_RELATIVE_ERROR = 2.0**-13
+#: Latency metrics whose percentiles come from the sketch even when the table is kept (one value per token).
+APPROXIMATE_IN_MEMORY = ("itl_s",)
 _TIME_COLUMNS = (
     "prefill_start_s",
     "first_token_s",
@@ -211,6 +216,22 @@ def percentile_rows(cols: Columns, itl: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def streamed_percentile_rows(rows: dict[str, Any], itl: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of :func:`percentiles` of a streamed run, from the core's per-request figures (``rows``: the
+    quantile sketches of ``ttft_s``, ``tpot_s``, ``e2e_s``, ``handoff_s``) and the ITL histogram."""
+    out = []
+    for metric in LATENCY_METRICS:
+        raw = itl if metric == "itl_s" else rows["latency"][metric]
+        out.append(
+            {
+                "metric": metric,
+                "count": int(raw.get("count") or 0),
+                **{k: _opt(raw.get(k)) for k in ("mean", *[n for n, _ in QUANTILES], "max")},
+            }
+        )
+    return out
+
+
 def percentiles(df: pl.DataFrame | Columns, itl: dict[str, Any]) -> pl.DataFrame:
     """One row per latency metric: ``metric, count, mean, p50, p90, p95, p99, p99_9, max`` (seconds).
 
@@ -270,27 +291,12 @@ def _stage_means(m: Columns) -> tuple[dict[str, float | None], dict[str, float |
     return out, present
 
 
-def summarise(
-    df: pl.DataFrame | Columns,
-    pct: pl.DataFrame | list[dict[str, Any]],
-    stats: dict[str, Any],
-    scenario: dict[str, Any],
-    ceilings: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere.
-
-    ``df`` is the per-request table or the core's raw columns; ``pct`` the :func:`percentiles` table (or its
-    rows). Computed with numpy on the columns, without building the Polars table. ``ceilings`` (the core's
-    analytic ceilings for the run) become the ``load`` entry.
-    """
+def row_figures(df: pl.DataFrame | Columns, scenario: dict[str, Any]) -> dict[str, Any]:
+    """The per-request figures of the summary, from the table's columns: counts, the measured requests' SLO
+    count and arrival window, stage means, output tokens and mean E2E of the completed requests. A streamed
+    run gets the same figures from the core (:func:`streamed_row_figures`)."""
     cols = _core_columns(df)
-    horizon = float(stats["horizon_s"])
     slo = scenario["slo"]
-    colocated = scenario["mode"] == "colocated"
-
-    rows = pct.iter_rows(named=True) if isinstance(pct, pl.DataFrame) else pct
-    latency = {r["metric"]: {k: r[k] for k in ("mean", *[n for n, _ in QUANTILES], "max")} for r in rows}
-
     derived = with_derived(cols)
     measured = _rows(cols["measured"])
     m = {name: cols[name][measured] for name in ("arrival_s", *_TIME_COLUMNS)}
@@ -298,9 +304,75 @@ def summarise(
     with np.errstate(invalid="ignore"):  # NaN (a stage that did not happen) compares False, as null does
         meets = (ttft <= slo["ttft_s"]) & (np.isnan(tpot) | (tpot <= slo["tpot_s"]))
     n_measured = int(ttft.size)
-    ok = int(meets.sum())
     window = float(m["arrival_s"].max() - m["arrival_s"].min()) if n_measured >= 2 else 0.0
     stages, stages_present = _stage_means(m)
+    done = ~np.isnan(cols["finish_s"])
+    return {
+        "total": int(cols["arrival_s"].size),
+        "measured": n_measured,
+        "slo_met": int(meets.sum()),
+        "window_s": window,
+        "stages": stages,
+        "stages_present": stages_present,
+        "output_tokens": int(cols["output_tokens"][done].sum(dtype=np.int64)),
+        "mean_e2e_s": _mean(derived["e2e_s"][done]),
+        # prompt + output above the model's context (run, rejected or clipped by workload.over_context)
+        "over_context": int(cols["over_context"].sum()) if "over_context" in cols else 0,
+        "local_decodes": int(cols["local_decode"].sum()),
+    }
+
+
+def streamed_row_figures(rows: dict[str, Any]) -> dict[str, Any]:
+    """:func:`row_figures` of a streamed run, from the core's accumulated figures (``rows``)."""
+    n = int(rows["measured"])
+    arrival = rows["measured_arrival"]
+    stages = rows["stages"]
+    return {
+        "total": int(rows["total"]),
+        "measured": n,
+        "slo_met": int(rows["slo_met"]),
+        "window_s": float(arrival["max"] - arrival["min"]) if n >= 2 else 0.0,
+        "stages": {k: (_opt(stages[k]["sum"] / n) if n else None) for k in STAGES},
+        "stages_present": {k: _opt(stages[k]["mean"]) for k in STAGES},
+        "output_tokens": int(rows["output_tokens_done"]),
+        "mean_e2e_s": _opt(rows["e2e_done"]["mean"]),
+        "over_context": int(rows["over_context"]),
+        "local_decodes": int(rows["local_decode"]),
+    }
+
+
+def summarise(
+    df: pl.DataFrame | Columns | None,
+    pct: pl.DataFrame | list[dict[str, Any]],
+    stats: dict[str, Any],
+    scenario: dict[str, Any],
+    ceilings: dict[str, Any] | None = None,
+    *,
+    figures: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere.
+
+    ``df`` is the per-request table or the core's raw columns; ``pct`` the :func:`percentiles` table (or its
+    rows). Computed with numpy on the columns, without building the Polars table. ``ceilings`` (the core's
+    analytic ceilings for the run) become the ``load`` entry. A streamed run passes ``df=None`` and its
+    ``figures`` (:func:`streamed_row_figures`) instead; its percentiles are then the sketch's.
+    """
+    horizon = float(stats["horizon_s"])
+    slo = scenario["slo"]
+    colocated = scenario["mode"] == "colocated"
+    streamed = figures is not None
+    if figures is None:
+        if df is None:
+            raise TypeError("summarise: give the table (df) or a streamed run's figures")
+        figures = row_figures(df, scenario)
+
+    rows = pct.iter_rows(named=True) if isinstance(pct, pl.DataFrame) else pct
+    latency = {r["metric"]: {k: r[k] for k in ("mean", *[n for n, _ in QUANTILES], "max")} for r in rows}
+
+    n_measured = int(figures["measured"])
+    ok = int(figures["slo_met"])
+    window = float(figures["window_s"])
+    stages, stages_present = figures["stages"], figures["stages_present"]
     slo_out: dict[str, Any] = {
         "ttft_s": slo["ttft_s"],
         "tpot_s": slo["tpot_s"],
@@ -315,8 +387,7 @@ def summarise(
     if n_measured == 0:
         slo_out["attainment_note"] = "no measured requests"
 
-    done = ~np.isnan(cols["finish_s"])
-    out_tokens = int(cols["output_tokens"][done].sum(dtype=np.int64))
+    out_tokens = int(figures["output_tokens"])
     completed = int(stats["completed"])
 
     instances = stats["instances"]
@@ -354,18 +425,17 @@ def summarise(
         hot_resource = max(pool, key=lambda k: pool[k])
 
     population = float(stats["population_area"])
-    mean_e2e = _mean(derived["e2e_s"][done])
+    mean_e2e = figures["mean_e2e_s"]
     little_l = _safe_div(population, horizon)
     lam_w = _safe_div(completed * float(mean_e2e), horizon) if mean_e2e is not None else None
 
     return {
         "requests": {
-            "total": int(cols["arrival_s"].size),
+            "total": int(figures["total"]),
             "completed": completed,
             "rejected": int(stats["rejected"]),
             "measured": n_measured,
-            # prompt + output above the model's context (run, rejected or clipped by workload.over_context)
-            "over_context": int(cols["over_context"].sum()) if "over_context" in cols else 0,
+            "over_context": int(figures["over_context"]),
         },
         "latency": latency,
         "slo": slo_out,
@@ -425,7 +495,7 @@ def summarise(
             "mean_wait_s": _safe_div(link["wait_s"], link["transfers"]),
             "achieved_gb_per_s": _safe_div(link["wire_bytes"] / 1e9, link["busy_s"]),
             "link_j_per_transfer": _safe_div(link["link_j"], link["transfers"]),
-            "local_decodes": int(cols["local_decode"].sum()) if not colocated else 0,
+            "local_decodes": int(figures["local_decodes"]) if not colocated else 0,
             "transit_bound_fraction": _safe_div(link["transit_bound"], link["transfers"]),
         },
         "hops": [
@@ -449,16 +519,26 @@ def summarise(
             "wall_s": float(stats["wall_s"]),
             "steps": sum(int(i["steps"]) for i in instances),
         },
+        "accuracy": {
+            "requests_kept": not streamed,
+            "approximate": list(LATENCY_METRICS if streamed else APPROXIMATE_IN_MEMORY),
+            "relative_error": SKETCH_RELATIVE_ERROR,
+        },
     }
 
 
 __all__ = [
+    "APPROXIMATE_IN_MEMORY",
     "LATENCY_METRICS",
     "QUANTILES",
+    "SKETCH_RELATIVE_ERROR",
     "STAGES",
     "percentile_rows",
     "percentiles",
     "requests_frame",
+    "row_figures",
+    "streamed_percentile_rows",
+    "streamed_row_figures",
     "summarise",
     "with_derived",
 ]

@@ -20,7 +20,7 @@ the working directory for a dict); the echo holds the absolute path.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,16 +172,33 @@ class TraceFile:
         except ScenarioError as e:
             raise _prefixed(e) from None
         if df.height == 0:
-            key = "start_s" if self.start_s or self.duration_s is not None else "sample"
-            window = (
-                f"[{self.start_s:g} s, {'end' if self.duration_s is None else f'{self.start_s + self.duration_s:g} s'})"
-            )
-            raise ScenarioError(
-                f"{_WHERE}.{key}: no requests of {self.file} are left in the window {window} "
-                f"with sample {self.sample:g}",
-                f"{_WHERE}.{key}",
-            )
+            raise self.empty_error()
         return df
+
+    def batches(self, rows: int) -> Iterator[pl.DataFrame]:
+        """:meth:`TraceScan.batches` of the file (a streamed run reads it so), option errors naming
+        ``workload.trace.<option>`` as :meth:`read`'s do."""
+        it = self.scan().batches(rows)
+        while True:
+            try:
+                df = next(it)
+            except StopIteration:
+                return
+            except TraceFileError:
+                raise
+            except ScenarioError as e:
+                raise _prefixed(e) from None
+            yield df
+
+    def empty_error(self) -> ScenarioError:
+        """The error for options that leave no request of the file."""
+        key = "start_s" if self.start_s or self.duration_s is not None else "sample"
+        end = "end" if self.duration_s is None else f"{self.start_s + self.duration_s:g} s"
+        window = f"[{self.start_s:g} s, {end})"
+        return ScenarioError(
+            f"{_WHERE}.{key}: no requests of {self.file} are left in the window {window} with sample {self.sample:g}",
+            f"{_WHERE}.{key}",
+        )
 
     def check(self) -> None:
         """Check the file's format and the options against it without reading the requests."""

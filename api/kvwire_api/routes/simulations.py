@@ -30,7 +30,7 @@ def run_simulation(
     The per-request table is built and written as Parquet on a writer thread while this one computes the
     summary (both release the GIL); the row is committed once both are done, so it never lacks its file."""
     sc, requests, ref = svc.split_trace(scenario)
-    res = kvwire.simulate(sc, requests=requests, cancel=cancel)
+    res = kvwire.simulate(sc, requests=requests, keep_requests=True, cancel=cancel)  # the service stores the table
     echo = res.scenario if ref is None else ref.echo_into(res.scenario)
     path = svc.store.run_path(run_id)
     written = svc.writer.submit(lambda: write_parquet_atomic(res.requests, path))

@@ -36,7 +36,7 @@ use crate::error::Result;
 use crate::handoff::endpoint::{decoding_pool, endpoint_work};
 use crate::handoff::plan::hops;
 use crate::scenario::{OverContext, Pool, Requests, Scenario, Topology, Workload};
-use crate::workload::{Arrivals, Trace};
+use crate::workload::Arrivals;
 
 /// One hop's ceiling.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -85,27 +85,93 @@ struct Means {
     admitted: f64,
 }
 
-/// Means over the requests served: those that fit `capacity` and, when `refuse` is given, are not flagged in it.
-fn means(trace: &Trace, capacity: u64, refuse: Option<&[bool]>) -> Means {
-    let (mut n, mut p, mut o, mut d, mut h) = (0u64, 0f64, 0f64, 0f64, 0u64);
-    for (i, (&pi, &oi)) in trace.prompt_tokens().iter().zip(trace.output_tokens()).enumerate() {
-        let refused = refuse.is_some_and(|r| r[i]);
-        if crate::policy::batching::ever_fits(pi, oi, capacity) && !refused {
-            n += 1;
-            p += pi as f64;
-            o += oi as f64;
-            d += oi.saturating_sub(1) as f64;
-            h += (oi >= 2) as u64;
+/// Sums over a request table, request by request, from which [`Means`] follow: of the requests served and,
+/// for a table where every request is rejected, of all of them. Also the table's size and arrival span
+/// (the offered rate). Built from a whole table or chunk by chunk (bounded-memory runs).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Census {
+    served: [f64; 4],
+    served_n: u64,
+    served_handoff: u64,
+    all: [f64; 4],
+    all_handoff: u64,
+    pub requests: u64,
+    pub first_arrival_s: f64,
+    pub last_arrival_s: f64,
+}
+
+impl Census {
+    /// Account one request (after any clipping to the context): `served` when it is not rejected.
+    #[inline]
+    pub fn add(&mut self, arrival_s: f64, prompt: u32, output: u32, served: bool) {
+        if self.requests == 0 {
+            self.first_arrival_s = arrival_s;
+        }
+        self.last_arrival_s = arrival_s;
+        self.requests += 1;
+        let v = [prompt as f64, output as f64, output.saturating_sub(1) as f64];
+        for (s, x) in self.all.iter_mut().zip(v) {
+            *s += x;
+        }
+        self.all_handoff += (output >= 2) as u64;
+        if served {
+            self.served_n += 1;
+            for (s, x) in self.served.iter_mut().zip(v) {
+                *s += x;
+            }
+            self.served_handoff += (output >= 2) as u64;
         }
     }
-    let total = trace.len().max(1) as f64;
-    if n == 0 {
-        // Every request is rejected: describe the workload as if it were admitted.
-        let m = means(trace, u64::MAX, None);
-        return Means { admitted: 0.0, ..m };
+
+    /// Requests not rejected at arrival.
+    pub fn served(&self) -> u64 {
+        self.served_n
     }
-    let nf = n as f64;
-    Means { prompt: p / nf, output: o / nf, decode_steps: d / nf, handoff: h as f64 / nf, admitted: nf / total }
+
+    fn means(&self) -> Means {
+        let total = self.requests.max(1) as f64;
+        let (s, n, h, admitted) = if self.served_n == 0 {
+            // Every request is rejected: describe the workload as if it were admitted.
+            (&self.all, self.requests.max(1) as f64, self.all_handoff, 0.0)
+        } else {
+            (&self.served, self.served_n as f64, self.served_handoff, self.served_n as f64 / total)
+        };
+        Means { prompt: s[0] / n, output: s[1] / n, decode_steps: s[2] / n, handoff: h as f64 / n, admitted }
+    }
+
+    /// The offered rate of a request table: (n − 1) / (last − first arrival).
+    fn offered(&self) -> Option<f64> {
+        let span = self.last_arrival_s - self.first_arrival_s;
+        let rate = self.requests.saturating_sub(1) as f64 / span;
+        (self.requests >= 2 && span > 0.0 && rate.is_finite()).then_some(rate)
+    }
+}
+
+/// Whether a request is served (not rejected at arrival) by the ceilings' rule: it fits `capacity` and,
+/// when `refuse` is set, was not over the context.
+#[inline]
+pub fn is_served(prompt: u32, output: u32, capacity: u64, refused: bool) -> bool {
+    crate::policy::batching::ever_fits(prompt, output, capacity) && !refused
+}
+
+/// The census of a whole table, with the decoding pool's capacity of `sc`.
+fn census(sc: &Scenario, requests: &Requests) -> Census {
+    let trace = &requests.trace;
+    let capacity = decode_capacity(sc);
+    let refuse = sc.over_context == OverContext::Reject;
+    let mut c = Census::default();
+    for (i, ((&a, &p), &o)) in
+        trace.arrival_s().iter().zip(trace.prompt_tokens()).zip(trace.output_tokens()).enumerate()
+    {
+        c.add(a, p, o, is_served(p, o, capacity, refuse && requests.over_context[i]));
+    }
+    c
+}
+
+/// KV capacity (tokens) of an instance of the decoding pool of `sc`: what admission is judged against.
+pub fn decode_capacity(sc: &Scenario) -> u64 {
+    let dec_pool = decoding_pool(sc);
+    capacity(sc, dec_pool, &pool_model(sc, dec_pool))
 }
 
 fn pool_model(sc: &Scenario, p: &Pool) -> ModelCost {
@@ -152,10 +218,12 @@ fn decode_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (Option<f6
 
 /// The ceilings of `sc` for `requests` (the requests that would run, [`Scenario::requests`]).
 pub fn ceilings(sc: &Scenario, requests: &Requests) -> Ceilings {
-    let trace = &requests.trace;
-    let dec_pool = decoding_pool(sc);
-    let refuse = (sc.over_context == OverContext::Reject).then_some(&requests.over_context[..]);
-    let m = means(trace, capacity(sc, dec_pool, &pool_model(sc, dec_pool)), refuse);
+    ceilings_of(sc, &census(sc, requests))
+}
+
+/// The ceilings of `sc` for the requests a [`Census`] describes.
+pub fn ceilings_of(sc: &Scenario, c: &Census) -> Ceilings {
+    let m = c.means();
     // Served requests/s → arriving requests/s (all rejected: as if admitted).
     let scale = if m.admitted > 0.0 { 1.0 / m.admitted } else { 1.0 };
     let per_arrival = |x: f64| x * scale;
@@ -199,7 +267,7 @@ pub fn ceilings(sc: &Scenario, requests: &Requests) -> Ceilings {
         colocated_req_per_s: colocated,
         binding,
         ceiling_req_per_s: ceiling,
-        offered_req_per_s: offered(sc, trace),
+        offered_req_per_s: offered(sc, c),
         prompt_tokens_mean: m.prompt,
         output_tokens_mean: m.output,
         admitted_fraction: m.admitted,
@@ -215,17 +283,12 @@ pub fn scenario_ceilings(sc: &Scenario) -> Result<Ceilings> {
     Ok(ceilings(sc, &sc.requests()?))
 }
 
-fn offered(sc: &Scenario, trace: &Trace) -> Option<f64> {
+fn offered(sc: &Scenario, c: &Census) -> Option<f64> {
     match &sc.workload {
         Workload::Generated {
             arrivals: Arrivals::Poisson { rate_per_s } | Arrivals::Gamma { rate_per_s, .. }, ..
         } => Some(*rate_per_s),
-        Workload::Trace(_) | Workload::Requests(_) => {
-            let a = trace.arrival_s();
-            let span = a.last().copied().unwrap_or(0.0) - a.first().copied().unwrap_or(0.0);
-            let rate = (a.len().saturating_sub(1)) as f64 / span;
-            (a.len() >= 2 && span > 0.0 && rate.is_finite()).then_some(rate)
-        }
+        Workload::Trace(_) | Workload::Requests(_) | Workload::Stream => c.offered(),
     }
 }
 

@@ -78,6 +78,11 @@ pub enum Error {
     #[error("the run was cancelled before it finished")]
     Cancelled,
 
+    /// Code outside the core that a run calls (a request source or a row sink of the bindings) failed; the
+    /// caller holds the original error and reports it.
+    #[error("{0}")]
+    External(String),
+
     /// A broken internal invariant. Never expected; reported instead of panicking across the FFI boundary.
     #[error("internal error (please report): {0}")]
     Internal(String),
@@ -112,7 +117,7 @@ impl Error {
             | Error::Layout { path, .. }
             | Error::Resource { path, .. } => path,
             Error::DoesNotFit(d) => &d.path,
-            Error::Internal(_) | Error::Cancelled => "",
+            Error::Internal(_) | Error::Cancelled | Error::External(_) => "",
         }
     }
 }

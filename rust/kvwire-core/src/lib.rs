@@ -28,6 +28,6 @@ pub mod quant;
 pub mod scenario;
 pub mod workload;
 
-pub use engine::{simulate, simulate_with, SimOutput};
+pub use engine::{simulate, simulate_streamed, simulate_with, RowSink, SimOutput};
 pub use error::{Error, Result};
 pub use scenario::Scenario;

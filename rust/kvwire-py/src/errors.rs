@@ -29,5 +29,7 @@ pub fn to_py(e: Error) -> PyErr {
         Error::Resource { .. } => ResourceError::new_err((msg, path)),
         Error::Cancelled => pyo3::exceptions::PyKeyboardInterrupt::new_err(msg),
         Error::Internal(_) => InternalError::new_err((msg, path)),
+        // A source or sink's own exception is raised instead when the binding holds it (`stream.rs`).
+        Error::External(_) => InternalError::new_err((msg, path)),
     }
 }

@@ -5,6 +5,7 @@
 mod errors;
 mod layout;
 mod quant;
+mod stream;
 
 use pyo3::prelude::*;
 
@@ -13,7 +14,7 @@ mod _core {
     use super::errors::{to_py, Cancelled};
     use kvwire_core::workload::Trace;
     use kvwire_core::Scenario;
-    use numpy::{IntoPyArray, PyReadonlyArray1};
+    use numpy::PyReadonlyArray1;
     use pyo3::prelude::*;
     use pyo3::types::PyDict;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -210,29 +211,73 @@ mod _core {
         })?;
         let ceilings =
             serde_json::to_string(&out.ceilings).map_err(|e| to_py(kvwire_core::Error::Internal(e.to_string())))?;
-        let t = out.table;
-        let cols = PyDict::new(py);
-        cols.set_item("id", t.id.into_pyarray(py))?;
-        cols.set_item("arrival_s", t.arrival_s.into_pyarray(py))?;
-        cols.set_item("prompt_tokens", t.prompt_tokens.into_pyarray(py))?;
-        cols.set_item("output_tokens", t.output_tokens.into_pyarray(py))?;
-        cols.set_item("rejected", t.rejected.into_pyarray(py))?;
-        cols.set_item("measured", t.measured.into_pyarray(py))?;
-        cols.set_item("over_context", t.over_context.into_pyarray(py))?;
-        cols.set_item("local_decode", t.local_decode.into_pyarray(py))?;
-        cols.set_item("prefill_instance", t.prefill_instance.into_pyarray(py))?;
-        cols.set_item("decode_instance", t.decode_instance.into_pyarray(py))?;
-        cols.set_item("prefill_start_s", t.prefill_start_s.into_pyarray(py))?;
-        cols.set_item("first_token_s", t.first_token_s.into_pyarray(py))?;
-        if !t.first_token_seen_s.is_empty() {
-            cols.set_item("first_token_seen_s", t.first_token_seen_s.into_pyarray(py))?;
-        }
-        cols.set_item("kv_start_s", t.kv_start_s.into_pyarray(py))?;
-        cols.set_item("kv_ready_s", t.kv_ready_s.into_pyarray(py))?;
-        cols.set_item("decode_start_s", t.decode_start_s.into_pyarray(py))?;
-        cols.set_item("finish_s", t.finish_s.into_pyarray(py))?;
+        let cols = super::stream::table_columns(py, out.table)?;
         let res = PyDict::new(py);
         res.set_item("columns", cols)?;
+        res.set_item("stats_json", out.stats.to_json().to_string())?;
+        res.set_item("scenario_json", echo)?;
+        res.set_item("ceilings_json", ceilings)?;
+        Ok(res)
+    }
+
+    /// Run one scenario holding only the requests in flight (`kvwire.simulate(keep_requests=False)`).
+    ///
+    /// `source` is `None` (the scenario's own generator or inline table) or a callable returning an
+    /// iterator of `(arrival_s, prompt_tokens, output_tokens)` numpy chunks (float64, int64, int64); it is
+    /// called twice (the core reads the requests twice) and its iterator advanced with the GIL held, one
+    /// chunk at a time. `sink`, when given, is called with each table of finished rows (`{name: ndarray}`,
+    /// request-id order, at most `sink_rows` rows). With `keep_up_to` and at most that many requests the
+    /// whole table comes back in `columns` instead (and `sink` is not called); otherwise `columns` is
+    /// `None` and `rows_json` holds the summary's per-request figures. An exception raised by `source` or
+    /// `sink` is raised again, unchanged. `cancel` (a `threading.Event`) stops the run as in `simulate`.
+    #[pyfunction]
+    #[allow(clippy::too_many_arguments)] // the Python keyword arguments
+    #[pyo3(signature = (scenario_json, source=None, sink=None, chunk_rows=65536, sink_rows=65536, keep_up_to=None, cancel=None))]
+    fn simulate_stream<'py>(
+        py: Python<'py>,
+        scenario_json: &str,
+        source: Option<Py<PyAny>>,
+        sink: Option<Py<PyAny>>,
+        chunk_rows: usize,
+        sink_rows: usize,
+        keep_up_to: Option<u64>,
+        cancel: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let json = scenario_json.to_owned();
+        let failure = super::stream::Failure::default();
+        let external = source.is_some();
+        let mut py_source = source.map(|f| super::stream::PySource::new(f, failure.clone()));
+        let mut py_sink = sink.map(|f| super::stream::PySink::new(f, failure.clone()));
+        let result = run_interruptible(py, cancel.as_ref(), move |cancel| {
+            let sc = if external { Scenario::from_json_streamed(&json)? } else { Scenario::from_json(&json, None)? };
+            let echo = sc.echo_json().to_string();
+            let mut own;
+            let src: &mut dyn kvwire_core::workload::source::RequestSource = match py_source.as_mut() {
+                Some(s) => s,
+                None => {
+                    own = kvwire_core::engine::own_source(&sc, chunk_rows)?;
+                    own.as_mut()
+                }
+            };
+            let snk = py_sink.as_mut().map(|s| s as &mut dyn kvwire_core::RowSink);
+            kvwire_core::simulate_streamed(sc, src, snk, sink_rows, keep_up_to, Some(cancel)).map(|out| (echo, out))
+        });
+        let (echo, out) = match result {
+            Ok(v) => v,
+            Err(e) => return Err(failure.take().unwrap_or(e)),
+        };
+        let ceilings =
+            serde_json::to_string(&out.ceilings).map_err(|e| to_py(kvwire_core::Error::Internal(e.to_string())))?;
+        let res = PyDict::new(py);
+        let kept = out.rows.is_none() || !out.table.is_empty();
+        if kept {
+            res.set_item("columns", super::stream::table_columns(py, out.table)?)?;
+            res.set_item("rows_json", py.None())?;
+        } else {
+            res.set_item("columns", py.None())?;
+            let rows = out.rows.as_ref().map(|r| r.to_json().to_string());
+            res.set_item("rows_json", rows)?;
+        }
         res.set_item("stats_json", out.stats.to_json().to_string())?;
         res.set_item("scenario_json", echo)?;
         res.set_item("ceilings_json", ceilings)?;

@@ -18,6 +18,9 @@ mod front;
 pub mod kernel;
 mod path;
 pub mod running;
+mod stream;
+
+pub use stream::RowSink;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -34,12 +37,14 @@ use crate::cost::model::{ModelCost, StepWork};
 use crate::cost::roofline::StepTimer;
 use crate::error::{Error, Result};
 use crate::metrics::itl::ItlHistogram;
+use crate::metrics::rows::RowSummary;
 use crate::metrics::stats::{InstanceStats, RunStats};
 use crate::metrics::table::RequestTable;
 use crate::policy::batching::ever_fits;
 use crate::policy::router::{Router, Rule};
 use crate::quant::Format;
-use crate::scenario::{Conversion, Disaggregate, OverContext, Pool, Requests, Scenario, Topology};
+use crate::scenario::{Conversion, Disaggregate, OverContext, Pool, Requests, Scenario, Topology, Workload};
+use crate::workload::source::{GeneratedSource, RequestSource, TableSource};
 
 use back::BackInst;
 use front::FrontInst;
@@ -52,6 +57,9 @@ pub struct SimOutput {
     pub stats: RunStats,
     /// The scenario's analytic ceilings for the requests that ran.
     pub ceilings: Ceilings,
+    /// A streamed run ([`simulate_streamed`]): the per-request figures of the summary, accumulated as
+    /// requests finished (its `table` is then empty).
+    pub rows: Option<RowSummary>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -161,6 +169,8 @@ struct Sim<'c> {
     finished: Vec<u32>,
     /// Requests admitted at the current decode boundary (scratch; used with metrics.first_token "decode").
     admitted: Vec<u32>,
+    /// A streamed run: the source of requests and where finished rows go (`None`: the whole table is held).
+    stream: Option<stream::Stream<'c>>,
 }
 
 /// Run a validated scenario to completion.
@@ -174,7 +184,7 @@ pub fn simulate_with(scenario: Scenario, cancel: Option<&AtomicBool>) -> Result<
     let start = Instant::now();
     let requests = scenario.requests()?;
     let ceilings = crate::ceilings::ceilings(&scenario, &requests);
-    let mut sim = Sim::new(&scenario, requests)?;
+    let (mut sim, _) = Sim::new(&scenario, Some(requests))?;
     sim.cancel = cancel;
     sim.run()?;
     let mut out = sim.finish(ceilings);
@@ -204,9 +214,85 @@ fn capacity(sc: &Scenario, p: &Pool, model: &ModelCost) -> Result<u64> {
     p.kv_capacity(sc.mem_util, model).map_err(|_| Error::Internal("KV capacity checked at validation".into()))
 }
 
-impl Sim<'_> {
-    fn new(sc: &Scenario, requests: Requests) -> Result<Self> {
-        let Requests { trace, over_context } = requests;
+/// Default rows per chunk of a source the core builds itself (a generated workload or a table in memory).
+pub const SOURCE_CHUNK_ROWS: usize = 1 << 16;
+
+/// The source a streamed run of `scenario` reads when no other is given: its generator, or its table.
+pub fn own_source(scenario: &Scenario, chunk_rows: usize) -> Result<Box<dyn RequestSource>> {
+    Ok(match &scenario.workload {
+        Workload::Generated { requests, seed, arrivals, prompt, output } => {
+            Box::new(GeneratedSource::new(*requests, *seed, *arrivals, *prompt, *output, chunk_rows))
+        }
+        Workload::Trace(t) => Box::new(TableSource::new(t.clone(), chunk_rows).named("workload.trace")),
+        Workload::Requests(t) => Box::new(TableSource::new(t.clone(), chunk_rows)),
+        Workload::Stream => {
+            return Err(Error::Internal("a streamed workload needs its source passed to the run".into()))
+        }
+    })
+}
+
+/// Run a validated scenario holding only the requests in flight: requests are read from `source` in
+/// chunks (twice: once to count them, see `stream.rs`), and each finished request goes — in request-id
+/// order — to the summary's accumulator ([`SimOutput::rows`]) and, when given, to `sink` in tables of
+/// `sink_rows` rows. The returned `table` is empty; every other figure equals [`simulate`]'s.
+///
+/// With `keep_up_to = Some(k)` and at most `k` requests (counted by the first read), the rows are kept
+/// instead: `table` is the whole table, as [`simulate`] returns it, and `sink` is not used.
+pub fn simulate_streamed<'a>(
+    scenario: Scenario,
+    source: &'a mut dyn RequestSource,
+    sink: Option<&'a mut dyn RowSink>,
+    sink_rows: usize,
+    keep_up_to: Option<u64>,
+    cancel: Option<&'a AtomicBool>,
+) -> Result<SimOutput> {
+    let start = Instant::now();
+    let census = stream::census(&scenario, source, cancel)?;
+    let ceilings = crate::ceilings::ceilings_of(&scenario, &census);
+    source.rewind()?;
+    let keep = keep_up_to.is_some_and(|k| census.requests <= k);
+    let mut out = if keep {
+        let mut kept = stream::Keep::default();
+        let mut out = run_streamed(&scenario, source, Some(&mut kept), usize::MAX, &census, ceilings, cancel)?;
+        out.table = kept.0;
+        if out.table.first_token_seen_s.len() != out.table.len() {
+            out.table.first_token_seen_s.clear();
+        }
+        out
+    } else {
+        run_streamed(&scenario, source, sink, sink_rows, &census, ceilings, cancel)?
+    };
+    out.stats.wall_s = start.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// The second read of a streamed run: the run itself.
+fn run_streamed<'b>(
+    scenario: &Scenario,
+    source: &'b mut dyn RequestSource,
+    sink: Option<&'b mut dyn RowSink>,
+    sink_rows: usize,
+    census: &crate::ceilings::Census,
+    ceilings: Ceilings,
+    cancel: Option<&'b AtomicBool>,
+) -> Result<SimOutput> {
+    let (mut sim, reject_capacity) = Sim::new(scenario, None)?;
+    sim.cancel = cancel;
+    sim.remaining = census.requests as usize;
+    sim.stream = Some(stream::Stream::new(scenario, source, census, reject_capacity, sink, sink_rows));
+    sim.run()?;
+    let Some(st) = sim.stream.as_mut() else { return Err(Error::Internal("stream state lost".into())) };
+    st.flush()?;
+    if st.held() != 0 {
+        return Err(Error::Internal(format!("{} finished requests were never handed on", st.held())));
+    }
+    Ok(sim.finish(ceilings))
+}
+
+impl<'c> Sim<'c> {
+    /// The engine for `sc`, with the whole request table (`Some`) or an empty table for a streamed run;
+    /// also the KV capacity that rejection is judged against.
+    fn new(sc: &Scenario, requests: Option<Requests>) -> Result<(Self, u64)> {
         let base = ModelCost::new(&sc.model.spec, sc.lm_head);
         let ratio = |p: &Pool| p.kv_format.map_or(1.0, |f| f.ratio_vs_bf16());
         let (front_pool, back_pool, colocated) = match &sc.topology {
@@ -239,33 +325,40 @@ impl Sim<'_> {
             Some(_) => backs[0].dec.kv_capacity,
             None => front_capacity,
         };
-        let (arrival, prompt, output) = trace.into_parts();
-        let n = arrival.len();
-        if n > u32::MAX as usize {
-            return Err(Error::field("workload", format!("at most {} requests per run", u32::MAX)));
-        }
-        let mut t = RequestTable::new(arrival, prompt, output)?;
-        if sc.first_token == crate::scenario::FirstToken::Decode && !colocated {
-            t.first_token_seen_s = crate::metrics::table::try_filled(n, f64::NAN)?;
-        }
-        // Rejection depends only on sizes, so the measured set (completed requests after the warm-up
-        // fraction, in arrival order) is known before the run.
-        let mut completed = 0u64;
-        let refuse_long = sc.over_context == OverContext::Reject;
-        for (i, &long) in over_context.iter().enumerate() {
-            t.rejected[i] =
-                !ever_fits(t.prompt_tokens[i], t.output_tokens[i], reject_capacity) || (refuse_long && long);
-            completed += !t.rejected[i] as u64;
-        }
-        t.over_context = over_context;
-        let warmup = (sc.warmup_fraction * completed as f64).floor() as u64;
-        let mut seen = 0u64;
-        for i in 0..n {
-            if !t.rejected[i] {
-                t.measured[i] = seen >= warmup;
-                seen += 1;
+        let track_seen = sc.first_token == crate::scenario::FirstToken::Decode && !colocated;
+        let (t, n) = match requests {
+            None => (RequestTable { track_seen, ..RequestTable::default() }, 0),
+            Some(Requests { trace, over_context }) => {
+                let (arrival, prompt, output) = trace.into_parts();
+                let n = arrival.len();
+                if n > u32::MAX as usize {
+                    return Err(Error::field("workload", format!("at most {} requests per run", u32::MAX)));
+                }
+                let mut t = RequestTable::new(arrival, prompt, output)?;
+                if track_seen {
+                    t.first_token_seen_s = crate::metrics::table::try_filled(n, f64::NAN)?;
+                }
+                // Rejection depends only on sizes, so the measured set (completed requests after the warm-up
+                // fraction, in arrival order) is known before the run.
+                let mut completed = 0u64;
+                let refuse_long = sc.over_context == OverContext::Reject;
+                for (i, &long) in over_context.iter().enumerate() {
+                    t.rejected[i] =
+                        !ever_fits(t.prompt_tokens[i], t.output_tokens[i], reject_capacity) || (refuse_long && long);
+                    completed += !t.rejected[i] as u64;
+                }
+                t.over_context = over_context;
+                let warmup = (sc.warmup_fraction * completed as f64).floor() as u64;
+                let mut seen = 0u64;
+                for i in 0..n {
+                    if !t.rejected[i] {
+                        t.measured[i] = seen >= warmup;
+                        seen += 1;
+                    }
+                }
+                (t, n)
             }
-        }
+        };
         let sender_pass = match (sc.compression, sc.compress_at) {
             (Some(f), crate::scenario::CompressAt::Sender) => Some(f),
             _ => None,
@@ -281,7 +374,7 @@ impl Sim<'_> {
         let sender_convert = convert_at(crate::scenario::ConvertAt::Sender, value_bytes);
         let receiver_convert =
             convert_at(crate::scenario::ConvertAt::Receiver, value_bytes / back_pool.map_or(1.0, ratio));
-        Ok(Sim {
+        let sim = Sim {
             cancel: None,
             work: 0,
             max_steps: sc.max_steps,
@@ -321,11 +414,17 @@ impl Sim<'_> {
             itl: ItlHistogram::default(),
             finished: Vec::new(),
             admitted: Vec::new(),
-        })
+            stream: None,
+        };
+        Ok((sim, reject_capacity))
     }
 
     fn run(&mut self) -> Result<()> {
-        if let Some(&a) = self.t.arrival_s.first() {
+        let first = match self.stream.as_mut() {
+            Some(st) => st.peek()?,
+            None => self.t.arrival_s.first().copied(),
+        };
+        if let Some(a) = first {
             self.q.push(a, Priority::Normal, Ev::Arrival);
         }
         while self.remaining > 0 {
@@ -426,9 +525,48 @@ impl Sim<'_> {
         self.remaining -= 1;
         self.completed += 1;
         self.horizon = self.horizon.max(now);
+        if self.stream.is_some() {
+            self.emit_ready();
+        }
+    }
+
+    /// A streamed run: hand on the finished rows at the front of the arrival order.
+    #[cold]
+    fn emit_ready(&mut self) {
+        if let Some(st) = self.stream.as_mut() {
+            if let Err(e) = st.emit_ready(&self.t) {
+                self.stop.get_or_insert(e);
+            }
+        }
+    }
+
+    /// A streamed run's arrival: the next request from the source takes a slot.
+    #[cold]
+    fn on_stream_arrival(&mut self, now: f64) {
+        let Some(st) = self.stream.as_mut() else { return };
+        let (slot, rejected) = st.admit(&mut self.t);
+        if rejected {
+            self.remaining -= 1;
+            self.rejected += 1;
+            self.emit_ready();
+        } else {
+            self.population_change(now, true);
+            self.route_to_front(slot, now);
+        }
+        let Some(st) = self.stream.as_mut() else { return };
+        match st.peek() {
+            Ok(Some(next)) => self.q.push(next, Priority::Normal, Ev::Arrival),
+            Ok(None) => {}
+            Err(e) => {
+                self.stop.get_or_insert(e);
+            }
+        }
     }
 
     fn on_arrival(&mut self, now: f64) {
+        if self.stream.is_some() {
+            return self.on_stream_arrival(now);
+        }
         let r = self.next_arrival;
         self.next_arrival += 1;
         if self.t.rejected[r] {
@@ -458,10 +596,19 @@ impl Sim<'_> {
             instances.push(s);
         }
         let static_j = instances.iter().map(|s| s.idle_w * self.horizon).sum();
-        let measured = self.t.measured.iter().filter(|&&m| m).count() as u64;
+        let table_rows_peak = self.t.len() as u64;
+        let rows = self.stream.map(|st| st.summary);
+        let (table, measured) = match &rows {
+            Some(r) => (RequestTable::default(), r.measured),
+            None => {
+                let measured = self.t.measured.iter().filter(|&&m| m).count() as u64;
+                (self.t, measured)
+            }
+        };
         SimOutput {
             ceilings,
-            table: self.t,
+            rows,
+            table,
             stats: RunStats {
                 instances,
                 links: self.path.into_stats(),
@@ -474,6 +621,7 @@ impl Sim<'_> {
                 static_j,
                 itl: self.itl,
                 wall_s: 0.0,
+                table_rows_peak,
             },
         }
     }

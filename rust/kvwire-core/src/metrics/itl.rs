@@ -137,23 +137,28 @@ impl ItlHistogram {
             }
         }
         let at = |rank: u64| -> f64 { bucket_value(b[cum.partition_point(|&c| c <= rank)]) };
-        let q = |p: f64| -> f64 {
-            let k = (self.count - 1) as f64 * p / 100.0;
-            let lo = k.floor();
-            let hi = k.ceil();
-            let (vl, vh) = (at(lo as u64), at(hi as u64));
-            vl + (vh - vl) * (k - lo)
-        };
-        Quantiles {
-            count: self.count,
-            mean: Some(self.mean()),
-            p50: Some(q(50.0)),
-            p90: Some(q(90.0)),
-            p95: Some(q(95.0)),
-            p99: Some(q(99.0)),
-            p99_9: Some(q(99.9)),
-            max: Some(self.max),
-        }
+        linear_quantiles(self.count, self.mean(), self.max, at)
+    }
+}
+
+/// Mean, numpy-"linear" percentiles and max of `count` sorted values, the value of rank `r` being `at(r)`.
+pub(crate) fn linear_quantiles(count: u64, mean: f64, max: f64, at: impl Fn(u64) -> f64) -> Quantiles {
+    let q = |p: f64| -> f64 {
+        let k = (count - 1) as f64 * p / 100.0;
+        let lo = k.floor();
+        let hi = k.ceil();
+        let (vl, vh) = (at(lo as u64), at(hi as u64));
+        vl + (vh - vl) * (k - lo)
+    };
+    Quantiles {
+        count,
+        mean: Some(mean),
+        p50: Some(q(50.0)),
+        p90: Some(q(90.0)),
+        p95: Some(q(95.0)),
+        p99: Some(q(99.0)),
+        p99_9: Some(q(99.9)),
+        max: Some(max),
     }
 }
 

@@ -1,5 +1,7 @@
 //! Measurement: the per-request table (struct of columns), run totals, and inter-token-latency statistics.
 
 pub mod itl;
+pub mod rows;
+pub mod sketch;
 pub mod stats;
 pub mod table;

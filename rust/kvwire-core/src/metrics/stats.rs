@@ -139,6 +139,9 @@ pub struct RunStats {
     pub itl: ItlHistogram,
     /// Wall-clock time of the core run, s (not deterministic; everything else is).
     pub wall_s: f64,
+    /// Rows the engine's request table held at its largest: every request for an in-memory run; for a
+    /// streamed run, the most requests held at once (from the oldest unfinished one to the newest arrival).
+    pub table_rows_peak: u64,
 }
 
 impl RunStats {
@@ -170,6 +173,7 @@ impl RunStats {
                 "p99": q.p99, "p99_9": q.p99_9, "max": q.max,
             },
             "wall_s": self.wall_s,
+            "table_rows_peak": self.table_rows_peak,
         })
     }
 }

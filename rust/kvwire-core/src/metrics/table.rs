@@ -42,6 +42,9 @@ pub struct RequestTable {
     pub kv_ready_s: Vec<f64>,
     pub decode_start_s: Vec<f64>,
     pub finish_s: Vec<f64>,
+    /// Rows added by [`Self::set_row`] get a `first_token_seen_s` entry (a streamed run with
+    /// `metrics.first_token = "decode"`).
+    pub track_seen: bool,
 }
 
 impl RequestTable {
@@ -72,7 +75,95 @@ impl RequestTable {
             kv_ready_s: try_filled(n, f64::NAN)?,
             decode_start_s: try_filled(n, f64::NAN)?,
             finish_s: try_filled(n, f64::NAN)?,
+            track_seen: false,
         })
+    }
+
+    /// Set row `i` (or append it when `i` is the length) to request `id` as it arrives: every stage unset.
+    #[allow(clippy::too_many_arguments)]
+    pub fn set_row(
+        &mut self,
+        i: usize,
+        id: u64,
+        arrival_s: f64,
+        prompt: u32,
+        output: u32,
+        rejected: bool,
+        measured: bool,
+        over_context: bool,
+    ) {
+        if i == self.len() {
+            self.id.push(id);
+            self.arrival_s.push(arrival_s);
+            self.prompt_tokens.push(prompt);
+            self.output_tokens.push(output);
+            self.rejected.push(rejected);
+            self.measured.push(measured);
+            self.over_context.push(over_context);
+            self.local_decode.push(false);
+            self.prefill_instance.push(-1);
+            self.decode_instance.push(-1);
+            for c in [
+                &mut self.prefill_start_s,
+                &mut self.first_token_s,
+                &mut self.kv_start_s,
+                &mut self.kv_ready_s,
+                &mut self.decode_start_s,
+                &mut self.finish_s,
+            ] {
+                c.push(f64::NAN);
+            }
+            if self.track_seen {
+                self.first_token_seen_s.push(f64::NAN);
+            }
+            return;
+        }
+        self.id[i] = id;
+        self.arrival_s[i] = arrival_s;
+        self.prompt_tokens[i] = prompt;
+        self.output_tokens[i] = output;
+        self.rejected[i] = rejected;
+        self.measured[i] = measured;
+        self.over_context[i] = over_context;
+        self.local_decode[i] = false;
+        self.prefill_instance[i] = -1;
+        self.decode_instance[i] = -1;
+        for c in [
+            &mut self.prefill_start_s,
+            &mut self.first_token_s,
+            &mut self.kv_start_s,
+            &mut self.kv_ready_s,
+            &mut self.decode_start_s,
+            &mut self.finish_s,
+        ] {
+            c[i] = f64::NAN;
+        }
+        if self.track_seen {
+            self.first_token_seen_s[i] = f64::NAN;
+        }
+    }
+
+    /// Append a copy of row `i` of `t`.
+    pub fn push_row_from(&mut self, t: &RequestTable, i: usize) {
+        self.id.push(t.id[i]);
+        self.arrival_s.push(t.arrival_s[i]);
+        self.prompt_tokens.push(t.prompt_tokens[i]);
+        self.output_tokens.push(t.output_tokens[i]);
+        self.rejected.push(t.rejected[i]);
+        self.measured.push(t.measured[i]);
+        self.over_context.push(t.over_context[i]);
+        self.local_decode.push(t.local_decode[i]);
+        self.prefill_instance.push(t.prefill_instance[i]);
+        self.decode_instance.push(t.decode_instance[i]);
+        self.prefill_start_s.push(t.prefill_start_s[i]);
+        self.first_token_s.push(t.first_token_s[i]);
+        if !t.first_token_seen_s.is_empty() {
+            self.first_token_seen_s.push(t.first_token_seen_s[i]);
+        }
+        self.kv_start_s.push(t.kv_start_s[i]);
+        self.kv_ready_s.push(t.kv_ready_s[i]);
+        self.decode_start_s.push(t.decode_start_s[i]);
+        self.finish_s.push(t.finish_s[i]);
     }
 
     pub fn len(&self) -> usize {

@@ -160,7 +160,9 @@ impl Scenario {
                 ..WorkloadSpec::default()
             },
             // The table was passed beside the scenario: the echo says so, and needs it passed again.
-            Workload::Requests(_) => WorkloadSpec { external: Some(true), ..WorkloadSpec::default() },
+            Workload::Requests(_) | Workload::Stream => {
+                WorkloadSpec { external: Some(true), ..WorkloadSpec::default() }
+            }
         };
         workload.over_context = Some(*over_context);
         let disaggregate = match *disaggregate {

@@ -141,6 +141,9 @@ pub enum Workload {
     Trace(Trace),
     /// A request table given beside the scenario (the Python `requests=` argument; `workload.external`).
     Requests(Trace),
+    /// A request table given beside the scenario and read in chunks while the run goes
+    /// ([`crate::engine::simulate_streamed`] with a [`crate::workload::source::RequestSource`]).
+    Stream,
 }
 
 impl Workload {
@@ -148,7 +151,7 @@ impl Workload {
     pub fn table(&self) -> Option<&Trace> {
         match self {
             Workload::Trace(t) | Workload::Requests(t) => Some(t),
-            Workload::Generated { .. } => None,
+            Workload::Generated { .. } | Workload::Stream => None,
         }
     }
 }
@@ -219,6 +222,14 @@ impl Scenario {
         validate::validate(spec, requests)
     }
 
+    /// Parse and validate a JSON scenario whose requests are a table passed beside it and read in chunks
+    /// while the run goes ([`crate::engine::simulate_streamed`]); as [`Self::from_json`] with a table.
+    pub fn from_json_streamed(json: &str) -> Result<Self> {
+        let mut sc = Self::from_json(json, Some(Trace::placeholder()))?;
+        sc.workload = Workload::Stream;
+        Ok(sc)
+    }
+
     /// The requests this scenario runs — generated from its seed, or its table — with requests longer than the
     /// model's context clipped when `workload.over_context` is `"clip"`, and which requests were over it.
     pub fn requests(&self) -> Result<Requests> {
@@ -234,6 +245,7 @@ impl Scenario {
                 t
             }
             Workload::Trace(t) | Workload::Requests(t) => t.clone(),
+            Workload::Stream => return Err(Error::Internal("a streamed workload has no request table to hold".into())),
         };
         let over_context = match self.model.spec.max_context_tokens {
             Some(max) => trace.over_context(max)?,

@@ -2,9 +2,11 @@
 //! a seed reproduces the reference simulator's workloads), and explicit request tables.
 
 pub mod cpython_random;
+pub mod source;
 mod trace;
 
 pub use trace::Trace;
+pub(crate) use trace::{clip_to_context, over_context};
 
 use cpython_random::CpythonRandom;
 
@@ -63,6 +65,20 @@ impl Arrivals {
     }
 }
 
+/// The next generated request: the gap (`t += gap`), then the prompt length, then the output length.
+#[inline]
+pub(crate) fn draw_one(
+    rng: &mut CpythonRandom,
+    t: &mut f64,
+    arrivals: Arrivals,
+    prompt: LengthDist,
+    output: LengthDist,
+) -> (f64, u32, u32) {
+    *t += arrivals.gap(rng);
+    let p = prompt.draw(rng);
+    (*t, p, output.draw(rng))
+}
+
 /// Generate `n` requests. For each request in order: the gap (t += gap, so the first arrival is > 0), then
 /// the prompt length, then the output length — the reference simulator's draw order.
 /// Allocation failure is an error ([`crate::error::Error::Resource`]), not an abort.
@@ -83,10 +99,10 @@ pub fn generate(
     output_tokens.try_reserve_exact(n).map_err(oom)?;
     let mut t = 0.0;
     for _ in 0..n {
-        t += arrivals.gap(&mut rng);
-        arrival_s.push(t);
-        prompt_tokens.push(prompt.draw(&mut rng));
-        output_tokens.push(output.draw(&mut rng));
+        let (a, p, o) = draw_one(&mut rng, &mut t, arrivals, prompt, output);
+        arrival_s.push(a);
+        prompt_tokens.push(p);
+        output_tokens.push(o);
     }
     Ok(Trace::from_parts_unchecked(arrival_s, prompt_tokens, output_tokens))
 }

@@ -19,37 +19,16 @@ impl Trace {
     /// Validate three columns. `path` names the table in errors (e.g. `requests` or `workload.trace`);
     /// every error names the column and the first offending row.
     pub fn from_columns(path: &str, arrival_s: &[f64], prompt_tokens: &[i64], output_tokens: &[i64]) -> Result<Self> {
-        let n = arrival_s.len();
-        if n == 0 {
+        if arrival_s.is_empty() {
             return Err(Error::trace(path, "the request table is empty: give at least one request"));
         }
-        for (name, len) in [("prompt_tokens", prompt_tokens.len()), ("output_tokens", output_tokens.len())] {
-            if len != n {
-                return Err(Error::trace(
-                    format!("{path}.{name}"),
-                    format!("has {len} rows but arrival_s has {n}: the columns must have equal length"),
-                ));
-            }
-        }
-        let mut prev = 0.0_f64;
-        for (i, &a) in arrival_s.iter().enumerate() {
-            if !(0.0..=MAX_ARRIVAL_S).contains(&a) {
-                return Err(Error::trace(
-                    format!("{path}.arrival_s[{i}]"),
-                    format!("arrival time must be a finite number of seconds ≥ 0 and ≤ {MAX_ARRIVAL_S:e}, got {a}"),
-                ));
-            }
-            if a < prev {
-                return Err(Error::trace(
-                    format!("{path}.arrival_s[{i}]"),
-                    format!("the table must be sorted by arrival_s: row {i} ({a}) comes before row {} ({prev})", i - 1),
-                ));
-            }
-            prev = a;
-        }
-        let prompt = to_u32(path, "prompt_tokens", prompt_tokens, 1)?;
-        let output = to_u32(path, "output_tokens", output_tokens, 0)?;
+        let (prompt, output) = check_columns(path, 0, 0.0, arrival_s, prompt_tokens, output_tokens)?;
         Ok(Trace { arrival_s: arrival_s.to_vec(), prompt_tokens: prompt, output_tokens: output })
+    }
+
+    /// A one-request stand-in, for validating a scenario whose requests will come from a stream.
+    pub(crate) fn placeholder() -> Self {
+        Trace { arrival_s: vec![0.0], prompt_tokens: vec![1], output_tokens: vec![0] }
     }
 
     /// Wrap columns that are valid by construction (the generators).
@@ -76,7 +55,7 @@ impl Trace {
     pub fn over_context(&self, max_context: u32) -> Result<Vec<bool>> {
         let mut out = crate::metrics::table::try_filled(self.len(), false)?;
         for ((x, &p), &o) in out.iter_mut().zip(&self.prompt_tokens).zip(&self.output_tokens) {
-            *x = p as u64 + o as u64 > max_context as u64;
+            *x = over_context(max_context, p, o);
         }
         Ok(out)
     }
@@ -85,8 +64,7 @@ impl Trace {
     /// the output to at most `max_context − prompt`. Requests that fit are unchanged.
     pub fn clip_to_context(&mut self, max_context: u32) {
         for (p, o) in self.prompt_tokens.iter_mut().zip(self.output_tokens.iter_mut()) {
-            *p = (*p).min(max_context - 1);
-            *o = (*o).min(max_context - *p);
+            (*p, *o) = clip_to_context(max_context, *p, *o);
         }
     }
 
@@ -96,10 +74,65 @@ impl Trace {
     }
 }
 
-fn to_u32(path: &str, name: &str, col: &[i64], min: i64) -> Result<Vec<u32>> {
+/// One request fitted into `max_context` (≥ 2) tokens ([`Trace::clip_to_context`]).
+#[inline]
+pub(crate) fn clip_to_context(max_context: u32, prompt: u32, output: u32) -> (u32, u32) {
+    let p = prompt.min(max_context - 1);
+    (p, output.min(max_context - p))
+}
+
+/// Whether prompt + output exceeds `max_context` tokens ([`Trace::over_context`]).
+#[inline]
+pub(crate) fn over_context(max_context: u32, prompt: u32, output: u32) -> bool {
+    prompt as u64 + output as u64 > max_context as u64
+}
+
+/// Check rows `offset..` of a table (columns of one chunk; `prev` is the arrival before it, 0 for the
+/// first chunk) and convert the token counts. Errors name the column and the row from the table's start.
+pub(crate) fn check_columns(
+    path: &str,
+    offset: u64,
+    prev: f64,
+    arrival_s: &[f64],
+    prompt_tokens: &[i64],
+    output_tokens: &[i64],
+) -> Result<(Vec<u32>, Vec<u32>)> {
+    let n = arrival_s.len();
+    for (name, len) in [("prompt_tokens", prompt_tokens.len()), ("output_tokens", output_tokens.len())] {
+        if len != n {
+            return Err(Error::trace(
+                format!("{path}.{name}"),
+                format!("has {len} rows but arrival_s has {n}: the columns must have equal length"),
+            ));
+        }
+    }
+    let mut prev = prev;
+    for (j, &a) in arrival_s.iter().enumerate() {
+        let i = offset + j as u64;
+        if !(0.0..=MAX_ARRIVAL_S).contains(&a) {
+            return Err(Error::trace(
+                format!("{path}.arrival_s[{i}]"),
+                format!("arrival time must be a finite number of seconds ≥ 0 and ≤ {MAX_ARRIVAL_S:e}, got {a}"),
+            ));
+        }
+        if a < prev {
+            return Err(Error::trace(
+                format!("{path}.arrival_s[{i}]"),
+                format!("the table must be sorted by arrival_s: row {i} ({a}) comes before row {} ({prev})", i - 1),
+            ));
+        }
+        prev = a;
+    }
+    let prompt = to_u32(path, "prompt_tokens", prompt_tokens, 1, offset)?;
+    let output = to_u32(path, "output_tokens", output_tokens, 0, offset)?;
+    Ok((prompt, output))
+}
+
+fn to_u32(path: &str, name: &str, col: &[i64], min: i64, offset: u64) -> Result<Vec<u32>> {
     col.iter()
         .enumerate()
-        .map(|(i, &v)| {
+        .map(|(j, &v)| {
+            let i = offset + j as u64;
             if v < min || v > u32::MAX as i64 {
                 Err(Error::trace(
                     format!("{path}.{name}[{i}]"),

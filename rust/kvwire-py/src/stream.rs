@@ -1,0 +1,136 @@
+//! Python adapters of a streamed run: a request source over a Python iterator of numpy chunks and a row
+//! sink calling a Python function. Each holds the GIL only while it talks to Python (once per chunk); an
+//! exception raised there is kept in a [`Failure`] and raised again by the binding, unchanged (a
+//! `TraceFileError` naming the file, line and column stays that).
+
+use std::sync::{Arc, Mutex};
+
+use kvwire_core::metrics::table::RequestTable;
+use kvwire_core::workload::source::{Chunk, RequestSource};
+use kvwire_core::{Error, RowSink};
+use numpy::{IntoPyArray, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// The first Python exception a source or sink raised during a run.
+#[derive(Clone, Default)]
+pub struct Failure(Arc<Mutex<Option<PyErr>>>);
+
+impl Failure {
+    fn keep(&self, e: PyErr) -> Error {
+        let msg = e.to_string();
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        Error::External(msg)
+    }
+
+    /// The kept exception, if any.
+    pub fn take(&self) -> Option<PyErr> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// Requests from `factory()`, an iterator of `(arrival_s, prompt_tokens, output_tokens)` numpy arrays;
+/// rewinding calls `factory` again.
+pub struct PySource {
+    factory: Py<PyAny>,
+    iter: Option<Py<PyAny>>,
+    failure: Failure,
+}
+
+impl PySource {
+    pub fn new(factory: Py<PyAny>, failure: Failure) -> Self {
+        PySource { factory, iter: None, failure }
+    }
+
+    fn next_py(&mut self, py: Python<'_>) -> PyResult<Option<Chunk>> {
+        let it = match &self.iter {
+            Some(it) => it.bind(py).clone(),
+            None => {
+                let it = self.factory.bind(py).call0()?.try_iter()?.into_any();
+                self.iter = Some(it.clone().unbind());
+                it
+            }
+        };
+        let Some(item) = it.try_iter()?.next() else { return Ok(None) };
+        let (a, p, o): (PyReadonlyArray1<'_, f64>, PyReadonlyArray1<'_, i64>, PyReadonlyArray1<'_, i64>) =
+            item?.extract()?;
+        let slice = |name: &str, v: Result<&[f64], numpy::AsSliceError>| {
+            v.map(<[f64]>::to_vec).map_err(|_| not_contiguous(name))
+        };
+        let ints = |name: &str, v: Result<&[i64], numpy::AsSliceError>| {
+            v.map(<[i64]>::to_vec).map_err(|_| not_contiguous(name))
+        };
+        Ok(Some(Chunk {
+            arrival_s: slice("arrival_s", a.as_slice())?,
+            prompt_tokens: ints("prompt_tokens", p.as_slice())?,
+            output_tokens: ints("output_tokens", o.as_slice())?,
+        }))
+    }
+}
+
+fn not_contiguous(name: &str) -> PyErr {
+    crate::errors::to_py(Error::trace(format!("requests.{name}"), "must be a C-contiguous 1-D array"))
+}
+
+impl RequestSource for PySource {
+    fn next_chunk(&mut self) -> kvwire_core::Result<Option<Chunk>> {
+        Python::attach(|py| self.next_py(py)).map_err(|e| self.failure.keep(e))
+    }
+
+    fn rewind(&mut self) -> kvwire_core::Result<()> {
+        // Dropping the old iterator (and making the next) needs the GIL: done at the next chunk.
+        Python::attach(|_| self.iter = None);
+        Ok(())
+    }
+}
+
+/// Finished rows to `write({name: ndarray})`.
+pub struct PySink {
+    write: Py<PyAny>,
+    failure: Failure,
+}
+
+impl PySink {
+    pub fn new(write: Py<PyAny>, failure: Failure) -> Self {
+        PySink { write, failure }
+    }
+}
+
+impl RowSink for PySink {
+    fn write(&mut self, rows: RequestTable) -> kvwire_core::Result<()> {
+        Python::attach(|py| -> PyResult<()> {
+            let cols = table_columns(py, rows)?;
+            self.write.bind(py).call1((cols,))?;
+            Ok(())
+        })
+        .map_err(|e| self.failure.keep(e))
+    }
+}
+
+/// The columns of a request table as numpy arrays (moved, not copied).
+pub fn table_columns(py: Python<'_>, t: RequestTable) -> PyResult<Bound<'_, PyDict>> {
+    let cols = PyDict::new(py);
+    cols.set_item("id", t.id.into_pyarray(py))?;
+    cols.set_item("arrival_s", t.arrival_s.into_pyarray(py))?;
+    cols.set_item("prompt_tokens", t.prompt_tokens.into_pyarray(py))?;
+    cols.set_item("output_tokens", t.output_tokens.into_pyarray(py))?;
+    cols.set_item("rejected", t.rejected.into_pyarray(py))?;
+    cols.set_item("measured", t.measured.into_pyarray(py))?;
+    cols.set_item("over_context", t.over_context.into_pyarray(py))?;
+    cols.set_item("local_decode", t.local_decode.into_pyarray(py))?;
+    cols.set_item("prefill_instance", t.prefill_instance.into_pyarray(py))?;
+    cols.set_item("decode_instance", t.decode_instance.into_pyarray(py))?;
+    cols.set_item("prefill_start_s", t.prefill_start_s.into_pyarray(py))?;
+    cols.set_item("first_token_s", t.first_token_s.into_pyarray(py))?;
+    if !t.first_token_seen_s.is_empty() {
+        cols.set_item("first_token_seen_s", t.first_token_seen_s.into_pyarray(py))?;
+    }
+    cols.set_item("kv_start_s", t.kv_start_s.into_pyarray(py))?;
+    cols.set_item("kv_ready_s", t.kv_ready_s.into_pyarray(py))?;
+    cols.set_item("decode_start_s", t.decode_start_s.into_pyarray(py))?;
+    cols.set_item("finish_s", t.finish_s.into_pyarray(py))?;
+    Ok(cols)
+}

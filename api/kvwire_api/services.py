@@ -49,6 +49,10 @@ class TooLarge(kvwire.ScenarioError):
     """A run bigger than the service's bounds (maps to 422 with the field path, like any scenario error)."""
 
 
+#: What the synchronous bound says when a scenario is refused (POST /v1/simulations and its validation).
+SYNC_WHAT = "of a synchronous simulation; run larger ones as a job (POST /v1/sweeps with this scenario as base)"
+
+
 @cache
 def default_requests() -> int:
     """The number of requests a scenario generates when ``workload.requests`` is omitted."""
@@ -65,7 +69,8 @@ class Services:
     writer: ThreadPoolExecutor
 
     def request_count(self, scenario: Mapping[str, Any], path: str = "") -> int:
-        """How many requests ``scenario`` would simulate (generated, inline trace, or uploaded trace)."""
+        """How many requests ``scenario`` would simulate (generated, inline trace, or uploaded trace; an uploaded
+        trace with window options is read to count them)."""
         wl = scenario.get("workload")
         if not isinstance(wl, Mapping):
             return default_requests()
@@ -79,9 +84,12 @@ class Services:
         n = wl.get("requests", default_requests())
         return int(n) if isinstance(n, int) and not isinstance(n, bool) else 0  # the core refuses other types
 
-    def check_requests(self, scenario: Mapping[str, Any], limit: int, path: str, what: str) -> int:
-        """Refuse a scenario with more than ``limit`` requests, naming the field that sets the count."""
-        n = self.request_count(scenario, path)
+    def check_requests(
+        self, scenario: Mapping[str, Any], limit: int, path: str, what: str, table: pl.DataFrame | None = None
+    ) -> int:
+        """Refuse a scenario with more than ``limit`` requests, naming the field that sets the count. ``table``:
+        the request table :meth:`split_trace` already read for it (counted instead of reading the trace again)."""
+        n = table.height if table is not None else self.request_count(scenario, path)
         if n > limit:
             wl = scenario.get("workload")
             field = "workload.trace" if isinstance(wl, Mapping) and "trace" in wl else "workload.requests"
@@ -160,4 +168,4 @@ class Services:
         return sc
 
 
-__all__ = ["WINDOW_OPTIONS", "Services", "TooLarge", "UploadedTrace", "default_requests"]
+__all__ = ["SYNC_WHAT", "WINDOW_OPTIONS", "Services", "TooLarge", "UploadedTrace", "default_requests"]

@@ -13,17 +13,14 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from kvwire_api.routes.common import errors
-from kvwire_api.services import Services
+from kvwire_api.services import SYNC_WHAT, Services
 from kvwire_api.types import CeilingsDict, ScenarioBody, ValidationDict
-
-#: What the synchronous bound says when a scenario is refused (the same words as POST /v1/simulations).
-SYNC_WHAT = "of a synchronous simulation; run larger ones as a job (POST /v1/sweeps with this scenario as base)"
 
 
 def validate_scenario(svc: Services, scenario: dict[str, Any]) -> ValidationDict:
     """The validation document of ``scenario``, or the error ``POST /v1/simulations`` would give."""
-    n = svc.check_requests(scenario, svc.settings.max_sync_requests, "", SYNC_WHAT)
     sc, requests, _ = svc.split_trace(scenario)
+    n = svc.check_requests(scenario, svc.settings.max_sync_requests, "", SYNC_WHAT, requests)
     kvwire.validate(sc)
     ceilings: CeilingsDict | None
     try:

@@ -15,7 +15,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 
 from kvwire_api.cdf import MAX_POINTS, MIN_POINTS, cdf
 from kvwire_api.routes.common import check_id, errors, not_found
-from kvwire_api.services import Services
+from kvwire_api.services import SYNC_WHAT, Services
 from kvwire_api.store import RunRecord, new_id, write_parquet_atomic
 from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_response
 from kvwire_api.types import CdfDict, RunListItemDict, ScenarioBody, SimulationDict
@@ -25,11 +25,13 @@ def run_simulation(
     svc: Services, run_id: str, scenario: dict[str, Any], cancel: threading.Event | None = None
 ) -> SimulationDict:
     """Simulate (in a worker thread), store the run, and return its document; ``cancel`` stops the simulation
-    (nothing is stored then).
+    (nothing is stored then). A run over ``max_sync_requests`` is refused (counted on the table an uploaded
+    trace was read into, so the trace is read once, and not on the event loop).
 
     The per-request table is built and written as Parquet on a writer thread while this one computes the
     summary (both release the GIL); the row is committed once both are done, so it never lacks its file."""
     sc, requests, ref = svc.split_trace(scenario)
+    svc.check_requests(scenario, svc.settings.max_sync_requests, "", SYNC_WHAT, requests)
     res = kvwire.simulate(sc, requests=requests, keep_requests=True, cancel=cancel)  # the service stores the table
     echo = res.scenario if ref is None else ref.echo_into(res.scenario)
     path = svc.store.run_path(run_id)
@@ -75,12 +77,6 @@ class SimulationController(Controller):
         # The typed body has been checked; the library gets the body exactly as sent, so that it refuses
         # unknown keys by name (the typed view drops them).
         raw: dict[str, Any] = await request.json()
-        svc.check_requests(
-            raw,
-            svc.settings.max_sync_requests,
-            "",
-            "of a synchronous simulation; run larger ones as a job (POST /v1/sweeps with this scenario as base)",
-        )
         run_id = new_id()
         cancel = threading.Event()
         out = await svc.slots.run(

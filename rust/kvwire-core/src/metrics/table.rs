@@ -93,30 +93,7 @@ impl RequestTable {
         over_context: bool,
     ) {
         if i == self.len() {
-            self.id.push(id);
-            self.arrival_s.push(arrival_s);
-            self.prompt_tokens.push(prompt);
-            self.output_tokens.push(output);
-            self.rejected.push(rejected);
-            self.measured.push(measured);
-            self.over_context.push(over_context);
-            self.local_decode.push(false);
-            self.prefill_instance.push(-1);
-            self.decode_instance.push(-1);
-            for c in [
-                &mut self.prefill_start_s,
-                &mut self.first_token_s,
-                &mut self.kv_start_s,
-                &mut self.kv_ready_s,
-                &mut self.decode_start_s,
-                &mut self.finish_s,
-            ] {
-                c.push(f64::NAN);
-            }
-            if self.track_seen {
-                self.first_token_seen_s.push(f64::NAN);
-            }
-            return;
+            self.push_unset();
         }
         self.id[i] = id;
         self.arrival_s[i] = arrival_s;
@@ -140,6 +117,32 @@ impl RequestTable {
         }
         if self.track_seen {
             self.first_token_seen_s[i] = f64::NAN;
+        }
+    }
+
+    /// Append a row with every column unset (its values are then set by [`Self::set_row`]).
+    fn push_unset(&mut self) {
+        self.id.push(0);
+        self.arrival_s.push(f64::NAN);
+        self.prompt_tokens.push(0);
+        self.output_tokens.push(0);
+        for c in [&mut self.rejected, &mut self.measured, &mut self.over_context, &mut self.local_decode] {
+            c.push(false);
+        }
+        self.prefill_instance.push(-1);
+        self.decode_instance.push(-1);
+        for c in [
+            &mut self.prefill_start_s,
+            &mut self.first_token_s,
+            &mut self.kv_start_s,
+            &mut self.kv_ready_s,
+            &mut self.decode_start_s,
+            &mut self.finish_s,
+        ] {
+            c.push(f64::NAN);
+        }
+        if self.track_seen {
+            self.first_token_seen_s.push(f64::NAN);
         }
     }
 

@@ -33,8 +33,6 @@ use serde::Serialize;
 
 use crate::cost::model::{ModelCost, StepWork};
 use crate::error::Result;
-use crate::handoff::endpoint::{decoding_pool, endpoint_work};
-use crate::handoff::plan::hops;
 use crate::scenario::{OverContext, Pool, Requests, Scenario, Topology, Workload};
 use crate::workload::Arrivals;
 
@@ -170,7 +168,7 @@ fn census(sc: &Scenario, requests: &Requests) -> Census {
 
 /// KV capacity (tokens) of an instance of the decoding pool of `sc`: what admission is judged against.
 pub fn decode_capacity(sc: &Scenario) -> u64 {
-    let dec_pool = decoding_pool(sc);
+    let dec_pool = sc.decode_pool();
     capacity(sc, dec_pool, &pool_model(sc, dec_pool))
 }
 
@@ -233,14 +231,14 @@ pub fn ceilings_of(sc: &Scenario, c: &Census) -> Ceilings {
     let mut hop_ceilings = Vec::new();
     match &sc.topology {
         Topology::Disaggregated { prefill: pp, decode: dp } => {
-            let (p_rate, pk) = prefill_rate(sc, pp, &m, endpoint_work(sc, m.prompt, true));
-            let (d_rate, db) = decode_rate(sc, dp, &m, endpoint_work(sc, m.prompt, false));
+            let (p_rate, pk) = prefill_rate(sc, pp, &m, sc.handoff.endpoint_work(m.prompt, true));
+            let (d_rate, db) = decode_rate(sc, dp, &m, sc.handoff.endpoint_work(m.prompt, false));
             (k, b) = (pk, db);
             prefill = Some(per_arrival(p_rate));
             decode = d_rate.map(per_arrival);
             if m.handoff > 0.0 {
-                let bytes = m.prompt * ModelCost::new(&sc.model.spec, sc.lm_head).kv_bytes_per_token;
-                for hop in hops(sc).0 {
+                let bytes = m.prompt * sc.handoff.bytes_per_token;
+                for hop in &sc.handoff.hops {
                     let servers = (hop.lane_count(pp.instances, dp.instances) * hop.channels) as f64;
                     let rate = per_arrival(servers / (hop.service_s(bytes) * m.handoff));
                     hop_ceilings.push(HopCeiling { resource: hop.resource, req_per_s: rate });

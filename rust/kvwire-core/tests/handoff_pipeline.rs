@@ -6,7 +6,7 @@
 //! Expected values are arithmetic on the presets of `spec/simulator.md` (a) and the formulas of
 //! `spec/handoff.md`, not outputs of the code under test.
 
-use kvwire_core::handoff::closed_form::{handoff, StreamingMode};
+use kvwire_core::handoff::plan::Streaming;
 use kvwire_core::metrics::table::RequestTable;
 use kvwire_core::{simulate, Scenario, SimOutput};
 
@@ -79,7 +79,7 @@ fn streaming_on_an_idle_link_matches_the_closed_form() {
     let extra = r#", "cost": {"prefill_lm_head": "all"}, "link": "eth-25g", "handoff": {"streaming": "layer"}"#;
     let json = traced(&[(0.5, 2048, 4)], extra);
     let sc = Scenario::from_json(&json, None).unwrap();
-    let closed = handoff(&sc, 2048, StreamingMode::Layer);
+    let closed = sc.handoff_figures(2048, Streaming::Layer).expect("disaggregated");
     let out = simulate(sc).unwrap();
     let t = &out.table;
     let tp = t.first_token_s[0] - t.prefill_start_s[0];

@@ -51,10 +51,10 @@ mod _core {
     /// `"whole"` or `"layer"`.
     #[pyfunction]
     fn handoff_json(scenario_json: &str, prompt_tokens: u64, streaming: &str) -> PyResult<String> {
-        use kvwire_core::handoff::closed_form::{handoff, StreamingMode};
+        use kvwire_core::handoff::plan::Streaming;
         let mode = match streaming {
-            "whole" => StreamingMode::Whole,
-            "layer" => StreamingMode::Layer,
+            "whole" => Streaming::Whole,
+            "layer" => Streaming::Layer,
             other => {
                 return Err(to_py(kvwire_core::Error::field(
                     "streaming",
@@ -66,8 +66,10 @@ mod _core {
             return Err(to_py(kvwire_core::Error::field("prompt_tokens", "must be ≥ 1")));
         }
         let sc = Scenario::from_json(scenario_json, None).map_err(to_py)?;
-        serde_json::to_string(&handoff(&sc, prompt_tokens, mode))
-            .map_err(|e| to_py(kvwire_core::Error::Internal(e.to_string())))
+        let figures = sc.handoff_figures(prompt_tokens, mode).ok_or_else(|| {
+            to_py(kvwire_core::Error::field("mode", "a colocated scenario has no hand-off; use mode \"disaggregated\""))
+        })?;
+        serde_json::to_string(&figures).map_err(|e| to_py(kvwire_core::Error::Internal(e.to_string())))
     }
 
     /// Validate a scenario without running it. Raises the same exceptions as `simulate`.

@@ -7,7 +7,6 @@ use super::kernel::Priority;
 use super::{cols, Decoder, Ev, Sim};
 use crate::cost::model::{ModelCost, StepWork};
 use crate::cost::roofline::StepTimer;
-use crate::handoff::transfer::endpoint_pass;
 use crate::metrics::itl::ItlHistogram;
 use crate::metrics::stats::InstanceStats;
 use crate::metrics::table::RequestTable;
@@ -107,16 +106,11 @@ impl Sim<'_> {
             inst.dec.kv_used += reservation(t.prompt_tokens[i], t.output_tokens[i]);
             t.decode_start_s[i] = now;
             inst.dec.running.admit(r, cols(t));
-            if let Some(f) = self.receiver_pass {
-                // Decompression on the receiver, before the first decode step that includes it.
-                let bytes = t.prompt_tokens[i] as f64 * self.handoff_bytes_per_token;
-                let w = endpoint_pass(f, self.kv_bytes_per_value, bytes);
-                inst.dec.pending_pass.flops += w.flops;
-                inst.dec.pending_pass.bytes += w.bytes;
-            }
-            if let Some((c, bytes_per_value)) = &self.receiver_convert {
-                // Layout conversion on the receiver, in the same pass.
-                inst.dec.pending_pass.bytes += c.gpu_bytes(t.prompt_tokens[i] as u64, *bytes_per_value);
+            if self.plan.receiver_passes() {
+                // Decompression and/or layout conversion on the receiver, in the first decode step after
+                // admission.
+                let p = t.prompt_tokens[i];
+                self.plan.add_receiver_work(&mut inst.dec.pending_pass, self.plan.handoff_bytes(p), p as u64);
             }
         }
         inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(inst.dec.kv_used);

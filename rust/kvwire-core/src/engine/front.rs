@@ -9,7 +9,6 @@ use super::kernel::Priority;
 use super::{cols, Decoder, Ev, Sim};
 use crate::cost::model::StepWork;
 use crate::cost::roofline::StepTimer;
-use crate::handoff::transfer::endpoint_pass;
 use crate::metrics::stats::InstanceStats;
 use crate::policy::batching::{front_batch_len, reservation, Occupancy};
 use crate::policy::disaggregation::keep_local;
@@ -167,15 +166,9 @@ impl Sim<'_> {
                 inst.dec.kv_used += reservation(t.prompt_tokens[ri], t.output_tokens[ri]);
             } else if t.output_tokens[ri] >= 2 {
                 streams = true;
-                if let Some(f) = self.sender_pass {
-                    let bytes = t.prompt_tokens[ri] as f64 * self.handoff_bytes_per_token;
-                    let w = endpoint_pass(f, self.kv_bytes_per_value, bytes);
-                    pass.flops += w.flops;
-                    pass.bytes += w.bytes;
-                }
-                if let Some((c, bytes_per_value)) = &self.sender_convert {
-                    // Layout conversion: read the `from` blocks, write the `to` blocks (no arithmetic).
-                    pass.bytes += c.gpu_bytes(t.prompt_tokens[ri] as u64, *bytes_per_value);
+                if self.plan.sender_passes() {
+                    let p = t.prompt_tokens[ri];
+                    self.plan.add_sender_work(&mut pass, self.plan.handoff_bytes(p), p as u64);
                 }
             }
             inst.batch.push(r);

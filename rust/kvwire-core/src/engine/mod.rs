@@ -36,14 +36,14 @@ use crate::ceilings::Ceilings;
 use crate::cost::model::{ModelCost, StepWork};
 use crate::cost::roofline::StepTimer;
 use crate::error::{Error, Result};
+use crate::handoff::plan::HandoffPlan;
 use crate::metrics::itl::ItlHistogram;
 use crate::metrics::rows::RowSummary;
 use crate::metrics::stats::{InstanceStats, RunStats};
 use crate::metrics::table::RequestTable;
 use crate::policy::batching::ever_fits;
-use crate::policy::router::{Router, Rule};
-use crate::quant::Format;
-use crate::scenario::{Conversion, Disaggregate, OverContext, Pool, Requests, Scenario, Topology, Workload};
+use crate::policy::router::Router;
+use crate::scenario::{Disaggregate, OverContext, Pool, Requests, Scenario, Topology, Workload};
 use crate::workload::source::{GeneratedSource, RequestSource, TableSource};
 
 use back::BackInst;
@@ -130,8 +130,8 @@ struct Sim<'c> {
     stop: Option<Error>,
     t: RequestTable,
     q: EventQueue<Ev>,
-    /// Hand-off bytes per prompt token (the KV in its model dtype, before any compression).
-    handoff_bytes_per_token: f64,
+    /// The hand-off plan (bytes per token, the sender's and receiver's passes, the hops).
+    plan: HandoffPlan,
     /// Cost constants of the front (prefill / colocated) pool and of the back (decode) pool, each with its
     /// pool's KV format.
     front_model: ModelCost,
@@ -141,17 +141,6 @@ struct Sim<'c> {
     macro_steps: bool,
     colocated: bool,
     disaggregate: Disaggregate,
-    /// Compression on the prefill GPU (an element-wise pass per hand-off, `handoff::transfer::endpoint_pass`).
-    sender_pass: Option<&'static Format>,
-    /// Decompression on the decode GPU (the same pass, before the first decode step).
-    receiver_pass: Option<&'static Format>,
-    /// Bytes per KV value of the model's cache (2 for BF16).
-    kv_bytes_per_value: f64,
-    /// A layout conversion on the prefill GPU, and the cache's bytes per value there.
-    sender_convert: Option<(Conversion, f64)>,
-    /// A layout conversion on the decode GPU, and the cache's bytes per value there (after any
-    /// decompression; the pool's `kv_format` when it keeps the compressed cache).
-    receiver_convert: Option<(Conversion, f64)>,
     fronts: Vec<FrontInst>,
     backs: Vec<BackInst>,
     path: Path,
@@ -359,21 +348,6 @@ impl<'c> Sim<'c> {
                 (t, n)
             }
         };
-        let sender_pass = match (sc.compression, sc.compress_at) {
-            (Some(f), crate::scenario::CompressAt::Sender) => Some(f),
-            _ => None,
-        };
-        let receiver_pass = match (sc.compression, sc.decompress_at) {
-            (Some(f), crate::scenario::DecompressAt::Receiver) => Some(f),
-            _ => None,
-        };
-        let value_bytes = sc.model.spec.kv_bytes_per_value;
-        let convert_at = |at: crate::scenario::ConvertAt, bytes_per_value: f64| {
-            sc.convert.as_ref().filter(|c| c.at == at).map(|c| (c.clone(), bytes_per_value))
-        };
-        let sender_convert = convert_at(crate::scenario::ConvertAt::Sender, value_bytes);
-        let receiver_convert =
-            convert_at(crate::scenario::ConvertAt::Receiver, value_bytes / back_pool.map_or(1.0, ratio));
         let sim = Sim {
             cancel: None,
             work: 0,
@@ -382,7 +356,7 @@ impl<'c> Sim<'c> {
             t,
             q: EventQueue::new(),
             path: Path::new(sc, front_pool.instances, back_pool.map_or(0, |p| p.instances))?,
-            handoff_bytes_per_token: base.kv_bytes_per_token,
+            plan: sc.handoff.clone(),
             front_model,
             back_model,
             max_prefill_tokens: sc.max_prefill_tokens,
@@ -390,19 +364,10 @@ impl<'c> Sim<'c> {
             macro_steps: sc.macro_steps,
             colocated,
             disaggregate: sc.disaggregate,
-            sender_pass,
-            receiver_pass,
-            kv_bytes_per_value: sc.model.spec.kv_bytes_per_value,
-            sender_convert,
-            receiver_convert,
             fronts,
             backs,
-            front_router: Router::new(if colocated {
-                Rule::from(sc.colocated_routing)
-            } else {
-                Rule::from(sc.prefill_routing)
-            }),
-            back_router: Router::new(Rule::from(sc.decode_routing)),
+            front_router: Router::new(if colocated { sc.colocated_routing } else { sc.prefill_routing }),
+            back_router: Router::new(sc.decode_routing),
             next_arrival: 0,
             remaining: n,
             completed: 0,
@@ -630,7 +595,7 @@ impl<'c> Sim<'c> {
 impl Sim<'_> {
     /// KV bytes a hand-off of request `r` carries before compression.
     fn handoff_bytes(&self, r: u32) -> f64 {
-        self.t.prompt_tokens[r as usize] as f64 * self.handoff_bytes_per_token
+        self.plan.handoff_bytes(self.t.prompt_tokens[r as usize])
     }
 }
 

@@ -15,11 +15,11 @@ use super::kernel::Priority;
 use super::{Ev, Sim};
 use crate::error::{Error, Result};
 use crate::handoff::link::FcfsLink;
-use crate::handoff::plan::{hops, Lanes};
+use crate::handoff::plan::Lanes;
 use crate::handoff::shared::SharedLink;
 use crate::handoff::transfer::TransferCost;
 use crate::metrics::stats::LinkStats;
-use crate::scenario::{Scenario, Streaming};
+use crate::scenario::Scenario;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Select {
@@ -93,9 +93,10 @@ fn lane(processor_sharing: bool, channels: u32, resource: String, preset: &str) 
 
 impl Path {
     pub fn new(sc: &Scenario, fronts: u32, backs: u32) -> Result<Path> {
-        let (hops, network) = hops(sc);
-        let stages: Vec<Stage> = hops
-            .into_iter()
+        let plan = &sc.handoff;
+        let stages: Vec<Stage> = plan
+            .hops
+            .iter()
             .map(|h| {
                 let name = |i: u32| {
                     if h.lanes == Lanes::Shared {
@@ -115,17 +116,17 @@ impl Path {
                     lanes: (0..h.lane_count(fronts, backs))
                         .map(|i| lane(h.processor_sharing, h.channels, name(i), &h.preset))
                         .collect(),
-                    cost: h.cost,
+                    cost: h.cost.clone(),
                 }
             })
             .collect();
-        let streaming = sc.streaming == Streaming::Layer;
+        let streaming = plan.layer_streaming();
         if streaming && stages.len() != 1 {
             return Err(Error::Internal("streaming needs a single FCFS hop (checked at validation)".into()));
         }
         Ok(Path {
             stages,
-            network,
+            network: plan.network,
             streaming,
             per_slice: sc.per_slice_streaming,
             layers: sc.model.spec.layers,

@@ -7,19 +7,8 @@
 use serde::Serialize;
 
 use crate::cost::model::ModelCost;
-use crate::handoff::endpoint::{convert_work, decoding_pool, endpoint_work};
-use crate::handoff::plan::hops;
-use crate::scenario::{ConvertAt, Scenario};
-
-/// How the KV cache leaves the prefill instance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StreamingMode {
-    /// After the whole prefill (the reference simulator).
-    Whole,
-    /// Layer by layer: slice l leaves when layer l's prefill ends.
-    Layer,
-}
+use crate::cost::roofline::StepTimer;
+use crate::handoff::plan::{ConvertAt, HandoffPlan, Streaming};
 
 /// Everything `kvwire.handoff(...)` reports.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -58,55 +47,59 @@ pub struct Handoff {
     /// Requests per second of this size at which hand-offs alone fill one channel of the link: 1 / data
     /// time (B·ρ/S unless the in-transit stage's ops budget binds).
     pub link_full_rate_per_s: f64,
-    pub streaming: StreamingMode,
+    pub streaming: Streaming,
 }
 
-/// Closed form for a prompt of `prompt_tokens` with the scenario's model, pools, link and transfer layer,
-/// compression and conversion (placements included), priced by the simulation's own hops
-/// ([`hops`], whose costs are [`TransferCost`](crate::handoff::transfer::TransferCost)s) and endpoint passes
-/// ([`endpoint_work`]). Whole: the hops one after the other (store and forward). Streaming (one FCFS hop):
+/// Closed form for a prompt of `prompt_tokens` of `model`, prefilled on an instance timed by `sender` and
+/// decoded on one timed by `receiver`, handed off as `plan` says: its hops (whose costs are the simulation's
+/// own [`TransferCost`](crate::handoff::transfer::TransferCost)s), its endpoint passes
+/// ([`HandoffPlan::endpoint_work`]) and its conversion placement. `None` when the plan has no hops
+/// (colocated). Whole: the hops one after the other (store and forward). Streaming (one FCFS hop):
 /// T_exposed = ℓ' + max(T_x'/L, T_x' − (L−1)/L·T_p) with T_x' the data time (S/(ρB), or the in-transit stage's
 /// ops time when that is longer) and ℓ' the latency (+ the stage's 1 µs, the launch overhead and the
 /// registration).
-pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> Handoff {
-    let model = ModelCost::new(&sc.model.spec, sc.lm_head);
-    let sender = sc.prefill_pool().timer(sc.roofline);
-    let handoff_bytes = prompt_tokens as f64 * model.kv_bytes_per_token;
+pub fn handoff(
+    plan: &HandoffPlan,
+    model: &ModelCost,
+    sender: &StepTimer,
+    receiver: &StepTimer,
+    prompt_tokens: u64,
+    streaming: Streaming,
+) -> Option<Handoff> {
+    let network = plan.network_hop()?;
+    let handoff_bytes = prompt_tokens as f64 * plan.bytes_per_token;
     let tokens = prompt_tokens as f64;
     let mut prefill_s =
         sender.time(model.prefill(prompt_tokens, 1, model.prompt_attention_flops(prompt_tokens))).time_s;
-    let pass = endpoint_work(sc, tokens, true);
+    let pass = plan.endpoint_work(tokens, true);
     if pass.bytes > 0.0 {
         // Compression and/or conversion on the sender: one pass after the prefill, as the engine charges it.
         prefill_s += sender.pass(pass).time_s;
     }
-    let (path, network) = hops(sc);
-    let xs: Vec<_> = path.iter().map(|h| h.cost.transfer(handoff_bytes)).collect();
-    let x = xs[network];
+    let xs: Vec<_> = plan.hops.iter().map(|h| h.cost.transfer(handoff_bytes)).collect();
+    let x = network.cost.transfer(handoff_bytes);
     let transfer_s: f64 = xs.iter().map(|t| t.duration_s).sum();
     // A fold from +0.0: an empty f64 sum is -0.0, which would print as "-0.0" for a GPUDirect path.
-    let staging_s = xs.iter().enumerate().filter(|(i, _)| *i != network).fold(0.0, |a, (_, t)| a + t.duration_s);
-    let layers = sc.model.spec.layers;
+    let staging_s = xs.iter().enumerate().filter(|(i, _)| *i != plan.network).fold(0.0, |a, (_, t)| a + t.duration_s);
+    let layers = plan.layers;
     let l = layers as f64;
     let exposed_s = match streaming {
-        StreamingMode::Whole => transfer_s,
-        StreamingMode::Layer => x.latency_s + (x.data_s / l).max(x.data_s - (l - 1.0) / l * prefill_s),
+        Streaming::Whole => transfer_s,
+        Streaming::Layer => x.latency_s + (x.data_s / l).max(x.data_s - (l - 1.0) / l * prefill_s),
     };
-    let convert_at = sc.convert.as_ref().map(|c| c.at);
+    let convert_at = plan.convert.as_ref().map(|c| c.at);
     let convert_s = match convert_at {
         None => 0.0,
-        Some(ConvertAt::Sender) => convert_work(sc, tokens, true).map_or(0.0, |w| sender.pass(w).time_s),
-        Some(ConvertAt::Receiver) => {
-            convert_work(sc, tokens, false).map_or(0.0, |w| decoding_pool(sc).timer(sc.roofline).pass(w).time_s)
-        }
+        Some(ConvertAt::Sender) => plan.convert_work(prompt_tokens, true).map_or(0.0, |w| sender.pass(w).time_s),
+        Some(ConvertAt::Receiver) => plan.convert_work(prompt_tokens, false).map_or(0.0, |w| receiver.pass(w).time_s),
         Some(ConvertAt::Host) => {
-            path.iter().zip(&xs).filter(|(h, _)| h.resource == "host-convert").map(|(_, t)| t.duration_s).sum()
+            plan.hops.iter().zip(&xs).filter(|(h, _)| h.resource == "host-convert").map(|(_, t)| t.duration_s).sum()
         }
     };
-    Handoff {
+    Some(Handoff {
         prompt_tokens,
         layers,
-        bytes_per_token: model.kv_bytes_per_token,
+        bytes_per_token: plan.bytes_per_token,
         handoff_bytes,
         wire_bytes: x.wire_bytes,
         transfer_s,
@@ -119,12 +112,18 @@ pub fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: StreamingMode) -> H
         exposed_s,
         link_full_rate_per_s: 1.0 / x.data_s,
         streaming,
-    }
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Handoff, Streaming};
+    use crate::scenario::Scenario;
+
+    /// The calculator on a scenario's plan, model and pools.
+    fn handoff(sc: &Scenario, prompt_tokens: u64, streaming: Streaming) -> Handoff {
+        sc.handoff_figures(prompt_tokens, streaming).expect("a disaggregated scenario")
+    }
 
     fn sc(link: &str, compression: &str) -> Scenario {
         let json = format!(
@@ -140,19 +139,19 @@ mod tests {
     /// The figures of spec/handoff.md for Llama-3-8B, 2,048 tokens.
     #[test]
     fn handoff_md_figures() {
-        let h = handoff(&sc("eth-25g", "none"), 2048, StreamingMode::Whole);
+        let h = handoff(&sc("eth-25g", "none"), 2048, Streaming::Whole);
         assert_eq!(h.bytes_per_token, 131_072.0);
         assert_eq!(r1(h.handoff_bytes / 1e6), 268.4);
         assert_eq!(r1(h.prefill_s * 1e3), 59.0);
         assert_eq!(r1(h.transfer_s * 1e3), 85.9);
         assert_eq!(r1(h.link_full_rate_per_s), 11.6);
-        let s = handoff(&sc("eth-25g", "none"), 2048, StreamingMode::Layer);
+        let s = handoff(&sc("eth-25g", "none"), 2048, Streaming::Layer);
         assert_eq!(r1(s.exposed_s * 1e3), 28.7);
-        let f = handoff(&sc("eth-25g", "fp8"), 2048, StreamingMode::Layer);
+        let f = handoff(&sc("eth-25g", "fp8"), 2048, Streaming::Layer);
         assert_eq!((f.exposed_s * 1e5).round() / 100.0, 1.36);
         assert_eq!(f.wire_bytes, f.handoff_bytes / 2.0);
         for (link, ms) in [("nvlink4", 0.6), ("cpo-optical", 1.3), ("ib-ndr", 5.4), ("eth-100g", 21.5)] {
-            assert_eq!(r1(handoff(&sc(link, "none"), 2048, StreamingMode::Whole).transfer_s * 1e3), ms, "{link}");
+            assert_eq!(r1(handoff(&sc(link, "none"), 2048, Streaming::Whole).transfer_s * 1e3), ms, "{link}");
         }
     }
 
@@ -160,7 +159,7 @@ mod tests {
     /// the data time is ops/(1.6·B) = 2·S/2/(1.6·B), not S/ρ/B, and it also sets the link-full rate.
     #[test]
     fn transit_bound_format_uses_the_ops_budget() {
-        let h = handoff(&sc("eth-25g", "mxfp4"), 2048, StreamingMode::Whole);
+        let h = handoff(&sc("eth-25g", "mxfp4"), 2048, Streaming::Whole);
         let s = 2048.0 * 131_072.0;
         let data = 2.0 * s / 2.0 / (1.6 * 3.125e9);
         assert!(data > s / (64.0 / 17.0) / 3.125e9);
@@ -181,7 +180,7 @@ mod tests {
                 if f.name == "none" && at == "sender" {
                     continue;
                 }
-                for (streaming, mode) in [("whole", StreamingMode::Whole), ("layer", StreamingMode::Layer)] {
+                for (streaming, mode) in [("whole", Streaming::Whole), ("layer", Streaming::Layer)] {
                     let json = format!(
                         r#"{{"link": "eth-25g", "handoff": {{"compression": "{}", "compress_at": "{at}",
                             "streaming": "{streaming}"}}, "workload": {{"trace": {{"arrival_s": [0.5],
@@ -193,7 +192,7 @@ mod tests {
                     let out = crate::simulate(sc).unwrap();
                     let t = &out.table;
                     let got = t.kv_ready_s[0] - t.first_token_s[0];
-                    let want = if mode == StreamingMode::Whole { h.transfer_s } else { h.exposed_s };
+                    let want = if mode == Streaming::Whole { h.transfer_s } else { h.exposed_s };
                     let case = format!("{} {at} {streaming}: {got} vs {want}", f.name);
                     assert!((got - want).abs() <= 1e-9 * want, "{case}");
                     assert!((t.first_token_s[0] - t.prefill_start_s[0] - h.prefill_s).abs() < 1e-12, "{case}");
@@ -231,7 +230,7 @@ mod tests {
                     "arrival_s": [0.5], "prompt_tokens": [2048], "output_tokens": [2]}}}}}}"#
             );
             let sc = Scenario::from_json(&json, None).unwrap();
-            let mode = if streaming == "layer" { StreamingMode::Layer } else { StreamingMode::Whole };
+            let mode = if streaming == "layer" { Streaming::Layer } else { Streaming::Whole };
             let h = handoff(&sc, 2048, mode);
             let l = &sc.link.spec.spec;
             let b = l.bandwidth_gb_per_s * 1e9 * l.nics as f64 * l.nic_efficiency.unwrap() / l.gpus_per_nic as f64;
@@ -245,7 +244,7 @@ mod tests {
             assert!((h.transfer_s - h.staging_s - network).abs() <= 1e-12 * network, "{link}");
             let out = crate::simulate(sc).unwrap();
             let got = out.table.kv_ready_s[0] - out.table.first_token_s[0];
-            let want = if mode == StreamingMode::Whole { h.transfer_s } else { h.exposed_s };
+            let want = if mode == Streaming::Whole { h.transfer_s } else { h.exposed_s };
             assert!((got - want).abs() <= 1e-9 * want, "{link}: {got} vs {want}");
         }
     }
@@ -260,7 +259,7 @@ mod tests {
                     "workload": {{"trace": {{"arrival_s": [0.5], "prompt_tokens": [4096], "output_tokens": [3]}}}}}}"#
             );
             let sc = Scenario::from_json(&json, None).unwrap();
-            let h = handoff(&sc, 4096, StreamingMode::Whole);
+            let h = handoff(&sc, 4096, Streaming::Whole);
             let out = crate::simulate(sc).unwrap();
             (h, out.table.kv_ready_s[0] - out.table.first_token_s[0])
         };
@@ -278,9 +277,9 @@ mod tests {
     #[test]
     fn sender_compression_is_precompressed() {
         let json = r#"{"link": "eth-25g", "handoff": {"compression": "mxfp4", "compress_at": "sender"}}"#;
-        let h = handoff(&Scenario::from_json(json, None).unwrap(), 2048, StreamingMode::Whole);
+        let h = handoff(&Scenario::from_json(json, None).unwrap(), 2048, Streaming::Whole);
         let plain = r#"{"link": "eth-25g"}"#;
-        let t = handoff(&Scenario::from_json(plain, None).unwrap(), 2048, StreamingMode::Whole);
+        let t = handoff(&Scenario::from_json(plain, None).unwrap(), 2048, Streaming::Whole);
         let s = 2048.0 * 131_072.0;
         assert_eq!(h.wire_bytes, s / (64.0 / 17.0));
         assert!((h.transfer_s - (20e-6 + s / (64.0 / 17.0) / 3.125e9)).abs() < 1e-15);
@@ -290,7 +289,7 @@ mod tests {
     /// When the link keeps up, only the last layer's slice is exposed (plus latency).
     #[test]
     fn fast_link_exposes_one_slice() {
-        let h = handoff(&sc("nvlink4", "none"), 2048, StreamingMode::Layer);
+        let h = handoff(&sc("nvlink4", "none"), 2048, Streaming::Layer);
         let slice = h.wire_bytes / 450e9 / 32.0;
         assert!((h.exposed_s - (5e-6 + slice)).abs() < 1e-15);
     }

@@ -1,11 +1,97 @@
-//! The hops of the hand-off path, resolved once from the scenario: what each hop costs per transfer, how
-//! many lanes it has (one shared resource, or one per prefill / decode instance) and how many channels per
-//! lane. The engine builds its queueing state from this (`engine/path.rs`) and the analytic ceilings price
-//! the same hops (`crate::ceilings`), so the two cannot disagree about the path.
+//! The hand-off, resolved once at validation into one [`HandoffPlan`]: what is sent (the prompt's KV in the
+//! model's dtype, and its size per token), where it is compressed, decompressed and converted (each an
+//! element-wise pass charged where it runs, or a stage on the link), how it streams, and the hops it
+//! crosses (each with its transfer cost, its lanes — one shared resource, or one per prefill / decode
+//! instance — and its channels per lane).
+//!
+//! Everything that prices a hand-off reads this one plan: the engine builds its queueing state from
+//! [`HandoffPlan::hops`] (`engine/path.rs`) and charges [`HandoffPlan::add_sender_work`] /
+//! [`HandoffPlan::add_receiver_work`] in the steps; the closed-form calculator (`handoff/closed_form.rs`),
+//! the analytic ceilings (`crate::ceilings`) and the resolved-scenario echo read the same fields. The types
+//! here are the hand-off's own (the serde schema reuses them), so nothing in `handoff/` knows the scenario.
 
+use serde::{Deserialize, Serialize};
+
+use crate::cost::model::StepWork;
 use crate::cost::presets::LinkSpec;
-use crate::handoff::transfer::TransferCost;
-use crate::scenario::{CompressAt, ConvertAt, LinkModel, Scenario, Topology};
+use crate::handoff::transfer::{endpoint_pass, TransferCost};
+use crate::layout::Layout;
+use crate::quant::formats::Format;
+
+/// Where the hand-off is compressed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompressAt {
+    /// An in-transit stage on the link (the reference): no GPU cost, an ops budget per wire byte.
+    #[default]
+    Transit,
+    /// An element-wise pass on the prefill GPU, added to the prefill step (HBM-bound).
+    Sender,
+}
+
+/// Where a compressed hand-off is decompressed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecompressAt {
+    /// Not modelled (the reference simulator's assumption), or not needed when the decode pool keeps the
+    /// compressed format (`decode.kv_format`).
+    #[default]
+    None,
+    /// An element-wise pass on the decode GPU, added to the first decode step after admission.
+    Receiver,
+}
+
+/// How the KV leaves the prefill instance.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Streaming {
+    /// After the whole prefill step (the reference).
+    #[default]
+    Whole,
+    /// Layer by layer: layer l's slice may leave when layer l's prefill ends.
+    Layer,
+}
+
+/// Where a layout conversion runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConvertAt {
+    /// On the prefill GPU, an HBM-bound pass after the prefill step (read one layout, write the other).
+    Sender,
+    /// On the decode GPU, a pass added to the first decode step after admission.
+    Receiver,
+    /// On the sender's host CPU, between the GPU → host and network hops (needs link.model host_staged).
+    Host,
+}
+
+/// A layout conversion on the hand-off path.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conversion {
+    /// The two layouts, instantiated with the model's geometry: with the given dtypes (`explicit_dtypes`), else
+    /// bf16 values whose sizes scale to the cache's value size.
+    pub from: Layout,
+    pub to: Layout,
+    /// `handoff.convert.from_dtype` / `to_dtype` were given: the layouts' bytes are exact.
+    pub explicit_dtypes: bool,
+    pub at: ConvertAt,
+    pub host_gb_per_s: f64,
+    pub host_threads: u32,
+    pub host_w_per_thread: f64,
+}
+
+impl Conversion {
+    /// HBM traffic of converting a request of `tokens` tokens on a GPU, bytes: read the whole `from` blocks,
+    /// write the whole `to` blocks (with their separate or inline scales); without explicit dtypes,
+    /// `bytes_per_value` scales from bf16 (2 B) to the cache's value size there.
+    pub fn gpu_bytes(&self, tokens: u64, bytes_per_value: f64) -> f64 {
+        let bytes = self.from.request_bytes_f64(tokens) + self.to.request_bytes_f64(tokens);
+        if self.explicit_dtypes {
+            bytes
+        } else {
+            bytes * bytes_per_value / 2.0
+        }
+    }
+}
 
 /// Which requests a hop's lanes serve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,7 +105,7 @@ pub enum Lanes {
 }
 
 /// One hop of the hand-off path.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Hop {
     /// Resource name prefix: `kv-link`, `pcie-prefill`, `host-convert`, `pcie-decode`.
     pub resource: &'static str,
@@ -58,39 +144,229 @@ impl Hop {
     }
 }
 
-/// The hops of `sc`'s hand-off path in order, and the index of the network hop. Empty when colocated.
-pub fn hops(sc: &Scenario) -> (Vec<Hop>, usize) {
-    if !matches!(sc.topology, Topology::Disaggregated { .. }) {
-        return (Vec::new(), 0);
+/// The network between the pools, as the plan needs it.
+#[derive(Clone, Debug)]
+pub struct NetworkLink<'a> {
+    /// Preset key (`custom` for an inline link).
+    pub key: &'a str,
+    pub spec: &'a LinkSpec,
+    pub channels: u32,
+    /// Processor sharing of the channels' bandwidth (`link.model` `"shared"`); FCFS channels otherwise.
+    pub processor_sharing: bool,
+    /// The host link of a host-staged path (`link.model` `"host_staged"`): its key and spec.
+    pub host: Option<(&'a str, &'a LinkSpec)>,
+}
+
+/// What the plan is resolved from.
+#[derive(Clone, Debug)]
+pub struct PlanInputs<'a> {
+    /// `None` when there is no hand-off (colocated).
+    pub network: Option<NetworkLink<'a>>,
+    /// KV bytes per prompt token handed off (the model's cache dtype, before compression).
+    pub bytes_per_token: f64,
+    /// Bytes per KV value of the model's cache (2 for BF16).
+    pub kv_bytes_per_value: f64,
+    /// The decode pool's KV format ratio against the model's cache (1 when it keeps the model's dtype).
+    pub receiver_kv_ratio: f64,
+    pub layers: u32,
+    pub compression: Option<&'static Format>,
+    pub compress_at: CompressAt,
+    pub decompress_at: DecompressAt,
+    pub streaming: Streaming,
+    pub convert: Option<Conversion>,
+}
+
+/// The resolved hand-off (see the module documentation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HandoffPlan {
+    /// KV bytes per prompt token handed off, before compression.
+    pub bytes_per_token: f64,
+    /// Bytes per KV value of the model's cache (2 for BF16).
+    pub kv_bytes_per_value: f64,
+    /// Bytes per KV value of the cache on the receiver (after any decompression; the decode pool's
+    /// `kv_format` when it keeps the compressed cache).
+    pub receiver_value_bytes: f64,
+    pub layers: u32,
+    /// The hand-off format (`None`: sent in the model's dtype).
+    pub compression: Option<&'static Format>,
+    pub compress_at: CompressAt,
+    pub decompress_at: DecompressAt,
+    pub streaming: Streaming,
+    pub convert: Option<Conversion>,
+    /// The hops in order (empty when colocated) and the index of the network hop among them.
+    pub hops: Vec<Hop>,
+    pub network: usize,
+}
+
+impl HandoffPlan {
+    /// Resolve the plan: the hops in order with their transfer costs, and the passes' placement.
+    pub fn new(p: PlanInputs) -> Self {
+        let (hops, network) = match &p.network {
+            Some(n) => hops(n, &p),
+            None => (Vec::new(), 0),
+        };
+        HandoffPlan {
+            bytes_per_token: p.bytes_per_token,
+            kv_bytes_per_value: p.kv_bytes_per_value,
+            receiver_value_bytes: p.kv_bytes_per_value / p.receiver_kv_ratio,
+            layers: p.layers,
+            compression: p.compression,
+            compress_at: p.compress_at,
+            decompress_at: p.decompress_at,
+            streaming: p.streaming,
+            convert: p.convert,
+            hops,
+            network,
+        }
     }
-    let link = &sc.link;
-    let kvb = sc.model.spec.kv_bytes_per_value;
+
+    /// KV bytes a hand-off of `prompt_tokens` carries before compression.
+    #[inline]
+    pub fn handoff_bytes(&self, prompt_tokens: u32) -> f64 {
+        prompt_tokens as f64 * self.bytes_per_token
+    }
+
+    /// Whether the KV streams layer by layer.
+    pub fn layer_streaming(&self) -> bool {
+        self.streaming == Streaming::Layer
+    }
+
+    /// The format compressed on the prefill GPU, if any.
+    pub fn sender_compression(&self) -> Option<&'static Format> {
+        self.compression.filter(|_| self.compress_at == CompressAt::Sender)
+    }
+
+    /// The format decompressed on the decode GPU, if any.
+    pub fn receiver_decompression(&self) -> Option<&'static Format> {
+        self.compression.filter(|_| self.decompress_at == DecompressAt::Receiver)
+    }
+
+    fn conversion_at(&self, at: ConvertAt) -> Option<&Conversion> {
+        self.convert.as_ref().filter(|c| c.at == at)
+    }
+
+    /// HBM traffic of the layout conversion on the sender (`sender = true`, at the model's cache value size)
+    /// or the receiver (at the decode pool's cache value size) for a hand-off of `tokens` prompt tokens;
+    /// `None` when no conversion runs there.
+    pub fn convert_work(&self, tokens: u64, sender: bool) -> Option<StepWork> {
+        let (at, value_bytes) = if sender {
+            (ConvertAt::Sender, self.kv_bytes_per_value)
+        } else {
+            (ConvertAt::Receiver, self.receiver_value_bytes)
+        };
+        let c = self.conversion_at(at)?;
+        Some(StepWork { flops: 0.0, bytes: c.gpu_bytes(tokens, value_bytes) })
+    }
+
+    /// Whether the sender (the prefill GPU) runs a pass per hand-off: compression and/or layout conversion.
+    pub fn sender_passes(&self) -> bool {
+        self.sender_compression().is_some() || self.conversion_at(ConvertAt::Sender).is_some()
+    }
+
+    /// Whether the receiver (the decode GPU) runs a pass per hand-off: decompression and/or conversion.
+    pub fn receiver_passes(&self) -> bool {
+        self.receiver_decompression().is_some() || self.conversion_at(ConvertAt::Receiver).is_some()
+    }
+
+    /// Add the sender's pass for one hand-off of `bytes` (= `tokens` prompt tokens) to `w`: the compression
+    /// pass ([`endpoint_pass`]), then the layout conversion's HBM traffic (read one layout, write the other).
+    #[inline]
+    pub fn add_sender_work(&self, w: &mut StepWork, bytes: f64, tokens: u64) {
+        if let Some(f) = self.sender_compression() {
+            let p = endpoint_pass(f, self.kv_bytes_per_value, bytes);
+            w.flops += p.flops;
+            w.bytes += p.bytes;
+        }
+        if let Some(c) = self.convert_work(tokens, true) {
+            w.bytes += c.bytes;
+        }
+    }
+
+    /// Add the receiver's pass for one hand-off of `bytes` (= `tokens` prompt tokens) to `w`:
+    /// decompression, then the layout conversion (at the receiver's cache value size).
+    #[inline]
+    pub fn add_receiver_work(&self, w: &mut StepWork, bytes: f64, tokens: u64) {
+        if let Some(f) = self.receiver_decompression() {
+            let p = endpoint_pass(f, self.kv_bytes_per_value, bytes);
+            w.flops += p.flops;
+            w.bytes += p.bytes;
+        }
+        if let Some(c) = self.convert_work(tokens, false) {
+            w.bytes += c.bytes;
+        }
+    }
+
+    /// Work of the sender's (`sender = true`) or the receiver's whole pass for one hand-off of `prompt_tokens`
+    /// (a mean may be fractional; the conversion counts whole tokens): the compression (or decompression)
+    /// there plus the conversion there, charged as one pass, as the engine charges it.
+    pub fn endpoint_work(&self, prompt_tokens: f64, sender: bool) -> StepWork {
+        let mut w = StepWork { flops: 0.0, bytes: 0.0 };
+        let (bytes, tokens) = (prompt_tokens * self.bytes_per_token, prompt_tokens.round() as u64);
+        if sender {
+            self.add_sender_work(&mut w, bytes, tokens);
+        } else {
+            self.add_receiver_work(&mut w, bytes, tokens);
+        }
+        w
+    }
+
+    /// The network hop (`kv-link`), if there is a hand-off.
+    pub fn network_hop(&self) -> Option<&Hop> {
+        self.hops.get(self.network)
+    }
+
+    /// The plan in words, for reports: `{"compression", "compressed_at", "decompressed_at", "streaming",
+    /// "convert", "hops"}` (`None` where a step does not happen).
+    pub fn describe(&self) -> serde_json::Value {
+        let site = |s: &str| Some(s.to_string());
+        serde_json::json!({
+            "compression": self.compression.map(|f| f.name),
+            "compressed_at": self.compression.and(match self.compress_at {
+                CompressAt::Transit => site("transit"),
+                CompressAt::Sender => site("sender"),
+            }),
+            "decompressed_at": self.receiver_decompression().map(|_| "receiver"),
+            "streaming": self.streaming,
+            "convert": self.convert.as_ref().map(|c| serde_json::json!({
+                "from": c.from.def.name, "to": c.to.def.name, "at": c.at,
+            })),
+            "hops": self.hops.iter().map(|h| h.resource).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// The hops of the path in order, and the index of the network hop.
+fn hops(n: &NetworkLink, p: &PlanInputs) -> (Vec<Hop>, usize) {
     let network = Hop {
         resource: "kv-link",
-        preset: link.spec.key.clone(),
-        cost: TransferCost::network(&link.spec.spec, sc.compression, sc.compress_at, kvb),
+        preset: n.key.to_string(),
+        cost: match (p.compression, p.compress_at) {
+            (None, _) => TransferCost::plain(n.spec),
+            (Some(f), CompressAt::Transit) => TransferCost::in_transit(n.spec, f, p.kv_bytes_per_value),
+            (Some(f), CompressAt::Sender) => TransferCost::precompressed(n.spec, f),
+        },
         lanes: Lanes::Shared,
-        channels: link.channels,
-        processor_sharing: link.model == LinkModel::Shared,
+        channels: n.channels,
+        processor_sharing: n.processor_sharing,
         convert_w: 0.0,
     };
-    let LinkModel::HostStaged { host } = &link.model else { return (vec![network], 0) };
+    let Some((host_key, host)) = n.host else { return (vec![network], 0) };
     // A hop before the network carries the hand-off as it left the GPU: compressed only if the sender did.
-    let leaving_gpu = |hop: &LinkSpec| match (sc.compression, sc.compress_at) {
+    let leaving_gpu = |hop: &LinkSpec| match (p.compression, p.compress_at) {
         (Some(f), CompressAt::Sender) => TransferCost::precompressed(hop, f),
         _ => TransferCost::plain(hop),
     };
     let pcie = |resource, cost, lanes| Hop {
         resource,
-        preset: host.key.clone(),
+        preset: host_key.to_string(),
         cost,
         lanes,
         channels: 1,
         processor_sharing: false,
         convert_w: 0.0,
     };
-    let mut out = vec![pcie("pcie-prefill", leaving_gpu(&host.spec), Lanes::PerFront)];
-    if let Some(c) = sc.convert.as_ref().filter(|c| c.at == ConvertAt::Host) {
+    let mut out = vec![pcie("pcie-prefill", leaving_gpu(host), Lanes::PerFront)];
+    if let Some(c) = p.convert.as_ref().filter(|c| c.at == ConvertAt::Host) {
         // The sender's host converts the staged cache: `host_threads` FCFS channels per prefill instance, at
         // host_gb_per_s each, drawing host_w_per_thread while busy.
         let spec = LinkSpec {
@@ -113,9 +389,9 @@ pub fn hops(sc: &Scenario) -> (Vec<Hop>, usize) {
     }
     let network_index = out.len();
     out.push(network);
-    let pcie_in = match sc.compression {
-        Some(f) => TransferCost::precompressed(&host.spec, f),
-        None => TransferCost::plain(&host.spec),
+    let pcie_in = match p.compression {
+        Some(f) => TransferCost::precompressed(host, f),
+        None => TransferCost::plain(host),
     };
     out.push(pcie("pcie-decode", pcie_in, Lanes::PerBack));
     (out, network_index)

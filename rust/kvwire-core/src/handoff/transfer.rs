@@ -7,7 +7,6 @@
 use crate::cost::model::StepWork;
 use crate::cost::presets::{LinkSpec, Registration};
 use crate::quant::formats::Format;
-use crate::scenario::CompressAt;
 
 /// Operations of budget the in-transit stage has per wire byte.
 pub const TRANSIT_OPS_PER_WIRE_BYTE: f64 = 1.6;
@@ -38,7 +37,7 @@ pub struct Transfer {
 }
 
 /// Transfer-cost calculator for one link (or hop) and compression setting.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TransferCost {
     latency_s: f64,
     bytes_per_s: f64,
@@ -92,23 +91,6 @@ impl TransferCost {
         }
     }
 
-    /// The network hop of a hand-off compressed to `compression` at `compress_at`: in transit (a stage on
-    /// the link, [`Self::in_transit`]) or on the sender GPU (already compressed, [`Self::precompressed`]);
-    /// uncompressed when `compression` is `None`. The closed-form calculator prices the hand-off with this;
-    /// the engine prices its network hop with it too (`engine/path.rs`).
-    pub fn network(
-        link: &LinkSpec,
-        compression: Option<&Format>,
-        compress_at: CompressAt,
-        kv_bytes_per_value: f64,
-    ) -> Self {
-        match (compression, compress_at) {
-            (None, _) => Self::plain(link),
-            (Some(f), CompressAt::Transit) => Self::in_transit(link, f, kv_bytes_per_value),
-            (Some(f), CompressAt::Sender) => Self::precompressed(link, f),
-        }
-    }
-
     /// Cost of handing off `bytes` of KV, with B the effective bandwidth (line rate × NICs × efficiency /
     /// GPUs per NIC) and ℓ' = ℓ + launch overhead + registration (the registration of the bytes handed to the
     /// NIC: the wire bytes, or the uncompressed bytes when an in-transit stage compresses them).
@@ -143,7 +125,7 @@ impl TransferCost {
 /// Work of an element-wise compression (or decompression) pass to or from `f` on an endpoint GPU over
 /// `bytes` of hand-off: the format's ops on each value, and HBM traffic reading one form and writing the
 /// other (S + S/ρ). Charged with [`StepTimer::pass`](crate::cost::roofline::StepTimer::pass); the same
-/// pass the engine charges on the sender and receiver (`engine/front.rs`, `engine/back.rs`).
+/// pass the engine charges on the sender and receiver ([`crate::handoff::plan::HandoffPlan::add_sender_work`]).
 pub fn endpoint_pass(f: &Format, kv_bytes_per_value: f64, bytes: f64) -> StepWork {
     let values_per_byte = 1.0 / kv_bytes_per_value;
     let ops_per_byte = f.encode_ops_per_value * values_per_byte;

@@ -3,7 +3,16 @@
 //! or the network congested).
 
 use crate::policy::batching::ever_fits;
-use crate::scenario::Disaggregate;
+
+/// Which requests are handed off.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Disaggregate {
+    /// Every request with output ≥ 2 (the reference).
+    Always,
+    /// Keep a request on its prefill instance when its prompt < `min_prompt_tokens`, its output <
+    /// `min_output_tokens`, or the estimated link wait > `max_link_wait_s`.
+    Conditional { min_prompt_tokens: u32, min_output_tokens: u32, max_link_wait_s: f64 },
+}
 
 /// Keep request (prompt, output) on its prefill instance? Only with the conditional policy, only for
 /// requests with a decode phase (output ≥ 2) that fit the prefill instance's KV cache (`local_capacity`

@@ -1,8 +1,6 @@
 //! Routing decisions: which instance of a pool receives a request. The engine exposes the pool's state
 //! through [`LoadView`]; the router decides. Ties always go to the lowest instance index.
 
-use crate::scenario::{LoadRouting, PrefillRouting};
-
 /// What a router may look at: per-instance queue and running counts at the moment of the decision.
 pub trait LoadView {
     fn instances(&self) -> usize;
@@ -23,24 +21,6 @@ pub enum Rule {
     LeastLoaded,
     /// Instances in turn, 0, 1, …, n−1, 0, …
     RoundRobin,
-}
-
-impl From<PrefillRouting> for Rule {
-    fn from(r: PrefillRouting) -> Self {
-        match r {
-            PrefillRouting::LeastQueuedTokens => Rule::LeastQueuedTokens,
-            PrefillRouting::RoundRobin => Rule::RoundRobin,
-        }
-    }
-}
-
-impl From<LoadRouting> for Rule {
-    fn from(r: LoadRouting) -> Self {
-        match r {
-            LoadRouting::LeastLoaded => Rule::LeastLoaded,
-            LoadRouting::RoundRobin => Rule::RoundRobin,
-        }
-    }
 }
 
 /// A router with its (round-robin) state.

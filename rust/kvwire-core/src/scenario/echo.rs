@@ -14,8 +14,9 @@ use super::spec::{
     LengthSpec, LmHeadSpec, LoadRouterSpec, MetricsSpec, ModeSpec, PoolSpec, PrefillRouterSpec, ProcessSpec,
     RouterSpec, ScenarioSpec, SchedulerSpec, SloSpec, TraceSpec, WorkloadSpec,
 };
-use super::{Disaggregate, LinkModel, LoadRouting, Named, Pool, PrefillRouting, Scenario, Topology, Workload};
+use super::{Disaggregate, LinkModel, Named, Pool, Rule, Scenario, Topology, Workload};
 use crate::cost::model::LmHead;
+use crate::handoff::plan::{ConvertAt, HandoffPlan};
 use crate::quant::formats::Format;
 use crate::workload::{Arrivals, LengthDist};
 
@@ -65,10 +66,45 @@ fn length(d: &LengthDist) -> LengthSpec {
     }
 }
 
-fn load_router(r: LoadRouting) -> LoadRouterSpec {
+fn load_router(r: Rule) -> LoadRouterSpec {
     match r {
-        LoadRouting::LeastLoaded => LoadRouterSpec::LeastLoaded,
-        LoadRouting::RoundRobin => LoadRouterSpec::RoundRobin,
+        Rule::RoundRobin => LoadRouterSpec::RoundRobin,
+        // Validation maps the decode and colocated routers to these two rules only.
+        Rule::LeastLoaded | Rule::LeastQueuedTokens => LoadRouterSpec::LeastLoaded,
+    }
+}
+
+fn prefill_router(r: Rule) -> PrefillRouterSpec {
+    match r {
+        Rule::RoundRobin => PrefillRouterSpec::RoundRobin,
+        Rule::LeastQueuedTokens | Rule::LeastLoaded => PrefillRouterSpec::LeastQueuedTokens,
+    }
+}
+
+/// The `handoff` section from the resolved plan.
+fn handoff(plan: &HandoffPlan) -> HandoffSpec {
+    let HandoffPlan { compression, compress_at, decompress_at, streaming, convert, .. } = plan;
+    let convert = convert.as_ref().map(|c| {
+        let host = c.at == ConvertAt::Host;
+        ConvertSpec {
+            from: c.from.def.name.to_string(),
+            to: c.to.def.name.to_string(),
+            at: c.at,
+            from_block_size: Some(c.from.block_size as u32),
+            to_block_size: Some(c.to.block_size as u32),
+            from_dtype: c.explicit_dtypes.then(|| c.from.dtype.name().to_string()),
+            to_dtype: c.explicit_dtypes.then(|| c.to.dtype.name().to_string()),
+            host_gb_per_s: host.then_some(c.host_gb_per_s),
+            host_threads: host.then_some(c.host_threads),
+            host_w_per_thread: host.then_some(c.host_w_per_thread),
+        }
+    });
+    HandoffSpec {
+        compression: Some(format_name(*compression)),
+        compress_at: *compress_at,
+        decompress_at: *decompress_at,
+        streaming: *streaming,
+        convert,
     }
 }
 
@@ -79,11 +115,7 @@ impl Scenario {
             model,
             topology,
             link,
-            compression,
-            compress_at,
-            decompress_at,
-            streaming,
-            convert,
+            handoff: plan,
             disaggregate,
             per_slice_streaming,
             workload,
@@ -123,18 +155,6 @@ impl Scenario {
             }
             Topology::Colocated { pool: p } => (ModeSpec::Colocated, None, None, Some(pool(p)), None),
         };
-        let convert = convert.as_ref().map(|c| ConvertSpec {
-            from: c.from.def.name.to_string(),
-            to: c.to.def.name.to_string(),
-            at: c.at,
-            from_block_size: Some(c.from.block_size as u32),
-            to_block_size: Some(c.to.block_size as u32),
-            from_dtype: c.explicit_dtypes.then(|| c.from.dtype.name().to_string()),
-            to_dtype: c.explicit_dtypes.then(|| c.to.dtype.name().to_string()),
-            host_gb_per_s: (c.at == super::ConvertAt::Host).then_some(c.host_gb_per_s),
-            host_threads: (c.at == super::ConvertAt::Host).then_some(c.host_threads),
-            host_w_per_thread: (c.at == super::ConvertAt::Host).then_some(c.host_w_per_thread),
-        });
         let mut workload = match workload {
             Workload::Generated { requests, seed, arrivals, prompt, output } => WorkloadSpec {
                 requests: Some(*requests as u64),
@@ -181,13 +201,7 @@ impl Scenario {
             decode,
             colocated,
             link: link_value,
-            handoff: HandoffSpec {
-                compression: Some(format_name(*compression)),
-                compress_at: *compress_at,
-                decompress_at: *decompress_at,
-                streaming: *streaming,
-                convert,
-            },
+            handoff: handoff(plan),
             workload,
             slo: SloSpec { ttft_s: *ttft_slo_s, tpot_s: *tpot_slo_s },
             metrics: MetricsSpec { warmup_fraction: *warmup_fraction, first_token: *first_token },
@@ -204,10 +218,7 @@ impl Scenario {
             },
             scheduler: SchedulerSpec { max_prefill_tokens: *max_prefill_tokens, max_decode_batch: *max_decode_batch },
             router: RouterSpec {
-                prefill: match prefill_routing {
-                    PrefillRouting::LeastQueuedTokens => PrefillRouterSpec::LeastQueuedTokens,
-                    PrefillRouting::RoundRobin => PrefillRouterSpec::RoundRobin,
-                },
+                prefill: prefill_router(*prefill_routing),
                 decode: load_router(*decode_routing),
                 colocated: load_router(*colocated_routing),
                 disaggregate,

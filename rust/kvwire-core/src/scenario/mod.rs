@@ -5,14 +5,18 @@ mod echo;
 pub mod spec;
 mod validate;
 
-use crate::cost::model::LmHead;
+use crate::cost::model::{LmHead, ModelCost};
 use crate::cost::presets::{DeviceSpec, LinkSpec, ModelSpec};
 use crate::cost::roofline::RooflineParams;
 use crate::error::{Error, Result};
+use crate::handoff::closed_form::Handoff;
 use crate::quant::formats::Format;
 use crate::workload::{Arrivals, LengthDist, Trace};
 
-pub use spec::{CompressAt, ConvertAt, DecompressAt, FirstToken, OverContext, ScenarioSpec, Streaming};
+pub use crate::handoff::plan::{CompressAt, Conversion, ConvertAt, DecompressAt, HandoffPlan, Streaming};
+pub use crate::policy::disaggregation::Disaggregate;
+pub use crate::policy::router::Rule;
+pub use spec::{FirstToken, OverContext, ScenarioSpec};
 pub use validate::MAX_DEVICES_PER_INSTANCE;
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
@@ -88,45 +92,6 @@ pub const DEFAULT_HOST_CONVERT_GB_PER_S: f64 = 13.8;
 /// Power of one busy host thread, W: AMD EPYC 9654 (360 W TDP, 96 cores) → 3.75 W per core.
 pub const DEFAULT_HOST_W_PER_THREAD: f64 = 3.75;
 
-/// A layout conversion on the hand-off path.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Conversion {
-    /// The two layouts, instantiated with the model's geometry: with the given dtypes (`explicit_dtypes`), else
-    /// bf16 values whose sizes scale to the cache's value size.
-    pub from: crate::layout::Layout,
-    pub to: crate::layout::Layout,
-    /// `handoff.convert.from_dtype` / `to_dtype` were given: the layouts' bytes are exact.
-    pub explicit_dtypes: bool,
-    pub at: ConvertAt,
-    pub host_gb_per_s: f64,
-    pub host_threads: u32,
-    pub host_w_per_thread: f64,
-}
-
-impl Conversion {
-    /// HBM traffic of converting a request of `tokens` tokens on a GPU, bytes: read the whole `from` blocks,
-    /// write the whole `to` blocks (with their separate or inline scales); without explicit dtypes,
-    /// `bytes_per_value` scales from bf16 (2 B) to the cache's value size there.
-    pub fn gpu_bytes(&self, tokens: u64, bytes_per_value: f64) -> f64 {
-        let bytes = self.from.request_bytes_f64(tokens) + self.to.request_bytes_f64(tokens);
-        if self.explicit_dtypes {
-            bytes
-        } else {
-            bytes * bytes_per_value / 2.0
-        }
-    }
-}
-
-/// Which requests are handed off.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Disaggregate {
-    /// Every request with output ≥ 2 (the reference).
-    Always,
-    /// Keep a request on its prefill instance when its prompt < `min_prompt_tokens`, its output <
-    /// `min_output_tokens`, or the estimated link wait > `max_link_wait_s`.
-    Conditional { min_prompt_tokens: u32, min_output_tokens: u32, max_link_wait_s: f64 },
-}
-
 /// Where the requests come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Workload {
@@ -164,33 +129,15 @@ pub struct Requests {
     pub over_context: Vec<bool>,
 }
 
-/// Prefill routing policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PrefillRouting {
-    LeastQueuedTokens,
-    RoundRobin,
-}
-
-/// Decode / colocated routing policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LoadRouting {
-    LeastLoaded,
-    RoundRobin,
-}
-
 /// A validated scenario.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {
     pub model: Named<ModelSpec>,
     pub topology: Topology,
     pub link: Link,
-    /// Hand-off compression (`None` = no compression at all).
-    pub compression: Option<&'static Format>,
-    pub compress_at: CompressAt,
-    pub decompress_at: DecompressAt,
-    pub streaming: Streaming,
-    /// A layout conversion on the hand-off path.
-    pub convert: Option<Conversion>,
+    /// The hand-off, resolved once (what is sent, where it is compressed, decompressed and converted, how
+    /// it streams, the hops it crosses); the engine, the calculator, the ceilings and the echo read it.
+    pub handoff: HandoffPlan,
     pub disaggregate: Disaggregate,
     pub per_slice_streaming: bool,
     pub workload: Workload,
@@ -206,9 +153,10 @@ pub struct Scenario {
     pub mem_util: f64,
     pub max_prefill_tokens: u32,
     pub max_decode_batch: u32,
-    pub prefill_routing: PrefillRouting,
-    pub decode_routing: LoadRouting,
-    pub colocated_routing: LoadRouting,
+    /// Routing rules of the prefill, decode and colocated pools.
+    pub prefill_routing: Rule,
+    pub decode_routing: Rule,
+    pub colocated_routing: Rule,
     pub macro_steps: bool,
     /// `engine.max_steps`: the most batch steps a run may take.
     pub max_steps: u64,
@@ -263,6 +211,27 @@ impl Scenario {
             Topology::Disaggregated { prefill, .. } => prefill,
             Topology::Colocated { pool } => pool,
         }
+    }
+
+    /// The pool that decodes (the decode pool, or the colocated pool).
+    pub fn decode_pool(&self) -> &Pool {
+        match &self.topology {
+            Topology::Disaggregated { decode, .. } => decode,
+            Topology::Colocated { pool } => pool,
+        }
+    }
+
+    /// The closed-form hand-off of one `prompt_tokens` prompt on this scenario's plan, model, prefill pool
+    /// and decoding pool ([`crate::handoff::closed_form::handoff`]); `None` when colocated (no hand-off).
+    pub fn handoff_figures(&self, prompt_tokens: u64, streaming: Streaming) -> Option<Handoff> {
+        crate::handoff::closed_form::handoff(
+            &self.handoff,
+            &ModelCost::new(&self.model.spec, self.lm_head),
+            &self.prefill_pool().timer(self.roofline),
+            &self.decode_pool().timer(self.roofline),
+            prompt_tokens,
+            streaming,
+        )
     }
 
     /// Validate an already-parsed spec.

@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::handoff::plan::{CompressAt, ConvertAt, DecompressAt, Streaming};
+
 /// Top level of a scenario. Every field is optional; `{}` is the built-in default scenario.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -124,52 +126,6 @@ pub struct ConvertSpec {
     /// Power of one busy host thread, W (default 3.75: AMD EPYC 9654, 360 W TDP / 96 cores).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_w_per_thread: Option<f64>,
-}
-
-/// Where a layout conversion runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ConvertAt {
-    /// On the prefill GPU, an HBM-bound pass after the prefill step (read one layout, write the other).
-    Sender,
-    /// On the decode GPU, a pass added to the first decode step after admission.
-    Receiver,
-    /// On the sender's host CPU, between the GPU → host and network hops (needs link.model host_staged).
-    Host,
-}
-
-/// Where the hand-off is compressed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CompressAt {
-    /// An in-transit stage on the link (the reference): no GPU cost, an ops budget per wire byte.
-    #[default]
-    Transit,
-    /// An element-wise pass on the prefill GPU, added to the prefill step (HBM-bound).
-    Sender,
-}
-
-/// Where a compressed hand-off is decompressed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DecompressAt {
-    /// Not modelled (the reference simulator's assumption), or not needed when the decode pool keeps the
-    /// compressed format (`decode.kv_format`).
-    #[default]
-    None,
-    /// An element-wise pass on the decode GPU, added to the first decode step after admission.
-    Receiver,
-}
-
-/// How the KV leaves the prefill instance.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Streaming {
-    /// After the whole prefill step (the reference).
-    #[default]
-    Whole,
-    /// Layer by layer: layer l's slice may leave when layer l's prefill ends.
-    Layer,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

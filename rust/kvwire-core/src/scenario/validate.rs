@@ -5,14 +5,10 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::spec::{
-    ArrivalSpec, CompressAt, ConvertAt, ConvertSpec, DecompressAt, DisaggregatePolicy, DistSpec, LengthSpec,
-    LmHeadSpec, LoadRouterSpec, ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec,
-    Streaming,
+    ArrivalSpec, ConvertSpec, DisaggregatePolicy, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec, ModeSpec,
+    OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec,
 };
-use super::{
-    serde_error, Conversion, Disaggregate, Link, LinkModel, LoadRouting, Named, Pool, PrefillRouting, Scenario,
-    Topology, Workload,
-};
+use super::{serde_error, Disaggregate, Link, LinkModel, Named, Pool, Rule, Scenario, Topology, Workload};
 use super::{DEFAULT_HOST_CONVERT_GB_PER_S, DEFAULT_HOST_W_PER_THREAD};
 use crate::cost::model::{LmHead, ModelCost};
 use crate::cost::presets::{
@@ -20,6 +16,9 @@ use crate::cost::presets::{
 };
 use crate::cost::roofline::{kv_capacity_tokens, RooflineParams};
 use crate::error::{Error, Result};
+use crate::handoff::plan::{
+    CompressAt, Conversion, ConvertAt, DecompressAt, HandoffPlan, NetworkLink, PlanInputs, Streaming,
+};
 use crate::layout::Geometry;
 use crate::quant::formats::{format, Format, Scheme, ALIASES, FORMATS};
 use crate::workload::{Arrivals, LengthDist, Trace};
@@ -207,6 +206,32 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
     }
     let workload = workload(s.workload, requests)?;
 
+    let network = match (&topology, &link.model) {
+        (Topology::Colocated { .. }, _) => None,
+        (Topology::Disaggregated { .. }, m) => Some(NetworkLink {
+            key: &link.spec.key,
+            spec: &link.spec.spec,
+            channels: link.channels,
+            processor_sharing: *m == LinkModel::Shared,
+            host: match m {
+                LinkModel::HostStaged { host } => Some((host.key.as_str(), &host.spec)),
+                _ => None,
+            },
+        }),
+    };
+    let handoff = HandoffPlan::new(PlanInputs {
+        network,
+        bytes_per_token: cost.kv_bytes_per_token,
+        kv_bytes_per_value: model.spec.kv_bytes_per_value,
+        receiver_kv_ratio: back_format.map_or(1.0, |f| f.ratio_vs_bf16()),
+        layers: model.spec.layers,
+        compression,
+        compress_at: h.compress_at,
+        decompress_at: h.decompress_at,
+        streaming: h.streaming,
+        convert,
+    });
+
     positive("slo.ttft_s", s.slo.ttft_s, false)?;
     positive("slo.tpot_s", s.slo.tpot_s, false)?;
     in_range("metrics.warmup_fraction", s.metrics.warmup_fraction, 0.0, 1.0, true, false)?;
@@ -223,11 +248,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         model,
         topology,
         link,
-        compression,
-        compress_at: s.handoff.compress_at,
-        decompress_at: s.handoff.decompress_at,
-        streaming: s.handoff.streaming,
-        convert,
+        handoff,
         disaggregate,
         per_slice_streaming: s.engine.per_slice_streaming,
         workload,
@@ -247,8 +268,8 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         max_prefill_tokens: s.scheduler.max_prefill_tokens,
         max_decode_batch: s.scheduler.max_decode_batch,
         prefill_routing: match s.router.prefill {
-            PrefillRouterSpec::LeastQueuedTokens => PrefillRouting::LeastQueuedTokens,
-            PrefillRouterSpec::RoundRobin => PrefillRouting::RoundRobin,
+            PrefillRouterSpec::LeastQueuedTokens => Rule::LeastQueuedTokens,
+            PrefillRouterSpec::RoundRobin => Rule::RoundRobin,
         },
         decode_routing: load_routing(s.router.decode),
         colocated_routing: load_routing(s.router.colocated),
@@ -364,10 +385,10 @@ fn conversion(c: &ConvertSpec, model: &ModelSpec, colocated: bool, link: &Link) 
     Ok(Conversion { from, to, explicit_dtypes, at: c.at, host_gb_per_s, host_threads, host_w_per_thread })
 }
 
-fn load_routing(r: LoadRouterSpec) -> LoadRouting {
+fn load_routing(r: LoadRouterSpec) -> Rule {
     match r {
-        LoadRouterSpec::LeastLoaded => LoadRouting::LeastLoaded,
-        LoadRouterSpec::RoundRobin => LoadRouting::RoundRobin,
+        LoadRouterSpec::LeastLoaded => Rule::LeastLoaded,
+        LoadRouterSpec::RoundRobin => Rule::RoundRobin,
     }
 }
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from kvwire import _core
 from kvwire.presets import catalog
 from kvwire.run import SimResult
 from kvwire.summary import QUANTILES
@@ -54,24 +56,29 @@ def _handoff(sc: dict[str, Any]) -> str:
         parts.append("shared bandwidth")
     elif link.get("model") == "host_staged":
         parts.append(f"host-staged over {_named(link.get('host_link'), 'links')}")
-    h = sc["handoff"]
-    comp = h.get("compression", "none")
-    if comp != "none":
-        decode_keeps = sc["decode"].get("kv_format") == comp
-        if h.get("compress_at") == "sender":
-            parts.append(f"{comp} compressed on the prefill GPU")
-        else:
-            parts.append(f"{comp} compressed in transit")
-        if h.get("decompress_at") == "receiver":
-            parts.append("decompressed on the decode GPU")
-        elif decode_keeps:
-            parts.append(f"kept as {comp} by decode")
-    if h.get("streaming") == "layer":
+    plan = _placement(sc)
+    comp = plan["compression"]
+    if comp is not None:
+        at = {"sender": "on the prefill GPU", "transit": "in transit"}[plan["compressed_at"]]
+        parts.append(f"{comp} compressed {at}")
+        parts.append({
+            "receiver": "decompressed on the decode GPU",
+            "kept_by_decode": f"kept as {comp} by decode",
+            "not_modelled": "decompression not modelled",
+        }[plan["decompressed_at"]])  # fmt: skip
+    if plan["streaming"] == "layer":
         parts.append("streamed layer by layer")
-    conv = h.get("convert")
+    conv = plan["convert"]
     if conv:
         parts.append(f"layout {conv['from']} -> {conv['to']} on the {conv['at']}")
     return ", ".join(parts)
+
+
+def _placement(sc: dict[str, Any]) -> dict[str, Any]:
+    """Where each step of the hand-off runs, as the core resolved it from the echo (its hand-off plan, the one
+    the engine charges), not re-derived here. The workload plays no part, so it is left out of the check."""
+    placement: dict[str, Any] = json.loads(_core.placement_json(json.dumps({**sc, "workload": {}})))
+    return placement
 
 
 def _topology(sc: dict[str, Any]) -> str:

@@ -72,6 +72,14 @@ mod _core {
         serde_json::to_string(&figures).map_err(|e| to_py(kvwire_core::Error::Internal(e.to_string())))
     }
 
+    /// Where each step of a scenario's hand-off happens, as the core resolved and charges it
+    /// (`HandoffPlan::placement`), as JSON text. Raises the same exceptions as `validate`.
+    #[pyfunction]
+    fn placement_json(py: Python<'_>, scenario_json: &str) -> PyResult<String> {
+        let sc = py.detach(|| Scenario::from_json(scenario_json, None)).map_err(to_py)?;
+        serde_json::to_string(&sc.handoff.placement()).map_err(|e| to_py(kvwire_core::Error::Internal(e.to_string())))
+    }
+
     /// Validate a scenario without running it. Raises the same exceptions as `simulate`.
     #[pyfunction]
     fn validate(py: Python<'_>, scenario_json: &str) -> PyResult<()> {

@@ -166,8 +166,8 @@ pub struct PlanInputs<'a> {
     pub bytes_per_token: f64,
     /// Bytes per KV value of the model's cache (2 for BF16).
     pub kv_bytes_per_value: f64,
-    /// The decode pool's KV format ratio against the model's cache (1 when it keeps the model's dtype).
-    pub receiver_kv_ratio: f64,
+    /// The format the decode pool keeps its KV cache in (`decode.kv_format`; `None`: the model's dtype).
+    pub receiver_format: Option<&'static Format>,
     pub layers: u32,
     pub compression: Option<&'static Format>,
     pub compress_at: CompressAt,
@@ -186,6 +186,8 @@ pub struct HandoffPlan {
     /// Bytes per KV value of the cache on the receiver (after any decompression; the decode pool's
     /// `kv_format` when it keeps the compressed cache).
     pub receiver_value_bytes: f64,
+    /// The format the decode pool keeps its KV cache in (`None`: the model's dtype).
+    pub receiver_format: Option<&'static Format>,
     pub layers: u32,
     /// The hand-off format (`None`: sent in the model's dtype).
     pub compression: Option<&'static Format>,
@@ -208,7 +210,8 @@ impl HandoffPlan {
         HandoffPlan {
             bytes_per_token: p.bytes_per_token,
             kv_bytes_per_value: p.kv_bytes_per_value,
-            receiver_value_bytes: p.kv_bytes_per_value / p.receiver_kv_ratio,
+            receiver_value_bytes: p.kv_bytes_per_value / p.receiver_format.map_or(1.0, |f| f.ratio_vs_bf16()),
+            receiver_format: p.receiver_format,
             layers: p.layers,
             compression: p.compression,
             compress_at: p.compress_at,
@@ -315,24 +318,63 @@ impl HandoffPlan {
         self.hops.get(self.network)
     }
 
-    /// The plan in words, for reports: `{"compression", "compressed_at", "decompressed_at", "streaming",
-    /// "convert", "hops"}` (`None` where a step does not happen).
-    pub fn describe(&self) -> serde_json::Value {
-        let site = |s: &str| Some(s.to_string());
-        serde_json::json!({
-            "compression": self.compression.map(|f| f.name),
-            "compressed_at": self.compression.and(match self.compress_at {
-                CompressAt::Transit => site("transit"),
-                CompressAt::Sender => site("sender"),
+    /// Where each step of the hand-off happens, as this plan charges it (what a report names).
+    pub fn placement(&self) -> Placement {
+        Placement {
+            compression: self.compression.map(|f| f.name),
+            compressed_at: self.compression.map(|_| self.compress_at),
+            decompressed_at: self.compression.map(|f| {
+                if self.receiver_decompression().is_some() {
+                    Decompression::Receiver
+                } else if self.receiver_format.is_some_and(|r| r.name == f.name) {
+                    Decompression::KeptByDecode
+                } else {
+                    Decompression::NotModelled
+                }
             }),
-            "decompressed_at": self.receiver_decompression().map(|_| "receiver"),
-            "streaming": self.streaming,
-            "convert": self.convert.as_ref().map(|c| serde_json::json!({
-                "from": c.from.def.name, "to": c.to.def.name, "at": c.at,
-            })),
-            "hops": self.hops.iter().map(|h| h.resource).collect::<Vec<_>>(),
-        })
+            streaming: self.streaming,
+            convert: self.convert.as_ref().map(|c| ConvertPlacement {
+                from: c.from.def.name,
+                to: c.to.def.name,
+                at: c.at,
+            }),
+            hops: self.hops.iter().map(|h| h.resource).collect(),
+        }
     }
+}
+
+/// What happens to a compressed hand-off on the receiver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decompression {
+    /// An element-wise pass on the decode GPU (`handoff.decompress_at = "receiver"`).
+    Receiver,
+    /// None needed: the decode pool keeps its cache in the hand-off format (`decode.kv_format`).
+    KeptByDecode,
+    /// Not modelled (`handoff.decompress_at = "none"`, the reference simulator's assumption).
+    NotModelled,
+}
+
+/// A layout conversion's placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ConvertPlacement {
+    pub from: &'static str,
+    pub to: &'static str,
+    pub at: ConvertAt,
+}
+
+/// Where each step of a hand-off happens ([`HandoffPlan::placement`]); `None` where a step does not happen.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    /// The hand-off format (`None`: sent in the model's dtype).
+    pub compression: Option<&'static str>,
+    /// `transit` (a stage on the network hop) or `sender` (a pass on the prefill GPU).
+    pub compressed_at: Option<CompressAt>,
+    pub decompressed_at: Option<Decompression>,
+    pub streaming: Streaming,
+    pub convert: Option<ConvertPlacement>,
+    /// The hops the hand-off crosses, in order (empty when colocated).
+    pub hops: Vec<&'static str>,
 }
 
 /// The hops of the path in order, and the index of the network hop.

@@ -223,7 +223,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         network,
         bytes_per_token: cost.kv_bytes_per_token,
         kv_bytes_per_value: model.spec.kv_bytes_per_value,
-        receiver_kv_ratio: back_format.map_or(1.0, |f| f.ratio_vs_bf16()),
+        receiver_format: back_format,
         layers: model.spec.layers,
         compression,
         compress_at: h.compress_at,

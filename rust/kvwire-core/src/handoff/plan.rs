@@ -438,3 +438,109 @@ fn hops(n: &NetworkLink, p: &PlanInputs) -> (Vec<Hop>, usize) {
     out.push(pcie("pcie-decode", pcie_in, Lanes::PerBack));
     (out, network_index)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::formats::format;
+
+    fn link() -> LinkSpec {
+        LinkSpec {
+            name: "test".into(),
+            bandwidth_gb_per_s: 3.125,
+            latency_us: 20.0,
+            pj_per_bit: 0.0,
+            source: String::new(),
+            ..LinkSpec::default()
+        }
+    }
+
+    /// A plan for Llama-3-8B's hand-off (128 KiB per token, bf16) over a 3.125 GB/s, 20 µs link.
+    fn plan(compression: Option<&str>, at: CompressAt, decompress: DecompressAt, keeps: bool) -> HandoffPlan {
+        let spec = link();
+        let compression = compression.map(|n| format(n).unwrap());
+        HandoffPlan::new(PlanInputs {
+            network: Some(NetworkLink { key: "test", spec: &spec, channels: 1, processor_sharing: false, host: None }),
+            bytes_per_token: 131_072.0,
+            kv_bytes_per_value: 2.0,
+            receiver_format: compression.filter(|_| keeps),
+            layers: 32,
+            compression,
+            compress_at: at,
+            decompress_at: decompress,
+            streaming: Streaming::Whole,
+            convert: None,
+        })
+    }
+
+    /// Every placement combination: the placement names where the work is, and the plan charges exactly
+    /// there. The sender's pass is the format's ops per value and S + S/ρ of HBM traffic (spec/simulator.md
+    /// (b)); the network hop runs the in-transit stage (20 µs + 1 µs + S/ρ/B) only when compressing in
+    /// transit, else carries the precompressed S/ρ bytes in 20 µs + S/ρ/B.
+    #[test]
+    fn placement_matches_the_charged_work() {
+        let s = 2048.0 * 131_072.0;
+        let (ops, rho) = (format("fp8").unwrap().encode_ops_per_value, 2.0);
+        for at in [CompressAt::Transit, CompressAt::Sender] {
+            for decompress in [DecompressAt::None, DecompressAt::Receiver] {
+                for keeps in [false, true] {
+                    let p = plan(Some("fp8"), at, decompress, keeps);
+                    let case = format!("{at:?} {decompress:?} keeps={keeps}");
+                    let pl = p.placement();
+                    assert_eq!(pl.compression, Some("fp8_e4m3"), "{case}");
+                    assert_eq!(pl.compressed_at, Some(at), "{case}");
+                    let want = match (decompress, keeps) {
+                        (DecompressAt::Receiver, _) => Decompression::Receiver,
+                        (DecompressAt::None, true) => Decompression::KeptByDecode,
+                        (DecompressAt::None, false) => Decompression::NotModelled,
+                    };
+                    assert_eq!(pl.decompressed_at, Some(want), "{case}");
+                    assert_eq!(pl.hops, vec!["kv-link"], "{case}");
+                    let pass = StepWork { flops: s / 2.0 * ops, bytes: s + s / rho };
+                    let zero = StepWork { flops: 0.0, bytes: 0.0 };
+                    let sender = p.endpoint_work(2048.0, true);
+                    let receiver = p.endpoint_work(2048.0, false);
+                    let on_sender = at == CompressAt::Sender;
+                    let on_receiver = decompress == DecompressAt::Receiver;
+                    assert_eq!(
+                        (sender.flops, sender.bytes),
+                        if on_sender { (pass.flops, pass.bytes) } else { (zero.flops, zero.bytes) },
+                        "{case}"
+                    );
+                    assert_eq!(
+                        (receiver.flops, receiver.bytes),
+                        if on_receiver { (pass.flops, pass.bytes) } else { (zero.flops, zero.bytes) },
+                        "{case}"
+                    );
+                    let x = p.network_hop().unwrap().cost.transfer(s);
+                    let stage = if on_sender { 0.0 } else { 1e-6 };
+                    assert_eq!(x.wire_bytes, s / rho, "{case}");
+                    assert!((x.duration_s - (20e-6 + stage + s / rho / 3.125e9)).abs() < 1e-15, "{case}");
+                }
+            }
+        }
+    }
+
+    /// No compression: nothing to place, no passes, the bytes as they are; no network: no hops (colocated).
+    #[test]
+    fn uncompressed_and_colocated() {
+        let p = plan(None, CompressAt::Transit, DecompressAt::None, false);
+        let pl = p.placement();
+        assert_eq!((pl.compression, pl.compressed_at, pl.decompressed_at), (None, None, None));
+        assert!(!p.sender_passes() && !p.receiver_passes());
+        assert_eq!(p.network_hop().unwrap().cost.transfer(1e6).wire_bytes, 1e6);
+        let colocated = HandoffPlan::new(PlanInputs {
+            network: None,
+            bytes_per_token: 131_072.0,
+            kv_bytes_per_value: 2.0,
+            receiver_format: None,
+            layers: 32,
+            compression: None,
+            compress_at: CompressAt::Transit,
+            decompress_at: DecompressAt::None,
+            streaming: Streaming::Whole,
+            convert: None,
+        });
+        assert!(colocated.hops.is_empty() && colocated.network_hop().is_none());
+    }
+}

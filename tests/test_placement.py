@@ -112,7 +112,11 @@ def test_host_staged_placement_lists_the_hops_in_order() -> None:
     PCIe in, in that order, and the header names the conversion on the host."""
     sc = {
         "link": {"preset": "eth-25g", "model": "host_staged"},
-        "handoff": {"compression": "fp8", "compress_at": "sender", "convert": {"from": "vllm_nhd", "to": "sglang", "at": "host"}},
+        "handoff": {
+            "compression": "fp8",
+            "compress_at": "sender",
+            "convert": {"from": "vllm_nhd", "to": "sglang", "at": "host"},
+        },
         "workload": {"requests": 5},
     }
     plan = json.loads(_core.placement_json(json.dumps(sc)))

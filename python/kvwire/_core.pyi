@@ -23,6 +23,7 @@ __all__ = [
     "layout_describe",
     "layout_request_bytes",
     "layout_scale_factor",
+    "placement_json",
     "quantize",
     "simulate",
     "simulate_stream",

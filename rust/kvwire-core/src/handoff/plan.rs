@@ -157,25 +157,6 @@ pub struct NetworkLink<'a> {
     pub host: Option<(&'a str, &'a LinkSpec)>,
 }
 
-/// What the plan is resolved from.
-#[derive(Clone, Debug)]
-pub struct PlanInputs<'a> {
-    /// `None` when there is no hand-off (colocated).
-    pub network: Option<NetworkLink<'a>>,
-    /// KV bytes per prompt token handed off (the model's cache dtype, before compression).
-    pub bytes_per_token: f64,
-    /// Bytes per KV value of the model's cache (2 for BF16).
-    pub kv_bytes_per_value: f64,
-    /// The format the decode pool keeps its KV cache in (`decode.kv_format`; `None`: the model's dtype).
-    pub receiver_format: Option<&'static Format>,
-    pub layers: u32,
-    pub compression: Option<&'static Format>,
-    pub compress_at: CompressAt,
-    pub decompress_at: DecompressAt,
-    pub streaming: Streaming,
-    pub convert: Option<Conversion>,
-}
-
 /// The resolved hand-off (see the module documentation).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HandoffPlan {
@@ -183,10 +164,7 @@ pub struct HandoffPlan {
     pub bytes_per_token: f64,
     /// Bytes per KV value of the model's cache (2 for BF16).
     pub kv_bytes_per_value: f64,
-    /// Bytes per KV value of the cache on the receiver (after any decompression; the decode pool's
-    /// `kv_format` when it keeps the compressed cache).
-    pub receiver_value_bytes: f64,
-    /// The format the decode pool keeps its KV cache in (`None`: the model's dtype).
+    /// The format the decode pool keeps its KV cache in (`decode.kv_format`; `None`: the model's dtype).
     pub receiver_format: Option<&'static Format>,
     pub layers: u32,
     /// The hand-off format (`None`: sent in the model's dtype).
@@ -195,32 +173,28 @@ pub struct HandoffPlan {
     pub decompress_at: DecompressAt,
     pub streaming: Streaming,
     pub convert: Option<Conversion>,
-    /// The hops in order (empty when colocated) and the index of the network hop among them.
+    /// The hops in order (empty when colocated, or before [`Self::with_path`]) and the index of the network
+    /// hop among them.
     pub hops: Vec<Hop>,
     pub network: usize,
 }
 
 impl HandoffPlan {
-    /// Resolve the plan: the hops in order with their transfer costs, and the passes' placement.
-    pub fn new(p: PlanInputs) -> Self {
-        let (hops, network) = match &p.network {
-            Some(n) => hops(n, &p),
+    /// Resolve the path: the hops in order over `network` (`None`: no hand-off, colocated), each with its
+    /// transfer cost for this plan's compression and its placement.
+    pub fn with_path(mut self, network: Option<NetworkLink>) -> Self {
+        (self.hops, self.network) = match &network {
+            Some(n) => hops(n, &self),
             None => (Vec::new(), 0),
         };
-        HandoffPlan {
-            bytes_per_token: p.bytes_per_token,
-            kv_bytes_per_value: p.kv_bytes_per_value,
-            receiver_value_bytes: p.kv_bytes_per_value / p.receiver_format.map_or(1.0, |f| f.ratio_vs_bf16()),
-            receiver_format: p.receiver_format,
-            layers: p.layers,
-            compression: p.compression,
-            compress_at: p.compress_at,
-            decompress_at: p.decompress_at,
-            streaming: p.streaming,
-            convert: p.convert,
-            hops,
-            network,
-        }
+        self
+    }
+
+    /// Bytes per KV value of the cache on the receiver (after any decompression; the decode pool's
+    /// `kv_format` when it keeps the compressed cache).
+    #[inline]
+    pub fn receiver_value_bytes(&self) -> f64 {
+        self.kv_bytes_per_value / self.receiver_format.map_or(1.0, |f| f.ratio_vs_bf16())
     }
 
     /// KV bytes a hand-off of `prompt_tokens` carries before compression.
@@ -255,7 +229,7 @@ impl HandoffPlan {
         let (at, value_bytes) = if sender {
             (ConvertAt::Sender, self.kv_bytes_per_value)
         } else {
-            (ConvertAt::Receiver, self.receiver_value_bytes)
+            (ConvertAt::Receiver, self.receiver_value_bytes())
         };
         let c = self.conversion_at(at)?;
         Some(StepWork { flops: 0.0, bytes: c.gpu_bytes(tokens, value_bytes) })
@@ -275,26 +249,24 @@ impl HandoffPlan {
     /// pass ([`endpoint_pass`]), then the layout conversion's HBM traffic (read one layout, write the other).
     #[inline]
     pub fn add_sender_work(&self, w: &mut StepWork, bytes: f64, tokens: u64) {
-        if let Some(f) = self.sender_compression() {
-            let p = endpoint_pass(f, self.kv_bytes_per_value, bytes);
-            w.flops += p.flops;
-            w.bytes += p.bytes;
-        }
-        if let Some(c) = self.convert_work(tokens, true) {
-            w.bytes += c.bytes;
-        }
+        self.add_pass(w, self.sender_compression(), bytes, tokens, true);
     }
 
     /// Add the receiver's pass for one hand-off of `bytes` (= `tokens` prompt tokens) to `w`:
     /// decompression, then the layout conversion (at the receiver's cache value size).
     #[inline]
     pub fn add_receiver_work(&self, w: &mut StepWork, bytes: f64, tokens: u64) {
-        if let Some(f) = self.receiver_decompression() {
+        self.add_pass(w, self.receiver_decompression(), bytes, tokens, false);
+    }
+
+    #[inline]
+    fn add_pass(&self, w: &mut StepWork, codec: Option<&Format>, bytes: f64, tokens: u64, sender: bool) {
+        if let Some(f) = codec {
             let p = endpoint_pass(f, self.kv_bytes_per_value, bytes);
             w.flops += p.flops;
             w.bytes += p.bytes;
         }
-        if let Some(c) = self.convert_work(tokens, false) {
+        if let Some(c) = self.convert_work(tokens, sender) {
             w.bytes += c.bytes;
         }
     }
@@ -378,7 +350,7 @@ pub struct Placement {
 }
 
 /// The hops of the path in order, and the index of the network hop.
-fn hops(n: &NetworkLink, p: &PlanInputs) -> (Vec<Hop>, usize) {
+fn hops(n: &NetworkLink, p: &HandoffPlan) -> (Vec<Hop>, usize) {
     let network = Hop {
         resource: "kv-link",
         preset: n.key.to_string(),
@@ -459,8 +431,8 @@ mod tests {
     fn plan(compression: Option<&str>, at: CompressAt, decompress: DecompressAt, keeps: bool) -> HandoffPlan {
         let spec = link();
         let compression = compression.map(|n| format(n).unwrap());
-        HandoffPlan::new(PlanInputs {
-            network: Some(NetworkLink { key: "test", spec: &spec, channels: 1, processor_sharing: false, host: None }),
+        let network = NetworkLink { key: "test", spec: &spec, channels: 1, processor_sharing: false, host: None };
+        HandoffPlan {
             bytes_per_token: 131_072.0,
             kv_bytes_per_value: 2.0,
             receiver_format: compression.filter(|_| keeps),
@@ -470,7 +442,10 @@ mod tests {
             decompress_at: decompress,
             streaming: Streaming::Whole,
             convert: None,
-        })
+            hops: Vec::new(),
+            network: 0,
+        }
+        .with_path(Some(network))
     }
 
     /// Every placement combination: the placement names where the work is, and the plan charges exactly
@@ -529,18 +504,7 @@ mod tests {
         assert_eq!((pl.compression, pl.compressed_at, pl.decompressed_at), (None, None, None));
         assert!(!p.sender_passes() && !p.receiver_passes());
         assert_eq!(p.network_hop().unwrap().cost.transfer(1e6).wire_bytes, 1e6);
-        let colocated = HandoffPlan::new(PlanInputs {
-            network: None,
-            bytes_per_token: 131_072.0,
-            kv_bytes_per_value: 2.0,
-            receiver_format: None,
-            layers: 32,
-            compression: None,
-            compress_at: CompressAt::Transit,
-            decompress_at: DecompressAt::None,
-            streaming: Streaming::Whole,
-            convert: None,
-        });
+        let colocated = p.with_path(None);
         assert!(colocated.hops.is_empty() && colocated.network_hop().is_none());
     }
 }

@@ -16,9 +16,7 @@ use crate::cost::presets::{
 };
 use crate::cost::roofline::{kv_capacity_tokens, RooflineParams};
 use crate::error::{Error, Result};
-use crate::handoff::plan::{
-    CompressAt, Conversion, ConvertAt, DecompressAt, HandoffPlan, NetworkLink, PlanInputs, Streaming,
-};
+use crate::handoff::plan::{CompressAt, Conversion, ConvertAt, DecompressAt, HandoffPlan, NetworkLink, Streaming};
 use crate::layout::Geometry;
 use crate::quant::formats::{format, Format, Scheme, ALIASES, FORMATS};
 use crate::workload::{Arrivals, LengthDist, Trace};
@@ -219,8 +217,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
             },
         }),
     };
-    let handoff = HandoffPlan::new(PlanInputs {
-        network,
+    let handoff = HandoffPlan {
         bytes_per_token: cost.kv_bytes_per_token,
         kv_bytes_per_value: model.spec.kv_bytes_per_value,
         receiver_format: back_format,
@@ -230,7 +227,10 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         decompress_at: h.decompress_at,
         streaming: h.streaming,
         convert,
-    });
+        hops: Vec::new(),
+        network: 0,
+    }
+    .with_path(network);
 
     positive("slo.ttft_s", s.slo.ttft_s, false)?;
     positive("slo.tpot_s", s.slo.tpot_s, false)?;

@@ -83,7 +83,21 @@ fn prefill_router(r: Rule) -> PrefillRouterSpec {
 
 /// The `handoff` section from the resolved plan.
 fn handoff(plan: &HandoffPlan) -> HandoffSpec {
-    let HandoffPlan { compression, compress_at, decompress_at, streaming, convert, .. } = plan;
+    // Every field named, so a new one cannot be left out of the echo unnoticed: the others are derived from
+    // the model (bytes, value size, layers), the decode pool (its format) and the link (the hops).
+    let HandoffPlan {
+        compression,
+        compress_at,
+        decompress_at,
+        streaming,
+        convert,
+        bytes_per_token: _,
+        kv_bytes_per_value: _,
+        receiver_format: _,
+        layers: _,
+        hops: _,
+        network: _,
+    } = plan;
     let convert = convert.as_ref().map(|c| {
         let host = c.at == ConvertAt::Host;
         ConvertSpec {

@@ -10,6 +10,7 @@ here, and against those oracles.
 
 from __future__ import annotations
 
+import json
 import runpy
 from pathlib import Path
 from typing import Any
@@ -177,3 +178,48 @@ def test_the_example_runs_and_prints_every_table(capsys: pytest.CaptureFixture[s
     assert out.count("refused: handoff.convert.at") == 2
     assert sum(1 for line in out.splitlines() if line.startswith(("BF16 ", "fp8 "))) == 8
     assert "roce-4x200g, per_transfer" in out and "Ceilings: one vendor" in out
+
+
+def test_cli_handoff_cross_vendor_options() -> None:
+    """``kvwire handoff`` reaches every cross-vendor argument of ``kvwire.handoff``: ``--decode-device``,
+    ``--decode-devices-per-instance``, ``--compress-at``, ``--convert FROM TO`` with ``--convert-at``: its
+    ``--json`` equals the library called with the same arguments, a receiver-side conversion costs the decode
+    GPUs' HBM time for the bytes of both layouts (1.208 GB each way at four H100s' derated HBM), and the text
+    report names the decode pool, the placement and the conversion."""
+    from click.testing import CliRunner
+    from kvwire.cli import main
+
+    args = ["handoff", "--model", "opt-66b", "--prompt-tokens", "512", "--device", "mi300x",
+            "--devices-per-instance", "4", "--decode-device", "h100", "--decode-devices-per-instance", "4",
+            "--compression", "fp8", "--compress-at", "sender", "--convert", "vllm_hnd", "neutral",
+            "--convert-at", "receiver"]  # fmt: skip
+    r = CliRunner().invoke(main, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.output)
+    want = kvwire.handoff(
+        "opt-66b", 512, device="mi300x", devices_per_instance=4, decode_device="h100",
+        decode_devices_per_instance=4, compression="fp8", compress_at="sender",
+        convert={"from": "vllm_hnd", "to": "neutral", "at": "receiver"},
+    )  # fmt: skip
+    assert got == want
+    assert got["convert_at"] == "receiver"
+    # Four H100s (3.35 TB/s each, derated 0.8 as the MI300X above) read the HND blocks and write the neutral form.
+    assert got["convert_s"] == pytest.approx(MOVED_BF16 / (4 * 3.35e12 * 0.8), rel=1e-12)
+    assert got["wire_bytes"] == pytest.approx(S / 2, rel=1e-12)  # fp8: one byte per value on the wire
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert "decode on 4 x h100" in r.output
+    assert "fp8 (on the sender)" in r.output
+    assert "convert (receiver)" in r.output
+
+
+def test_cli_handoff_convert_errors() -> None:
+    """Bad conversion options fail with the field or option named and no traceback: an unknown layout names
+    ``handoff.convert.from``; a dtype without ``--convert`` is a usage error."""
+    from click.testing import CliRunner
+    from kvwire.cli import main
+
+    r = CliRunner().invoke(main, ["handoff", "--convert", "nope", "neutral"])
+    assert r.exit_code != 0 and "handoff.convert.from" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(main, ["handoff", "--to-dtype", "fp8_e4m3"])
+    assert r.exit_code == 2 and "--convert FROM TO" in r.output

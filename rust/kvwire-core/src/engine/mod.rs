@@ -8,10 +8,12 @@
 //! policy keeps local.
 //!
 //! One kernel event per batch step at most (plus one per transfer, and one per streamed prefill batch);
-//! with `engine.macro_steps` a decoding instance processes consecutive step ends inline while they come
-//! strictly before the next pending event — exactly the order the kernel would have used, so results are
-//! identical (tested). The engine asks `cost` for step times, `policy` for routing/batching decisions and
-//! `handoff` for transfer costs.
+//! with `engine.macro_steps` the instances' step ends are kept out of the kernel's heap, in its step
+//! calendar (one slot per instance: fronts first, then backs), which the kernel merges with the heap in
+//! exactly its `(time, priority, seq)` order — so results are identical (tested), and a run with many
+//! instances no longer pays a heap push and pop among all pending events for every batch step. The
+//! engine asks `cost` for step times, `policy` for routing/batching decisions and `handoff` for transfer
+//! costs.
 
 mod back;
 mod front;
@@ -29,7 +31,7 @@ use std::time::Instant;
 /// `engine.max_steps`.
 pub const CHECK_EVERY: u64 = 1 << 14;
 
-use kernel::{EventQueue, Priority};
+use kernel::{EventQueue, Next, Priority};
 use running::{Cols, RunningSet};
 
 use crate::ceilings::Ceilings;
@@ -380,7 +382,7 @@ impl<'c> Sim<'c> {
             max_steps: sc.max_steps,
             stop: None,
             t,
-            q: EventQueue::new(),
+            q: EventQueue::with_slots(front_pool.instances as usize + back_pool.map_or(0, |p| p.instances as usize)),
             path: Path::new(sc, front_pool.instances, back_pool.map_or(0, |p| p.instances))?,
             handoff_bytes_per_token: base.kv_bytes_per_token,
             front_model,
@@ -432,11 +434,18 @@ impl<'c> Sim<'c> {
                 return Err(e);
             }
             self.tick();
-            let Some((now, ev)) = self.q.pop() else {
-                return Err(Error::Internal(format!(
-                    "event queue ran dry with {} requests unfinished",
-                    self.remaining
-                )));
+            let (now, ev) = match self.q.pop_next() {
+                Some(Next::Event(now, ev)) => (now, ev),
+                Some(Next::Step(now, slot)) => {
+                    self.on_step_end(slot as usize, now);
+                    continue;
+                }
+                None => {
+                    return Err(Error::Internal(format!(
+                        "event queue ran dry with {} requests unfinished",
+                        self.remaining
+                    )))
+                }
             };
             match ev {
                 Ev::Arrival => self.on_arrival(now),
@@ -467,6 +476,21 @@ impl<'c> Sim<'c> {
         match self.over_max_steps() {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+
+    /// The step end of calendar slot `slot` (front instances first, then back instances): finish the step
+    /// and start the instance's next one.
+    #[inline]
+    fn on_step_end(&mut self, slot: usize, now: f64) {
+        let fronts = self.fronts.len();
+        if slot < fronts {
+            let end = self.front_step_end(slot, now);
+            self.schedule_front(slot, end);
+        } else {
+            let d = slot - fronts;
+            let end = self.back_step_end(d, now);
+            self.schedule_back(d, end);
         }
     }
 
@@ -614,6 +638,7 @@ impl<'c> Sim<'c> {
                 links: self.path.into_stats(),
                 horizon_s: self.horizon,
                 events: self.q.processed(),
+                calendar_steps: self.q.steps_processed(),
                 population_area: self.population_area,
                 completed: self.completed,
                 rejected: self.rejected,

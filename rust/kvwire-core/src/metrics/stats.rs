@@ -127,8 +127,10 @@ pub struct RunStats {
     pub links: Vec<LinkStats>,
     /// Last completion time, s from t = 0 (0 when nothing completed).
     pub horizon_s: f64,
-    /// Kernel events processed.
+    /// Kernel events processed (from its heap; step ends from its step calendar are `calendar_steps`).
     pub events: u64,
+    /// Batch-step ends the kernel took from its step calendar (macro-steps; 0 step by step).
+    pub calendar_steps: u64,
     /// ∫ N(t) dt of the in-system population, request·s (Little's law: L = area / horizon).
     pub population_area: f64,
     pub completed: u64,
@@ -163,6 +165,7 @@ impl RunStats {
             "links": self.links,
             "horizon_s": self.horizon_s,
             "events": self.events,
+            "calendar_steps": self.calendar_steps,
             "population_area": self.population_area,
             "completed": self.completed,
             "rejected": self.rejected,

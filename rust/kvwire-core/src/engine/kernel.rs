@@ -64,65 +64,61 @@ fn ordered(time: f64) -> i64 {
     b ^ (((b >> 63) as u64) >> 1) as i64
 }
 
-/// The key of an empty slot: after every time (above +∞ and every NaN but the largest positive one, which
-/// is never scheduled).
-const IDLE: (i64, u64) = (i64::MAX, u64::MAX);
+/// A step end's calendar key: `(time, seq)` as one unsigned integer ordered like the pair (the time's
+/// total order in the high half, its sign bit flipped so that unsigned order is signed order).
+#[inline(always)]
+fn step_key(time: f64, seq: u64) -> u128 {
+    ((((ordered(time) as u64) ^ (1 << 63)) as u128) << 64) | seq as u128
+}
+
+/// The key of an empty slot: after every step end.
+const IDLE: u128 = u128::MAX;
 
 /// A winner (tournament) tree over slots: the earliest `(time, seq)` among the slots' pending step ends.
 struct StepCalendar {
-    /// Per slot: (ordered time, seq), or [`IDLE`].
-    keys: Vec<(i64, u64)>,
+    /// `tree[node]`: the winning (key, slot) of that subtree (`tree[1]`: the head); leaf `m + s` is slot `s`.
+    tree: Vec<(u128, u32)>,
     /// Per slot: the time as scheduled.
     times: Vec<f64>,
-    /// `win[node]` for internal nodes `1..m`: the winning slot of that subtree (`win[1]`: the head).
-    win: Vec<u32>,
-    /// Leaves: `m` (a power of two ≥ 2, ≥ slots); leaf `m + s` is slot `s`.
+    /// Leaves: `m`, a power of two ≥ 2 and ≥ the slots.
     m: usize,
 }
 
 impl StepCalendar {
     fn new(slots: usize) -> Self {
         let m = slots.next_power_of_two().max(2);
-        let mut c = StepCalendar { keys: vec![IDLE; m], times: vec![f64::INFINITY; m], win: vec![0; m], m };
-        for node in (1..m).rev() {
-            c.win[node] = c.better(c.leaf_winner(2 * node), c.leaf_winner(2 * node + 1));
+        let mut tree = vec![(IDLE, 0); 2 * m];
+        for s in 0..m {
+            tree[m + s].1 = s as u32;
         }
-        c
+        StepCalendar { tree, times: vec![f64::INFINITY; m], m }
     }
 
-    #[inline(always)]
-    fn leaf_winner(&self, node: usize) -> u32 {
-        if node >= self.m {
-            (node - self.m) as u32
-        } else {
-            self.win[node]
-        }
-    }
-
-    #[inline(always)]
-    fn better(&self, a: u32, b: u32) -> u32 {
-        if self.keys[b as usize] < self.keys[a as usize] {
-            b
-        } else {
-            a
-        }
-    }
-
-    /// Set slot `s`'s key and replay its path to the root.
+    /// Set slot `s`'s key and replay its path to the root (ties between equal keys cannot occur: seqs
+    /// are unique, and empty slots never win against a pending one).
     #[inline]
-    fn set(&mut self, s: usize, key: (i64, u64), time: f64) {
-        self.keys[s] = key;
+    fn set(&mut self, s: usize, key: u128, time: f64) {
         self.times[s] = time;
-        let mut node = (self.m + s) / 2;
-        while node >= 1 {
-            self.win[node] = self.better(self.leaf_winner(2 * node), self.leaf_winner(2 * node + 1));
-            node /= 2;
+        let mut node = self.m + s;
+        self.tree[node].0 = key;
+        while node > 1 {
+            let parent = node / 2;
+            let (l, r) = (self.tree[2 * parent], self.tree[2 * parent + 1]);
+            self.tree[parent] = if r.0 < l.0 { r } else { l };
+            node = parent;
         }
     }
 
+    /// The key of slot `s`.
     #[inline(always)]
-    fn head(&self) -> u32 {
-        self.win[1]
+    fn key(&self, s: usize) -> u128 {
+        self.tree[self.m + s].0
+    }
+
+    /// The earliest pending (key, slot), or `(IDLE, _)`.
+    #[inline(always)]
+    fn head(&self) -> (u128, u32) {
+        self.tree[1]
     }
 }
 
@@ -180,13 +176,13 @@ impl<E> EventQueue<E> {
         if was_taken {
             self.taken = None;
         }
-        debug_assert!(was_taken || self.cal.keys[s] == IDLE, "slot {slot} already holds a step end");
+        debug_assert!(was_taken || self.cal.key(s) == IDLE, "slot {slot} already holds a step end");
         match time {
             Some(t) => {
                 debug_assert!(!t.is_nan(), "step end scheduled at NaN");
                 let seq = self.next_seq;
                 self.next_seq += 1;
-                self.cal.set(s, (ordered(t), seq), t);
+                self.cal.set(s, step_key(t, seq), t);
             }
             None if was_taken => self.cal.set(s, IDLE, f64::INFINITY),
             None => {}
@@ -205,14 +201,17 @@ impl<E> EventQueue<E> {
     /// `Normal`); false when the calendar is empty.
     #[inline(always)]
     fn step_first(&self) -> bool {
-        let s = self.cal.head() as usize;
-        let (t, seq) = self.cal.keys[s];
-        if (t, seq) == IDLE {
+        let (key, _) = self.cal.head();
+        if key == IDLE {
             return false;
         }
         match self.heap.peek() {
             None => true,
-            Some(e) => (t, Priority::Normal, seq) < (ordered(e.time), e.priority, e.seq),
+            // (time, Normal, seq) < (heap time, heap priority, heap seq).
+            Some(e) => {
+                let (t, heap_t) = ((key >> 64) as u64, (step_key(e.time, 0) >> 64) as u64);
+                t < heap_t || (t == heap_t && e.priority == Priority::Normal && (key as u64) < e.seq)
+            }
         }
     }
 
@@ -222,7 +221,7 @@ impl<E> EventQueue<E> {
     pub fn pop_next(&mut self) -> Option<Next<E>> {
         self.clear_taken();
         if self.step_first() {
-            let s = self.cal.head();
+            let (_, s) = self.cal.head();
             self.taken = Some(s);
             self.steps_popped += 1;
             return Some(Next::Step(self.cal.times[s as usize], s));
@@ -254,7 +253,7 @@ impl<E> EventQueue<E> {
     /// Pending step ends of the calendar: `(slot, time)` (not the slot just taken by [`Self::pop_next`]).
     fn pending_steps(&self) -> impl Iterator<Item = (usize, f64)> + '_ {
         let taken = self.taken.map(|s| s as usize);
-        (0..self.cal.m).filter(move |&s| self.cal.keys[s] != IDLE && Some(s) != taken).map(|s| (s, self.cal.times[s]))
+        (0..self.cal.m).filter(move |&s| self.cal.key(s) != IDLE && Some(s) != taken).map(|s| (s, self.cal.times[s]))
     }
 
     /// Time of the next event of the heap or step end of the calendar (`+∞` when both are empty). A scan of

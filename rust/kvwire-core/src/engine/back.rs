@@ -166,7 +166,7 @@ pub(super) fn start_decode(
         work.bytes += dec.pending_pass.bytes;
         dec.pending_pass = StepWork { flops: 0.0, bytes: 0.0 };
     }
-    stats.add_step(work, timing, b, 0, false, dec.kv_used);
+    stats.add_step(now, work, timing, b, 0, false, dec.kv_used);
     Some(now + timing.time_s)
 }
 

@@ -185,7 +185,7 @@ impl Sim<'_> {
             work.flops += pass.flops;
             work.bytes += pass.bytes;
         }
-        inst.stats.add_step(work, timing, n as u64, tokens, true, inst.dec.kv_used);
+        inst.stats.add_step(now, work, timing, n as u64, tokens, true, inst.dec.kv_used);
         inst.busy = true;
         inst.step = StepKind::Prefill;
         let end = now + timing.time_s;

@@ -42,6 +42,7 @@ use crate::metrics::itl::ItlHistogram;
 use crate::metrics::rows::RowSummary;
 use crate::metrics::stats::{InstanceStats, RunStats};
 use crate::metrics::table::RequestTable;
+use crate::metrics::timeline::Timeline;
 use crate::policy::batching::ever_fits;
 use crate::policy::router::{Router, Rule};
 use crate::quant::Format;
@@ -62,6 +63,8 @@ pub struct SimOutput {
     /// A streamed run ([`simulate_streamed`]): the per-request figures of the summary, accumulated as
     /// requests finished (its `table` is then empty).
     pub rows: Option<RowSummary>,
+    /// The run's spans with `engine.timeline` (`None` without).
+    pub timeline: Option<Timeline>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -128,6 +131,8 @@ struct Sim<'c> {
     /// Work units done (events + inline steps), for the periodic checks.
     work: u64,
     max_steps: u64,
+    /// `engine.timeline_max_spans` when the timeline is recorded.
+    timeline_max_spans: Option<u64>,
     /// Why the run must stop (set by a check; the event loop returns it).
     stop: Option<Error>,
     t: RequestTable,
@@ -376,10 +381,11 @@ impl<'c> Sim<'c> {
         let sender_convert = convert_at(crate::scenario::ConvertAt::Sender, value_bytes);
         let receiver_convert =
             convert_at(crate::scenario::ConvertAt::Receiver, value_bytes / back_pool.map_or(1.0, ratio));
-        let sim = Sim {
+        let mut sim = Sim {
             cancel: None,
             work: 0,
             max_steps: sc.max_steps,
+            timeline_max_spans: sc.timeline_max_spans,
             stop: None,
             t,
             q: EventQueue::with_slots(front_pool.instances as usize + back_pool.map_or(0, |p| p.instances as usize)),
@@ -418,6 +424,12 @@ impl<'c> Sim<'c> {
             admitted: Vec::new(),
             stream: None,
         };
+        if sim.timeline_max_spans.is_some() {
+            for s in sim.fronts.iter_mut().map(|f| &mut f.stats).chain(sim.backs.iter_mut().map(|b| &mut b.stats)) {
+                s.spans = Some(Box::default());
+            }
+            sim.path.record_spans();
+        }
         Ok((sim, reject_capacity))
     }
 
@@ -473,7 +485,7 @@ impl<'c> Sim<'c> {
             }
         }
         // Checked during the run every CHECK_EVERY units of work, and here exactly.
-        match self.over_max_steps() {
+        match self.over_max_steps().or_else(|| self.over_timeline()) {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -510,7 +522,7 @@ impl<'c> Sim<'c> {
             if self.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
                 self.stop = Some(Error::Cancelled);
             } else {
-                self.stop = self.over_max_steps();
+                self.stop = self.over_max_steps().or_else(|| self.over_timeline());
             }
         }
         self.stop.is_some()
@@ -527,6 +539,29 @@ impl<'c> Sim<'c> {
                     "the run took more than {} batch steps; raise engine.max_steps or simulate fewer or shorter \
                      requests",
                     self.max_steps
+                ),
+            )
+        })
+    }
+
+    /// The `engine.timeline_max_spans` error, if the timeline holds more spans than that (checked with
+    /// `engine.max_steps`, so at most [`CHECK_EVERY`] units of work of spans beyond the bound are ever held).
+    fn over_timeline(&self) -> Option<Error> {
+        let max = self.timeline_max_spans?;
+        let steps: usize = self
+            .fronts
+            .iter()
+            .map(|f| &f.stats)
+            .chain(self.backs.iter().map(|b| &b.stats))
+            .map(|s| s.spans.as_ref().map_or(0, |x| x.len()))
+            .sum();
+        let spans = (steps + self.path.span_count()) as u64;
+        (spans > max).then(|| {
+            Error::field(
+                "engine.timeline_max_spans",
+                format!(
+                    "the timeline holds more than {max} spans (one per batch step and per transfer); raise \
+                     engine.timeline_max_spans, turn engine.timeline off or simulate fewer requests"
                 ),
             )
         })
@@ -606,6 +641,7 @@ impl<'c> Sim<'c> {
     }
 
     fn finish(self, ceilings: Ceilings) -> SimOutput {
+        let recorded = self.timeline_max_spans.is_some();
         let mut instances = Vec::new();
         for f in self.fronts {
             let mut s = f.stats;
@@ -619,6 +655,11 @@ impl<'c> Sim<'c> {
             s.finish();
             instances.push(s);
         }
+        let mut links = self.path.into_stats();
+        let timeline = recorded.then(|| Timeline {
+            steps: instances.iter_mut().map(|s| s.spans.take().map(|b| *b).unwrap_or_default()).collect(),
+            transfers: links.iter_mut().map(|l| l.spans.take().map(|b| *b).unwrap_or_default()).collect(),
+        });
         let static_j = instances.iter().map(|s| s.idle_w * self.horizon).sum();
         let table_rows_peak = self.t.len() as u64;
         let rows = self.stream.map(|st| st.summary);
@@ -631,11 +672,12 @@ impl<'c> Sim<'c> {
         };
         SimOutput {
             ceilings,
+            timeline,
             rows,
             table,
             stats: RunStats {
                 instances,
-                links: self.path.into_stats(),
+                links,
                 horizon_s: self.horizon,
                 events: self.q.processed(),
                 calendar_steps: self.q.steps_processed(),

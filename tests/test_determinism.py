@@ -170,12 +170,14 @@ def test_different_seeds_differ(name: str) -> None:
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_macro_steps_are_bit_identical_to_step_by_step(name: str) -> None:
     """The decode fast path is exact: macro steps on and off give bit-identical request tables (every
-    timestamp, instance and flag) and identical summaries except ``run.events`` and ``run.wall_s``, and
-    the fast path processes strictly fewer kernel events for the same number of batch steps."""
+    timestamp, instance and flag) and identical summaries except ``run.events``, ``run.calendar_steps`` and
+    ``run.wall_s``, and the fast path processes strictly fewer kernel events for the same number of batch
+    steps."""
     slow = kvwire.simulate(with_engine(SCENARIOS[name], False))
     fast = kvwire.simulate(with_engine(SCENARIOS[name], True))
     assert fast.requests.equals(slow.requests)
-    assert without(fast.summary, "events", "wall_s") == without(slow.summary, "events", "wall_s")
+    skip = ("events", "calendar_steps", "wall_s")
+    assert without(fast.summary, *skip) == without(slow.summary, *skip)
     # Bit-identical, not merely equal as Python floats: compare the raw float bits of every time column.
     for c in ("prefill_start_s", "first_token_s", "kv_start_s", "kv_ready_s", "decode_start_s", "finish_s"):
         bits = [r.requests[c].fill_null(-1.0).to_numpy().view(np.int64) for r in (slow, fast)]
@@ -195,8 +197,9 @@ def test_macro_steps_are_bit_identical_to_step_by_step(name: str) -> None:
 def test_step_by_step_engine_is_one_event_per_step() -> None:
     """Without macro steps every batch step is its own kernel event: in a disaggregated run the events are
     at least the arrivals + prefill steps + decode steps + transfers (plus wake-ups), so the event count is
-    ≥ steps + transfers + requests; with macro steps (consecutive decode steps inline) the reference run
-    needs fewer kernel events than it has batch steps."""
+    ≥ steps + transfers + requests; with macro steps every step end comes from the kernel's step calendar
+    instead (``calendar_steps`` = steps), so the heap's events plus the calendar's step ends are exactly the
+    step-by-step run's events, and the reference run needs fewer heap events than it has batch steps."""
     sc = SCENARIOS["reference-ib"]
     slow = kvwire.simulate(with_engine(sc, False)).summary
     fast = kvwire.simulate(with_engine(sc, True)).summary
@@ -204,3 +207,5 @@ def test_step_by_step_engine_is_one_event_per_step() -> None:
     assert slow["run"]["events"] >= floor
     assert fast["run"]["steps"] == slow["run"]["steps"]
     assert fast["run"]["events"] < fast["run"]["steps"]
+    assert (slow["run"]["calendar_steps"], fast["run"]["calendar_steps"]) == (0, fast["run"]["steps"])
+    assert fast["run"]["events"] + fast["run"]["calendar_steps"] == slow["run"]["events"]

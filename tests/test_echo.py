@@ -60,7 +60,13 @@ def test_echo_is_complete() -> None:
         "streaming": "whole",
     }
     assert sc["router"]["prefill"] == "round_robin" and sc["router"]["disaggregate"]["policy"] == "always"
-    assert sc["engine"] == {"macro_steps": True, "per_slice_streaming": False, "max_steps": 10**10}
+    assert sc["engine"] == {
+        "macro_steps": True,
+        "per_slice_streaming": False,
+        "max_steps": 10**10,
+        "timeline": False,
+        "timeline_max_spans": 2_000_000,
+    }
     assert sc["link"]["preset"] == "eth-25g" and sc["link"]["model"] == "shared" and sc["link"]["channels"] == 2
     assert sc["link"]["bandwidth_gb_per_s"] == 3.125
     assert sc["model"]["preset"] == "llama3-8b" and sc["model"]["layers"] == 32

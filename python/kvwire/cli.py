@@ -69,6 +69,14 @@ def main() -> None:
     "finish, a trace file is read in chunks, percentiles come from a quantile sketch). Default: keep it up to "
     "2,000,000 requests (kvwire.run.KEEP_REQUESTS_MAX).",
 )
+@click.option(
+    "--timeline",
+    "timeline_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Record the run's timeline (engine.timeline) and write it to this .json file as a Chrome/Perfetto trace: "
+    "one span per batch step and per transfer (open it in ui.perfetto.dev). At most engine.timeline_max_spans "
+    "spans (2,000,000 by default).",
+)
 def run(
     scenario_file: Path | None,
     as_json: bool,
@@ -76,6 +84,7 @@ def run(
     trace_file: Path | None,
     requests_file: Path | None,
     keep_requests: bool | None,
+    timeline_file: Path | None,
     **trace: Any,
 ) -> None:
     """Run SCENARIO_FILE (.json or .toml), or the built-in default scenario when none is given."""
@@ -92,7 +101,11 @@ def run(
         sc = with_overrides(sc, overrides)
         if trace_file is not None:
             sc = with_trace_file(sc, trace_file, options)
+        if timeline_file is not None:
+            sc = {**sc, "engine": {**sc.get("engine", {}), "timeline": True}}
         res = simulate(sc, keep_requests=keep_requests, out=requests_file)
+        if timeline_file is not None:
+            res.timeline(timeline_file)
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
     if as_json:

@@ -146,7 +146,12 @@ class LittleDict(TypedDict):
 
 
 class RunStatsDict(TypedDict):
+    """The run's own figures: ``events`` (kernel heap events), ``calendar_steps`` (batch-step ends taken from the
+    kernel's step calendar with ``engine.macro_steps``; 0 step by step), the horizon, the core's wall time and
+    the batch steps of every instance."""
+
     events: int
+    calendar_steps: int
     horizon_s: float
     wall_s: float
     steps: int

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import polars as pl
@@ -16,6 +16,7 @@ from kvwire import _core
 from kvwire.errors import RequestsNotKeptError, ResourceError, ScenarioError, TraceError
 from kvwire.row_writer import RowWriter
 from kvwire.scenario import scenario_json
+from kvwire.timeline import trace_dict, write_trace
 from kvwire.summary import (
     PCT_SCHEMA,
     percentile_rows,
@@ -118,6 +119,7 @@ class SimResult:
         *,
         rows: dict[str, Any] | None = None,
         out: Path | None = None,
+        timeline: Mapping[str, Any] | None = None,
     ) -> None:
         if columns is None and rows is None:
             raise TypeError("SimResult: give the columns of the table or a streamed run's figures (rows)")
@@ -128,6 +130,39 @@ class SimResult:
         self.ceilings = ceilings
         #: Where the per-request table was written (``out=``), or None.
         self.out = out
+        self._timeline = timeline
+
+    @overload
+    def timeline(self) -> dict[str, Any]: ...
+
+    @overload
+    def timeline(self, path: str | Path) -> Path: ...
+
+    def timeline(self, path: str | Path | None = None) -> dict[str, Any] | Path:
+        """The run's timeline as a Chrome / Perfetto trace (:mod:`kvwire.timeline`): one complete event per
+        batch step (a thread per instance, a process per pool) and per hop transfer (threads per hop lane),
+        times in microseconds. Without ``path`` the trace dict ``{"traceEvents": [...], "displayTimeUnit":
+        "ms"}``; with it, the trace written there as JSON (event by event) and the path returned — open it in
+        https://ui.perfetto.dev or ``chrome://tracing``.
+
+        Raises:
+            ScenarioError: the run did not record a timeline (``engine.timeline`` was not true).
+
+        >>> import kvwire
+        >>> res = kvwire.simulate({"workload": {"requests": 20}, "engine": {"timeline": True}})
+        >>> trace = res.timeline()
+        >>> sorted({e["name"] for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "step"})
+        ['decode', 'prefill']
+        """
+        if self._timeline is None:
+            raise ScenarioError(
+                'timeline: this run recorded no timeline; run it with "engine": {"timeline": true} '
+                "(kvwire run --timeline FILE.json)",
+                "engine.timeline",
+            )
+        if path is None:
+            return trace_dict(self._timeline, self.stats)
+        return write_trace(path, self._timeline, self.stats)
 
     @property
     def requests_kept(self) -> bool:
@@ -294,7 +329,7 @@ def _finish(
         echo = trace_file.echo_into(echo)
     columns = out["columns"]
     rows = None if out.get("rows_json") is None else json.loads(out["rows_json"])
-    res = SimResult(columns, stats, echo, json.loads(out["ceilings_json"]), rows=rows)
+    res = SimResult(columns, stats, echo, json.loads(out["ceilings_json"]), rows=rows, timeline=out.get("timeline"))
     if writer is not None:
         if columns is not None:
             # Kept in memory: the whole table at once (a streamed run wrote it as rows finished).

@@ -173,6 +173,8 @@ class EngineDict(TypedDict, total=False):
     macro_steps: bool
     per_slice_streaming: bool
     max_steps: int
+    timeline: bool
+    timeline_max_spans: int
 
 
 class ScenarioDict(TypedDict, total=False):

@@ -515,6 +515,7 @@ def summarise(
         "load": None if ceilings is None else load(ceilings),
         "run": {
             "events": int(stats["events"]),
+            "calendar_steps": int(stats["calendar_steps"]),
             "horizon_s": horizon,
             "wall_s": float(stats["wall_s"]),
             "steps": sum(int(i["steps"]) for i in instances),

@@ -19,7 +19,7 @@ fn long_run(extra: &str) -> Scenario {
     Scenario::from_json(&json, None).unwrap()
 }
 
-/// A set cancel flag stops a run of 80 million decode steps (inline macro-steps or kernel events) with
+/// A set cancel flag stops a run of 80 million decode steps (calendar step ends or kernel events) with
 /// `Error::Cancelled`; an unset one changes nothing (a short run is identical to `simulate`).
 #[test]
 fn cancel_flag_stops_the_run() {

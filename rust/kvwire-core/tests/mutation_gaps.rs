@@ -124,16 +124,17 @@ fn link_totals_with_in_transit_compression() {
     }
 }
 
-/// Macro-steps process a decode step end inline only when it comes *strictly* before every pending event
-/// (the engine's doc: exactly the order the kernel would use). Two identical requests arrive together and
-/// go to two prefill instances (round robin), two link channels and two decode instances, so both
-/// decoders' steps end at the same instants. Whenever the second decoder schedules a step end, the first
-/// decoder's equal step end is already pending, so it must go through the kernel. Counted by hand, with
-/// macro-steps on as off: 2 arrivals + 2 prefill wakes + 2 prefill dones + 2 transfer dones + 2 decode
-/// wakes + 2 decode dones per decode step = 12 events for output 2 (one decode step), 14 for output 3.
+/// Macro-steps move every batch-step end from the kernel's heap to its step calendar and nothing else:
+/// the heap events plus the calendar's step ends with macro-steps on equal the heap events step by step.
+/// Two identical requests arrive together and go to two prefill instances (round robin), two link
+/// channels and two decode instances, so both decoders' steps end at the same instants (ties inside the
+/// calendar, broken by scheduling order as the heap would). Counted by hand: 2 arrivals + 2 prefill wakes
+/// + 2 transfer dones + 2 decode wakes = 8 heap events, plus 2 prefill dones + 2 decode dones per decode
+/// step = 4 step ends for output 2 (one decode step), 6 for output 3; step by step all of them are heap
+/// events (12 and 14).
 #[test]
-fn macro_steps_defer_step_ends_that_tie_with_a_pending_event() {
-    for (output, want) in [(2, 12), (3, 14)] {
+fn macro_steps_move_step_ends_to_the_calendar_also_on_ties() {
+    for (output, steps) in [(2, 4), (3, 6)] {
         for macro_steps in [false, true] {
             let sc = json!({
                 "prefill": {"instances": 2},
@@ -148,24 +149,25 @@ fn macro_steps_defer_step_ends_that_tie_with_a_pending_event() {
             let t = &out.table;
             assert_eq!(t.decode_instance, [0, 1]);
             assert_eq!(t.finish_s[0], t.finish_s[1], "the premise: both decoders end together");
-            assert_eq!(out.stats.events, want, "output {output}, macro_steps {macro_steps}");
+            let want = if macro_steps { (8, steps) } else { (8 + steps, 0) };
+            assert_eq!((out.stats.events, out.stats.calendar_steps), want, "output {output}, macro {macro_steps}");
         }
     }
 }
 
-/// With a single request nothing else is pending while it decodes, so macro-steps run every decode step
-/// inline: 5 events (arrival, prefill wake, prefill done, transfer done, decode wake) for any output
-/// length, against 5 + (output − 1) decode-done events without macro-steps.
+/// A lone request: 4 heap events with macro-steps (arrival, prefill wake, transfer done, decode wake) and
+/// its 1 prefill + (output − 1) decode step ends from the calendar, for any output length; step by step
+/// the 4 + output step ends are all heap events.
 #[test]
-fn macro_steps_inline_the_decode_steps_of_a_lone_request() {
+fn macro_steps_take_a_lone_requests_steps_from_the_calendar() {
     for output in [2u64, 7, 30] {
-        for (macro_steps, want) in [(true, 5), (false, 5 + output - 1)] {
+        for (macro_steps, want) in [(true, (4, output)), (false, (4 + output, 0))] {
             let sc = json!({
                 "engine": {"macro_steps": macro_steps},
                 "workload": {"trace": {"arrival_s": [0.5], "prompt_tokens": [300], "output_tokens": [output]}},
             });
             let out = run(&sc);
-            assert_eq!(out.stats.events, want, "output {output}, macro_steps {macro_steps}");
+            assert_eq!((out.stats.events, out.stats.calendar_steps), want, "output {output}, macro {macro_steps}");
             assert_eq!(out.stats.instances[1].decode_steps, output - 1);
         }
     }

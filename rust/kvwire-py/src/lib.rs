@@ -214,7 +214,7 @@ mod _core {
     ) -> PyResult<Bound<'py, PyDict>> {
         let trace = request_table(arrival_s, prompt_tokens, output_tokens)?;
         let json = scenario_json.to_owned();
-        let (echo, out) = run_interruptible(py, cancel.as_ref(), move |cancel| {
+        let (echo, mut out) = run_interruptible(py, cancel.as_ref(), move |cancel| {
             let sc = Scenario::from_json(&json, trace)?;
             let echo = sc.echo_json().to_string();
             kvwire_core::simulate_with(sc, Some(cancel)).map(|out| (echo, out))
@@ -225,6 +225,7 @@ mod _core {
         let res = PyDict::new(py);
         res.set_item("columns", cols)?;
         res.set_item("stats_json", out.stats.to_json().to_string())?;
+        res.set_item("timeline", super::stream::timeline_columns(py, out.timeline.take())?)?;
         res.set_item("scenario_json", echo)?;
         res.set_item("ceilings_json", ceilings)?;
         Ok(res)
@@ -272,7 +273,7 @@ mod _core {
             let snk = py_sink.as_mut().map(|s| s as &mut dyn kvwire_core::RowSink);
             kvwire_core::simulate_streamed(sc, src, snk, sink_rows, keep_up_to, Some(cancel)).map(|out| (echo, out))
         });
-        let (echo, out) = match result {
+        let (echo, mut out) = match result {
             Ok(v) => v,
             Err(e) => return Err(failure.take().unwrap_or(e)),
         };
@@ -289,6 +290,7 @@ mod _core {
             res.set_item("rows_json", rows)?;
         }
         res.set_item("stats_json", out.stats.to_json().to_string())?;
+        res.set_item("timeline", super::stream::timeline_columns(py, out.timeline.take())?)?;
         res.set_item("scenario_json", echo)?;
         res.set_item("ceilings_json", ceilings)?;
         Ok(res)

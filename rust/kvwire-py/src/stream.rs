@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use kvwire_core::metrics::table::RequestTable;
+use kvwire_core::metrics::timeline::{StepSpans, Timeline, TransferSpans, KIND_NAMES};
 use kvwire_core::workload::source::{Chunk, RequestSource};
 use kvwire_core::{Error, RowSink};
 use numpy::{IntoPyArray, PyReadonlyArray1};
@@ -133,4 +134,50 @@ pub fn table_columns(py: Python<'_>, t: RequestTable) -> PyResult<Bound<'_, PyDi
     cols.set_item("decode_start_s", t.decode_start_s.into_pyarray(py))?;
     cols.set_item("finish_s", t.finish_s.into_pyarray(py))?;
     Ok(cols)
+}
+
+/// A run's timeline (`engine.timeline`) as flat numpy columns: `{"steps": {instance, start_s, end_s, kind,
+/// batch, tokens}, "transfers": {lane, request, start_s, end_s, handoff_bytes, wire_bytes}, "kinds": [...]}`
+/// (`instance` and `lane` index the summary's instances and hop lanes in the core's order); `None` without.
+pub fn timeline_columns(py: Python<'_>, t: Option<Timeline>) -> PyResult<Option<Bound<'_, PyDict>>> {
+    let Some(t) = t else { return Ok(None) };
+    let mut s = StepSpans::default();
+    let mut instance: Vec<u32> = Vec::new();
+    for (i, mut x) in t.steps.into_iter().enumerate() {
+        instance.extend(std::iter::repeat_n(i as u32, x.len()));
+        s.start_s.append(&mut x.start_s);
+        s.end_s.append(&mut x.end_s);
+        s.kind.append(&mut x.kind);
+        s.batch.append(&mut x.batch);
+        s.tokens.append(&mut x.tokens);
+    }
+    let mut x = TransferSpans::default();
+    let mut lane: Vec<u32> = Vec::new();
+    for (i, mut l) in t.transfers.into_iter().enumerate() {
+        lane.extend(std::iter::repeat_n(i as u32, l.len()));
+        x.request.append(&mut l.request);
+        x.start_s.append(&mut l.start_s);
+        x.end_s.append(&mut l.end_s);
+        x.handoff_bytes.append(&mut l.handoff_bytes);
+        x.wire_bytes.append(&mut l.wire_bytes);
+    }
+    let steps = PyDict::new(py);
+    steps.set_item("instance", instance.into_pyarray(py))?;
+    steps.set_item("start_s", s.start_s.into_pyarray(py))?;
+    steps.set_item("end_s", s.end_s.into_pyarray(py))?;
+    steps.set_item("kind", s.kind.into_pyarray(py))?;
+    steps.set_item("batch", s.batch.into_pyarray(py))?;
+    steps.set_item("tokens", s.tokens.into_pyarray(py))?;
+    let transfers = PyDict::new(py);
+    transfers.set_item("lane", lane.into_pyarray(py))?;
+    transfers.set_item("request", x.request.into_pyarray(py))?;
+    transfers.set_item("start_s", x.start_s.into_pyarray(py))?;
+    transfers.set_item("end_s", x.end_s.into_pyarray(py))?;
+    transfers.set_item("handoff_bytes", x.handoff_bytes.into_pyarray(py))?;
+    transfers.set_item("wire_bytes", x.wire_bytes.into_pyarray(py))?;
+    let out = PyDict::new(py);
+    out.set_item("steps", steps)?;
+    out.set_item("transfers", transfers)?;
+    out.set_item("kinds", KIND_NAMES.to_vec())?;
+    Ok(Some(out))
 }

@@ -71,16 +71,13 @@ impl Sim<'_> {
         }
     }
 
-    /// Continue a decode instance whose next step ends at `end`: inline while that comes strictly before
-    /// every pending event (macro-steps), otherwise as a kernel event.
-    pub(super) fn schedule_back(&mut self, d: usize, mut end: Option<f64>) {
-        while let Some(e) = end {
-            if self.macro_steps && e < self.q.next_time() && !self.tick() {
-                end = self.back_step_end(d, e);
-            } else {
-                self.q.push(e, Priority::Normal, Ev::BackDone(d as u32));
-                return;
-            }
+    /// Schedule the end of decode instance `d`'s step (`None`: it went idle): in the kernel's step calendar
+    /// (macro-steps), otherwise as a heap event.
+    pub(super) fn schedule_back(&mut self, d: usize, end: Option<f64>) {
+        if self.macro_steps {
+            self.q.set_step((self.fronts.len() + d) as u32, end);
+        } else if let Some(e) = end {
+            self.q.push(e, Priority::Normal, Ev::BackDone(d as u32));
         }
     }
 
@@ -163,7 +160,7 @@ pub(super) fn start_decode(
         work.bytes += dec.pending_pass.bytes;
         dec.pending_pass = StepWork { flops: 0.0, bytes: 0.0 };
     }
-    stats.add_step(work, timing, b, 0, false, dec.kv_used);
+    stats.add_step(now, work, timing, b, 0, false, dec.kv_used);
     Some(now + timing.time_s)
 }
 

@@ -68,11 +68,6 @@ impl LoadView for Fronts<'_> {
 }
 
 impl Sim<'_> {
-    /// Whether front instances decode (colocated, or conditional disaggregation).
-    fn fronts_decode(&self) -> bool {
-        self.colocated || matches!(self.disaggregate, Disaggregate::Conditional { .. })
-    }
-
     pub(super) fn route_to_front(&mut self, r: u32, now: f64) {
         let i = self.front_router.pick(&Fronts(&self.fronts));
         let inst = &mut self.fronts[i];
@@ -92,17 +87,13 @@ impl Sim<'_> {
         }
     }
 
-    /// Continue a front instance whose step ends at `end`: inline while that comes strictly before every
-    /// pending event (macro-steps; decoding instances only, whose step ends touch nothing else), otherwise
-    /// as a kernel event.
-    pub(super) fn schedule_front(&mut self, i: usize, mut end: Option<f64>) {
-        while let Some(e) = end {
-            if self.macro_steps && self.fronts_decode() && e < self.q.next_time() && !self.tick() {
-                end = self.front_step_end(i, e);
-            } else {
-                self.q.push(e, Priority::Normal, Ev::FrontDone(i as u32));
-                return;
-            }
+    /// Schedule the end of front instance `i`'s step (`None`: it went idle): in the kernel's step calendar
+    /// (macro-steps), otherwise as a heap event.
+    pub(super) fn schedule_front(&mut self, i: usize, end: Option<f64>) {
+        if self.macro_steps {
+            self.q.set_step(i as u32, end);
+        } else if let Some(e) = end {
+            self.q.push(e, Priority::Normal, Ev::FrontDone(i as u32));
         }
     }
 
@@ -187,7 +178,7 @@ impl Sim<'_> {
             work.flops += pass.flops;
             work.bytes += pass.bytes;
         }
-        inst.stats.add_step(work, timing, n as u64, tokens, true, inst.dec.kv_used);
+        inst.stats.add_step(now, work, timing, n as u64, tokens, true, inst.dec.kv_used);
         inst.busy = true;
         inst.step = StepKind::Prefill;
         let end = now + timing.time_s;

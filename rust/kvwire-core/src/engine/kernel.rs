@@ -5,6 +5,14 @@
 //! incremented on every push). So two events at the same time and priority run in the order they were
 //! scheduled. Times are `f64` seconds compared with `total_cmp`; NaN times are refused at push (debug) and
 //! never produced by the engine, whose step costs are finite by validation.
+//!
+//! **Step calendar.** Besides the heap, the queue holds at most one pending *step end* per slot (an
+//! instance) in a winner tree over the slots, outside the heap ([`EventQueue::set_step`]). A step end is a
+//! `Normal` event whose `seq` comes from the same counter as the heap's, at the moment it is scheduled, and
+//! [`EventQueue::pop_next`] returns whichever of the tree's head and the heap's head is first in
+//! `(time, priority, seq)`. So the order is exactly the one a single heap holding every event would give:
+//! the calendar only makes the many step ends cheaper (an update of log₂(slots) comparisons along a fixed
+//! path instead of a heap push and pop among all pending events).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -49,11 +57,90 @@ impl<E> Ord for Entry<E> {
     }
 }
 
-/// A min-queue of events ordered by `(time, priority, insertion order)`.
+/// `time` as an integer ordered like `f64::total_cmp` (the sign-magnitude bits made two's complement).
+#[inline(always)]
+fn ordered(time: f64) -> i64 {
+    let b = time.to_bits() as i64;
+    b ^ (((b >> 63) as u64) >> 1) as i64
+}
+
+/// A step end's calendar key: `(time, seq)` as one unsigned integer ordered like the pair (the time's
+/// total order in the high half, its sign bit flipped so that unsigned order is signed order).
+#[inline(always)]
+fn step_key(time: f64, seq: u64) -> u128 {
+    ((((ordered(time) as u64) ^ (1 << 63)) as u128) << 64) | seq as u128
+}
+
+/// The key of an empty slot: after every step end.
+const IDLE: u128 = u128::MAX;
+
+/// A winner (tournament) tree over slots: the earliest `(time, seq)` among the slots' pending step ends.
+struct StepCalendar {
+    /// `tree[node]`: the winning (key, slot) of that subtree (`tree[1]`: the head); leaf `m + s` is slot `s`.
+    tree: Vec<(u128, u32)>,
+    /// Per slot: the time as scheduled.
+    times: Vec<f64>,
+    /// Leaves: `m`, a power of two ≥ 2 and ≥ the slots.
+    m: usize,
+}
+
+impl StepCalendar {
+    fn new(slots: usize) -> Self {
+        let m = slots.next_power_of_two().max(2);
+        let mut tree = vec![(IDLE, 0); 2 * m];
+        for s in 0..m {
+            tree[m + s].1 = s as u32;
+        }
+        StepCalendar { tree, times: vec![f64::INFINITY; m], m }
+    }
+
+    /// Set slot `s`'s key and replay its path to the root (ties between equal keys cannot occur: seqs
+    /// are unique, and empty slots never win against a pending one).
+    #[inline]
+    fn set(&mut self, s: usize, key: u128, time: f64) {
+        self.times[s] = time;
+        let mut node = self.m + s;
+        self.tree[node].0 = key;
+        while node > 1 {
+            let parent = node / 2;
+            let (l, r) = (self.tree[2 * parent], self.tree[2 * parent + 1]);
+            self.tree[parent] = if r.0 < l.0 { r } else { l };
+            node = parent;
+        }
+    }
+
+    /// The key of slot `s`.
+    #[inline(always)]
+    fn key(&self, s: usize) -> u128 {
+        self.tree[self.m + s].0
+    }
+
+    /// The earliest pending (key, slot), or `(IDLE, _)`.
+    #[inline(always)]
+    fn head(&self) -> (u128, u32) {
+        self.tree[1]
+    }
+}
+
+/// What [`EventQueue::pop_next`] returns: a heap event, or the step end of a calendar slot.
+#[derive(Debug, PartialEq)]
+pub enum Next<E> {
+    Event(f64, E),
+    Step(f64, u32),
+}
+
+/// A min-queue of events ordered by `(time, priority, insertion order)`, with a step calendar beside the
+/// heap (see the module documentation).
 pub struct EventQueue<E> {
     heap: BinaryHeap<Entry<E>>,
     next_seq: u64,
     popped: u64,
+    cal: StepCalendar,
+    /// The slot whose step end [`Self::pop_next`] returned last and which has not been set since: it still
+    /// holds its old key in the tree, cleared by the next `pop_next` unless `set_step` replaces it first
+    /// (so the common case, a step end followed by the same instance's next one, is one tree update).
+    taken: Option<u32>,
+    steps_popped: u64,
 }
 
 impl<E> Default for EventQueue<E> {
@@ -64,7 +151,87 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
-        EventQueue { heap: BinaryHeap::new(), next_seq: 0, popped: 0 }
+        Self::with_slots(0)
+    }
+
+    /// A queue whose step calendar has `slots` slots (`0..slots`).
+    pub fn with_slots(slots: usize) -> Self {
+        EventQueue {
+            heap: BinaryHeap::new(),
+            next_seq: 0,
+            popped: 0,
+            cal: StepCalendar::new(slots),
+            taken: None,
+            steps_popped: 0,
+        }
+    }
+
+    /// Schedule slot `slot`'s next step end at `time` (a `Normal` event taking the next `seq`, as
+    /// [`Self::push`] would), or leave the slot empty (`None`). A slot holds one step end at a time: set it
+    /// only when it is empty or was just returned by [`Self::pop_next`].
+    #[inline]
+    pub fn set_step(&mut self, slot: u32, time: Option<f64>) {
+        let s = slot as usize;
+        let was_taken = self.taken == Some(slot);
+        if was_taken {
+            self.taken = None;
+        }
+        debug_assert!(was_taken || self.cal.key(s) == IDLE, "slot {slot} already holds a step end");
+        match time {
+            Some(t) => {
+                debug_assert!(!t.is_nan(), "step end scheduled at NaN");
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                self.cal.set(s, step_key(t, seq), t);
+            }
+            None if was_taken => self.cal.set(s, IDLE, f64::INFINITY),
+            None => {}
+        }
+    }
+
+    /// Empty the slot returned by the last [`Self::pop_next`] if [`Self::set_step`] did not refill it.
+    #[inline(always)]
+    fn clear_taken(&mut self) {
+        if let Some(s) = self.taken.take() {
+            self.cal.set(s as usize, IDLE, f64::INFINITY);
+        }
+    }
+
+    /// Whether the calendar's head comes before the heap's head in `(time, priority, seq)` (a step end is
+    /// `Normal`); false when the calendar is empty.
+    #[inline(always)]
+    fn step_first(&self) -> bool {
+        let (key, _) = self.cal.head();
+        if key == IDLE {
+            return false;
+        }
+        match self.heap.peek() {
+            None => true,
+            // (time, Normal, seq) < (heap time, heap priority, heap seq).
+            Some(e) => {
+                let (t, heap_t) = ((key >> 64) as u64, (step_key(e.time, 0) >> 64) as u64);
+                t < heap_t || (t == heap_t && e.priority == Priority::Normal && (key as u64) < e.seq)
+            }
+        }
+    }
+
+    /// Remove and return whichever comes first: the heap's next event or the calendar's next step end. A
+    /// returned step end's slot stays reserved until [`Self::set_step`] (its next step) or the next call.
+    #[inline]
+    pub fn pop_next(&mut self) -> Option<Next<E>> {
+        self.clear_taken();
+        if self.step_first() {
+            let (_, s) = self.cal.head();
+            self.taken = Some(s);
+            self.steps_popped += 1;
+            return Some(Next::Step(self.cal.times[s as usize], s));
+        }
+        self.pop().map(|(t, e)| Next::Event(t, e))
+    }
+
+    /// Step ends returned from the calendar so far.
+    pub fn steps_processed(&self) -> u64 {
+        self.steps_popped
     }
 
     /// Schedule `event` at `time`.
@@ -83,9 +250,17 @@ impl<E> EventQueue<E> {
         })
     }
 
-    /// Time of the next event (`+∞` when empty).
+    /// Pending step ends of the calendar: `(slot, time)` (not the slot just taken by [`Self::pop_next`]).
+    fn pending_steps(&self) -> impl Iterator<Item = (usize, f64)> + '_ {
+        let taken = self.taken.map(|s| s as usize);
+        (0..self.cal.m).filter(move |&s| self.cal.key(s) != IDLE && Some(s) != taken).map(|s| (s, self.cal.times[s]))
+    }
+
+    /// Time of the next event of the heap or step end of the calendar (`+∞` when both are empty). A scan of
+    /// the slots: for checks, not for the event loop.
     pub fn next_time(&self) -> f64 {
-        self.heap.peek().map_or(f64::INFINITY, |e| e.time)
+        let heap = self.heap.peek().map_or(f64::INFINITY, |e| e.time);
+        self.pending_steps().fold(heap, |t, (_, s)| t.min(s))
     }
 
     /// Number of events processed so far.
@@ -93,8 +268,10 @@ impl<E> EventQueue<E> {
         self.popped
     }
 
+    /// Whether neither the heap nor the calendar holds anything (a slot just taken by [`Self::pop_next`]
+    /// and not set again counts as empty).
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.heap.is_empty() && self.pending_steps().next().is_none()
     }
 }
 
@@ -179,7 +356,126 @@ mod tests {
         }
     }
 
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Lab {
+        Ev(u32),
+        Step(u32),
+    }
+
+    fn next_lab(q: &mut EventQueue<u32>) -> Option<(f64, Lab)> {
+        q.pop_next().map(|n| match n {
+            Next::Event(t, e) => (t, Lab::Ev(e)),
+            Next::Step(t, s) => (t, Lab::Step(s)),
+        })
+    }
+
+    /// A step end against heap events at the same time: `Urgent` events first, then by scheduling order
+    /// (a `Normal` event pushed before the step end runs before it, one pushed after runs after it).
+    #[test]
+    fn step_ends_tie_break_with_heap_events() {
+        let mut q = EventQueue::with_slots(3);
+        q.push(1.0, Priority::Normal, 10);
+        q.set_step(2, Some(1.0));
+        q.push(1.0, Priority::Normal, 11);
+        q.push(1.0, Priority::Urgent, 12);
+        q.set_step(0, Some(1.0));
+        q.set_step(1, Some(0.5));
+        let got: Vec<_> = std::iter::from_fn(|| next_lab(&mut q)).collect();
+        assert_eq!(
+            got,
+            [
+                (0.5, Lab::Step(1)),
+                (1.0, Lab::Ev(12)),
+                (1.0, Lab::Ev(10)),
+                (1.0, Lab::Step(2)),
+                (1.0, Lab::Ev(11)),
+                (1.0, Lab::Step(0)),
+            ]
+        );
+        assert_eq!((q.processed(), q.steps_processed()), (3, 3));
+        assert!(q.is_empty());
+    }
+
+    /// A popped step end's slot is free again: refilled by `set_step` (one update), emptied by `None`, or
+    /// emptied on the next `pop_next` when not set; `next_time` and `is_empty` ignore the taken slot.
+    #[test]
+    fn taken_slot_is_refilled_or_emptied() {
+        let mut q = EventQueue::with_slots(1);
+        q.set_step(0, Some(2.0));
+        q.push(3.0, Priority::Normal, 7);
+        assert_eq!(q.next_time(), 2.0);
+        assert_eq!(next_lab(&mut q), Some((2.0, Lab::Step(0))));
+        assert_eq!(q.next_time(), 3.0);
+        q.set_step(0, Some(2.5));
+        assert_eq!(q.next_time(), 2.5);
+        assert_eq!(next_lab(&mut q), Some((2.5, Lab::Step(0))));
+        q.set_step(0, None);
+        assert_eq!(next_lab(&mut q), Some((3.0, Lab::Ev(7))));
+        q.set_step(0, Some(4.0));
+        assert_eq!(next_lab(&mut q), Some((4.0, Lab::Step(0))));
+        assert!(q.is_empty(), "a taken slot not set again is empty");
+        assert_eq!(next_lab(&mut q), None);
+        assert_eq!(q.next_time(), f64::INFINITY);
+        // Negative zero and +0 order as total_cmp does (the heap's rule), also in the calendar.
+        q.set_step(0, Some(0.0));
+        q.push(-0.0, Priority::Normal, 8);
+        assert_eq!(next_lab(&mut q), Some((-0.0, Lab::Ev(8))));
+    }
+
     proptest! {
+        /// The calendar is invisible to the order: a random interleaving of heap pushes, step ends set on
+        /// idle slots, pops, and step ends re-set right after their slot was popped, gives exactly the
+        /// sequence of a plain heap holding every step end as a `Normal` event pushed at the same moment.
+        #[test]
+        fn calendar_order_equals_one_heap(
+            slots in 1usize..7,
+            ops in prop::collection::vec((0u8..3, 0u8..6, any::<bool>(), 0usize..7), 0..300),
+        ) {
+            let mut cal: EventQueue<u32> = EventQueue::with_slots(slots);
+            let mut one: EventQueue<Lab> = EventQueue::new();
+            let mut busy = vec![false; slots];
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            for (id, &(kind, t, flag, slot)) in ops.iter().enumerate() {
+                let time = t as f64 * 0.5;
+                let slot = slot % slots;
+                match kind {
+                    0 => {
+                        let p = if flag { Priority::Urgent } else { Priority::Normal };
+                        cal.push(time, p, id as u32);
+                        one.push(time, p, Lab::Ev(id as u32));
+                    }
+                    1 if !busy[slot] => {
+                        busy[slot] = true;
+                        cal.set_step(slot as u32, Some(time));
+                        one.push(time, Priority::Normal, Lab::Step(slot as u32));
+                    }
+                    1 => {}
+                    _ => {
+                        let a = next_lab(&mut cal);
+                        let b = one.pop();
+                        prop_assert_eq!(a, b);
+                        if let Some((now, Lab::Step(s))) = a {
+                            // The instance starts its next step (or goes idle).
+                            if flag {
+                                cal.set_step(s, Some(now + time));
+                                one.push(now + time, Priority::Normal, Lab::Step(s));
+                            } else {
+                                busy[s as usize] = false;
+                                cal.set_step(s, None);
+                            }
+                        }
+                        got.extend(a);
+                        want.extend(b);
+                    }
+                }
+                prop_assert_eq!(cal.next_time(), one.next_time());
+            }
+            got.extend(std::iter::from_fn(|| next_lab(&mut cal)));
+            want.extend(std::iter::from_fn(|| one.pop()));
+            prop_assert_eq!(got, want);
+            prop_assert!(cal.is_empty());
+        }
+
         /// Popping yields exactly the sort by (time, priority, insertion index).
         #[test]
         fn pops_in_lexicographic_order(items in prop::collection::vec((0u8..5, any::<bool>()), 0..200)) {

@@ -8,10 +8,12 @@
 //! policy keeps local.
 //!
 //! One kernel event per batch step at most (plus one per transfer, and one per streamed prefill batch);
-//! with `engine.macro_steps` a decoding instance processes consecutive step ends inline while they come
-//! strictly before the next pending event — exactly the order the kernel would have used, so results are
-//! identical (tested). The engine asks `cost` for step times, `policy` for routing/batching decisions and
-//! `handoff` for transfer costs.
+//! with `engine.macro_steps` the instances' step ends are kept out of the kernel's heap, in its step
+//! calendar (one slot per instance: fronts first, then backs), which the kernel merges with the heap in
+//! exactly its `(time, priority, seq)` order — so results are identical (tested), and a run with many
+//! instances no longer pays a heap push and pop among all pending events for every batch step. The
+//! engine asks `cost` for step times, `policy` for routing/batching decisions and `handoff` for transfer
+//! costs.
 
 mod back;
 mod front;
@@ -29,7 +31,7 @@ use std::time::Instant;
 /// `engine.max_steps`.
 pub const CHECK_EVERY: u64 = 1 << 14;
 
-use kernel::{EventQueue, Priority};
+use kernel::{EventQueue, Next, Priority};
 use running::{Cols, RunningSet};
 
 use crate::ceilings::Ceilings;
@@ -41,6 +43,7 @@ use crate::metrics::itl::ItlHistogram;
 use crate::metrics::rows::RowSummary;
 use crate::metrics::stats::{InstanceStats, RunStats};
 use crate::metrics::table::RequestTable;
+use crate::metrics::timeline::Timeline;
 use crate::policy::batching::ever_fits;
 use crate::policy::router::Router;
 use crate::scenario::{Disaggregate, OverContext, Pool, Requests, Scenario, Topology, Workload};
@@ -60,6 +63,8 @@ pub struct SimOutput {
     /// A streamed run ([`simulate_streamed`]): the per-request figures of the summary, accumulated as
     /// requests finished (its `table` is then empty).
     pub rows: Option<RowSummary>,
+    /// The run's spans with `engine.timeline` (`None` without).
+    pub timeline: Option<Timeline>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -126,6 +131,8 @@ struct Sim<'c> {
     /// Work units done (events + inline steps), for the periodic checks.
     work: u64,
     max_steps: u64,
+    /// `engine.timeline_max_spans` when the timeline is recorded.
+    timeline_max_spans: Option<u64>,
     /// Why the run must stop (set by a check; the event loop returns it).
     stop: Option<Error>,
     t: RequestTable,
@@ -348,13 +355,14 @@ impl<'c> Sim<'c> {
                 (t, n)
             }
         };
-        let sim = Sim {
+        let mut sim = Sim {
             cancel: None,
             work: 0,
             max_steps: sc.max_steps,
+            timeline_max_spans: sc.timeline_max_spans,
             stop: None,
             t,
-            q: EventQueue::new(),
+            q: EventQueue::with_slots(front_pool.instances as usize + back_pool.map_or(0, |p| p.instances as usize)),
             path: Path::new(sc, front_pool.instances, back_pool.map_or(0, |p| p.instances))?,
             plan: sc.handoff.clone(),
             front_model,
@@ -381,6 +389,12 @@ impl<'c> Sim<'c> {
             admitted: Vec::new(),
             stream: None,
         };
+        if sim.timeline_max_spans.is_some() {
+            for s in sim.fronts.iter_mut().map(|f| &mut f.stats).chain(sim.backs.iter_mut().map(|b| &mut b.stats)) {
+                s.spans = Some(Box::default());
+            }
+            sim.path.record_spans();
+        }
         Ok((sim, reject_capacity))
     }
 
@@ -397,11 +411,18 @@ impl<'c> Sim<'c> {
                 return Err(e);
             }
             self.tick();
-            let Some((now, ev)) = self.q.pop() else {
-                return Err(Error::Internal(format!(
-                    "event queue ran dry with {} requests unfinished",
-                    self.remaining
-                )));
+            let (now, ev) = match self.q.pop_next() {
+                Some(Next::Event(now, ev)) => (now, ev),
+                Some(Next::Step(now, slot)) => {
+                    self.on_step_end(slot as usize, now);
+                    continue;
+                }
+                None => {
+                    return Err(Error::Internal(format!(
+                        "event queue ran dry with {} requests unfinished",
+                        self.remaining
+                    )))
+                }
             };
             match ev {
                 Ev::Arrival => self.on_arrival(now),
@@ -429,9 +450,24 @@ impl<'c> Sim<'c> {
             }
         }
         // Checked during the run every CHECK_EVERY units of work, and here exactly.
-        match self.over_max_steps() {
+        match self.over_max_steps().or_else(|| self.over_timeline()) {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+
+    /// The step end of calendar slot `slot` (front instances first, then back instances): finish the step
+    /// and start the instance's next one.
+    #[inline]
+    fn on_step_end(&mut self, slot: usize, now: f64) {
+        let fronts = self.fronts.len();
+        if slot < fronts {
+            let end = self.front_step_end(slot, now);
+            self.schedule_front(slot, end);
+        } else {
+            let d = slot - fronts;
+            let end = self.back_step_end(d, now);
+            self.schedule_back(d, end);
         }
     }
 
@@ -451,7 +487,7 @@ impl<'c> Sim<'c> {
             if self.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
                 self.stop = Some(Error::Cancelled);
             } else {
-                self.stop = self.over_max_steps();
+                self.stop = self.over_max_steps().or_else(|| self.over_timeline());
             }
         }
         self.stop.is_some()
@@ -468,6 +504,29 @@ impl<'c> Sim<'c> {
                     "the run took more than {} batch steps; raise engine.max_steps or simulate fewer or shorter \
                      requests",
                     self.max_steps
+                ),
+            )
+        })
+    }
+
+    /// The `engine.timeline_max_spans` error, if the timeline holds more spans than that (checked with
+    /// `engine.max_steps`, so at most [`CHECK_EVERY`] units of work of spans beyond the bound are ever held).
+    fn over_timeline(&self) -> Option<Error> {
+        let max = self.timeline_max_spans?;
+        let steps: usize = self
+            .fronts
+            .iter()
+            .map(|f| &f.stats)
+            .chain(self.backs.iter().map(|b| &b.stats))
+            .map(|s| s.spans.as_ref().map_or(0, |x| x.len()))
+            .sum();
+        let spans = (steps + self.path.span_count()) as u64;
+        (spans > max).then(|| {
+            Error::field(
+                "engine.timeline_max_spans",
+                format!(
+                    "the timeline holds more than {max} spans (one per batch step and per transfer); raise \
+                     engine.timeline_max_spans, turn engine.timeline off or simulate fewer requests"
                 ),
             )
         })
@@ -547,6 +606,7 @@ impl<'c> Sim<'c> {
     }
 
     fn finish(self, ceilings: Ceilings) -> SimOutput {
+        let recorded = self.timeline_max_spans.is_some();
         let mut instances = Vec::new();
         for f in self.fronts {
             let mut s = f.stats;
@@ -560,6 +620,11 @@ impl<'c> Sim<'c> {
             s.finish();
             instances.push(s);
         }
+        let mut links = self.path.into_stats();
+        let timeline = recorded.then(|| Timeline {
+            steps: instances.iter_mut().map(|s| s.spans.take().map(|b| *b).unwrap_or_default()).collect(),
+            transfers: links.iter_mut().map(|l| l.spans.take().map(|b| *b).unwrap_or_default()).collect(),
+        });
         let static_j = instances.iter().map(|s| s.idle_w * self.horizon).sum();
         let table_rows_peak = self.t.len() as u64;
         let rows = self.stream.map(|st| st.summary);
@@ -572,13 +637,15 @@ impl<'c> Sim<'c> {
         };
         SimOutput {
             ceilings,
+            timeline,
             rows,
             table,
             stats: RunStats {
                 instances,
-                links: self.path.into_stats(),
+                links,
                 horizon_s: self.horizon,
                 events: self.q.processed(),
+                calendar_steps: self.q.steps_processed(),
                 population_area: self.population_area,
                 completed: self.completed,
                 rejected: self.rejected,

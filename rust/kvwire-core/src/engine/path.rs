@@ -72,6 +72,8 @@ pub(super) struct Path {
     per_slice: bool,
     layers: u32,
     channels: u32,
+    /// `engine.timeline`: transfers started on a hop and not yet through it, `(request, stage)` → start.
+    open: Option<std::collections::HashMap<(u32, usize), f64>>,
 }
 
 fn lane(processor_sharing: bool, channels: u32, resource: String, preset: &str) -> Lane {
@@ -131,6 +133,7 @@ impl Path {
             per_slice: sc.per_slice_streaming,
             layers: sc.model.spec.layers,
             channels: sc.link.channels,
+            open: None,
         })
     }
 
@@ -140,6 +143,20 @@ impl Path {
 
     pub fn layers(&self) -> u32 {
         self.layers
+    }
+
+    /// Record every transfer's span on its hop lane (`engine.timeline`).
+    pub fn record_spans(&mut self) {
+        self.open = Some(Default::default());
+        for lane in self.stages.iter_mut().flat_map(|s| s.lanes.iter_mut()) {
+            lane.stats.spans = Some(Box::default());
+        }
+    }
+
+    /// Transfer spans recorded so far (`engine.timeline`).
+    pub fn span_count(&self) -> usize {
+        let lanes = self.stages.iter().flat_map(|s| s.lanes.iter());
+        lanes.map(|l| l.stats.spans.as_ref().map_or(0, |s| s.len())).sum()
     }
 
     /// Every lane's totals, network first.
@@ -227,6 +244,9 @@ impl Sim<'_> {
         s.transit_bound += x.transit_bound as u64;
         s.busy_s += busy_s;
         s.convert_j += x.data_s * st.convert_w;
+        if let Some(open) = self.path.open.as_mut() {
+            open.insert((r, stage), now);
+        }
         if stage == 0 {
             self.t.kv_start_s[i] = now;
             s.wait_s += now - self.t.first_token_s[i];
@@ -356,8 +376,29 @@ impl Sim<'_> {
         self.reschedule_shared(stage, lane);
     }
 
+    /// `engine.timeline`: the span of `r`'s transfer on hop `stage`, from its start there to `now`.
+    #[cold]
+    fn record_transfer_span(&mut self, stage: usize, r: u32, now: f64) {
+        let lane = self.lane_of(stage, r);
+        let bytes = self.handoff_bytes(r);
+        let id = self.t.id[r as usize];
+        let st = &mut self.path.stages[stage];
+        let wire = st.cost.transfer(bytes).wire_bytes;
+        let start = self.path.open.as_mut().and_then(|o| o.remove(&(r, stage))).unwrap_or(f64::NAN);
+        if let Some(s) = st.lanes[lane].stats.spans.as_deref_mut() {
+            s.request.push(id);
+            s.start_s.push(start);
+            s.end_s.push(now);
+            s.handoff_bytes.push(bytes);
+            s.wire_bytes.push(wire);
+        }
+    }
+
     /// `r` has cleared hop `stage`: on to the next hop, or landed on its decode instance.
     pub(super) fn after_hop(&mut self, stage: usize, r: u32, now: f64) {
+        if self.path.open.is_some() {
+            self.record_transfer_span(stage, r, now);
+        }
         if stage + 1 < self.path.stages.len() {
             self.enter_stage(stage + 1, r, now);
             return;

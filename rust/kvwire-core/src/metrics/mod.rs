@@ -5,3 +5,4 @@ pub mod rows;
 pub mod sketch;
 pub mod stats;
 pub mod table;
+pub mod timeline;

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::itl::{ItlHistogram, Quantiles};
+use super::timeline::{StepSpans, TransferSpans};
 use crate::cost::model::StepWork;
 use crate::cost::roofline::{Bound, StepTiming};
 
@@ -49,6 +50,9 @@ pub struct InstanceStats {
     pub kv_peak_tokens: u64,
     /// Tokens still reserved at the end (0 when every reservation was returned).
     pub kv_end_tokens: u64,
+    /// The step spans of `engine.timeline` (`None`: not recorded); moved to the run's timeline at its end.
+    #[serde(skip)]
+    pub spans: Option<Box<StepSpans>>,
 }
 
 impl InstanceStats {
@@ -57,10 +61,24 @@ impl InstanceStats {
         self.decode_batch_sum = self.batch_sum - self.decode_batch_sum;
     }
 
-    /// Account one step of `batch` prompts holding `tokens` prompt tokens (`is_prefill`) or of `batch`
-    /// sequences (decode), with `kv_tokens` of KV reserved on the instance while it runs.
+    /// Account one step starting at `now_s` of `batch` prompts holding `tokens` prompt tokens (`is_prefill`)
+    /// or of `batch` sequences (decode), with `kv_tokens` of KV reserved on the instance while it runs; with
+    /// `engine.timeline`, also its span (the one place every batch step is recorded).
     #[inline]
-    pub fn add_step(&mut self, w: StepWork, t: StepTiming, batch: u64, tokens: u64, is_prefill: bool, kv_tokens: u64) {
+    #[allow(clippy::too_many_arguments)] // one step's figures
+    pub fn add_step(
+        &mut self,
+        now_s: f64,
+        w: StepWork,
+        t: StepTiming,
+        batch: u64,
+        tokens: u64,
+        is_prefill: bool,
+        kv_tokens: u64,
+    ) {
+        if let Some(spans) = self.spans.as_deref_mut() {
+            spans.push(now_s, now_s + t.time_s, is_prefill, batch, tokens);
+        }
         self.busy_s += t.time_s;
         self.steps += 1;
         if is_prefill {
@@ -117,6 +135,9 @@ pub struct LinkStats {
     pub wait_s: f64,
     /// Transfers whose time was set by the stage's ops budget, not the wire.
     pub transit_bound: u64,
+    /// The transfer spans of `engine.timeline` (`None`: not recorded); moved to the run's timeline at its end.
+    #[serde(skip)]
+    pub spans: Option<Box<TransferSpans>>,
 }
 
 /// Everything the engine measured besides the per-request table.
@@ -127,8 +148,10 @@ pub struct RunStats {
     pub links: Vec<LinkStats>,
     /// Last completion time, s from t = 0 (0 when nothing completed).
     pub horizon_s: f64,
-    /// Kernel events processed.
+    /// Kernel events processed (from its heap; step ends from its step calendar are `calendar_steps`).
     pub events: u64,
+    /// Batch-step ends the kernel took from its step calendar (macro-steps; 0 step by step).
+    pub calendar_steps: u64,
     /// ∫ N(t) dt of the in-system population, request·s (Little's law: L = area / horizon).
     pub population_area: f64,
     pub completed: u64,
@@ -163,6 +186,7 @@ impl RunStats {
             "links": self.links,
             "horizon_s": self.horizon_s,
             "events": self.events,
+            "calendar_steps": self.calendar_steps,
             "population_area": self.population_area,
             "completed": self.completed,
             "rejected": self.rejected,

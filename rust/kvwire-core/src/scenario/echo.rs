@@ -148,6 +148,7 @@ impl Scenario {
             colocated_routing,
             macro_steps,
             max_steps,
+            timeline_max_spans,
         } = self;
         let (mode, prefill, decode, colocated, link_value) = match topology {
             Topology::Disaggregated { prefill, decode } => {
@@ -241,6 +242,8 @@ impl Scenario {
                 macro_steps: *macro_steps,
                 per_slice_streaming: *per_slice_streaming,
                 max_steps: *max_steps,
+                timeline: timeline_max_spans.is_some(),
+                timeline_max_spans: timeline_max_spans.unwrap_or(super::spec::DEFAULT_TIMELINE_MAX_SPANS),
             },
         }
     }

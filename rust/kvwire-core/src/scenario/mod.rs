@@ -160,6 +160,8 @@ pub struct Scenario {
     pub macro_steps: bool,
     /// `engine.max_steps`: the most batch steps a run may take.
     pub max_steps: u64,
+    /// `engine.timeline`: record spans, at most this many (`engine.timeline_max_spans`); `None`: off.
+    pub timeline_max_spans: Option<u64>,
 }
 
 impl Scenario {

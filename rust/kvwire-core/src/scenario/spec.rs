@@ -399,13 +399,26 @@ pub struct EngineSpec {
     /// with an error: a bound on the work one scenario can ask for (the default is about ten minutes of a
     /// 2-core machine's time).
     pub max_steps: u64,
+    /// Record a timeline of the run: one span per batch step and per hop transfer (`res.timeline()`).
+    pub timeline: bool,
+    /// The most spans a timeline may hold: a run recording more stops with an error naming this field.
+    pub timeline_max_spans: u64,
 }
 
 /// Default `engine.max_steps`.
 pub const DEFAULT_MAX_STEPS: u64 = 10_000_000_000;
 
+/// Default `engine.timeline_max_spans` (a few hundred MB of trace JSON).
+pub const DEFAULT_TIMELINE_MAX_SPANS: u64 = 2_000_000;
+
 impl Default for EngineSpec {
     fn default() -> Self {
-        EngineSpec { macro_steps: true, per_slice_streaming: false, max_steps: DEFAULT_MAX_STEPS }
+        EngineSpec {
+            macro_steps: true,
+            per_slice_streaming: false,
+            max_steps: DEFAULT_MAX_STEPS,
+            timeline: false,
+            timeline_max_spans: DEFAULT_TIMELINE_MAX_SPANS,
+        }
     }
 }

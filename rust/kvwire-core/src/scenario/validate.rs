@@ -241,6 +241,9 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
     if s.engine.max_steps == 0 {
         return Err(Error::field("engine.max_steps", "must be ≥ 1"));
     }
+    if s.engine.timeline_max_spans == 0 {
+        return Err(Error::field("engine.timeline_max_spans", "must be ≥ 1"));
+    }
     if s.scheduler.max_decode_batch == 0 {
         return Err(Error::field("scheduler.max_decode_batch", "must be ≥ 1"));
     }
@@ -275,6 +278,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         colocated_routing: load_routing(s.router.colocated),
         macro_steps: s.engine.macro_steps,
         max_steps: s.engine.max_steps,
+        timeline_max_spans: s.engine.timeline.then_some(s.engine.timeline_max_spans),
     })
 }
 

@@ -1,0 +1,143 @@
+"""A run's timeline as a Chrome / Perfetto trace (``engine.timeline``).
+
+The core records one span per batch step of every instance and one per transfer on every hop lane of the
+hand-off path when the scenario sets ``"engine": {"timeline": true}`` (at most ``engine.timeline_max_spans``,
+default 2,000,000; a run recording more stops with a :class:`~kvwire.errors.ScenarioError` naming that field).
+:meth:`kvwire.SimResult.timeline` turns them into the Trace Event Format that ``chrome://tracing`` and
+https://ui.perfetto.dev load: ``{"traceEvents": [...], "displayTimeUnit": "ms"}`` with
+
+* one process per pool (``prefill``, ``decode`` or ``colocated``) and one thread per instance, whose complete
+  events (``"ph": "X"``, ``ts``/``dur`` in microseconds of simulated time) are the batch steps, named by their
+  kind, with ``args`` ``{"kind", "batch", "tokens"}`` (prompts or sequences in the step; prompt tokens of a
+  prefill step, one token per sequence of a decode step);
+* one process ``hand-off`` with a thread per hop lane (``kv-link``, ``pcie-prefill-0``, ...) and, where
+  transfers overlap on a lane (several channels, a processor-sharing link), one thread per concurrent
+  transfer (``kv-link #1``, ...); each transfer is a complete event ``request <id>`` with ``args``
+  ``{"request", "bytes", "handoff_bytes"}`` (bytes on this hop's wire, and the KV handed off before
+  compression);
+* metadata events (``"ph": "M"``) naming every process and thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Seconds of simulated time → the trace's microseconds.
+US_PER_S = 1e6
+
+
+def _pool(name: str) -> str:
+    """The pool of an instance name (``"decode-3"`` → ``"decode"``)."""
+    return name.rsplit("-", 1)[0]
+
+
+def _tracks(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For spans in any order, the lowest track each can use so that spans on one track never overlap (a span
+    may start where the previous one ended)."""
+    track = np.zeros(len(start), dtype=np.int64)
+    free: list[tuple[float, int]] = []  # (end, track) of busy tracks
+    spare: list[int] = []
+    used = 0
+    for i in np.lexsort((end, start)):
+        while free and free[0][0] <= start[i]:
+            heapq.heappush(spare, heapq.heappop(free)[1])
+        if spare:
+            k = heapq.heappop(spare)
+        else:
+            k, used = used, used + 1
+        track[i] = k
+        heapq.heappush(free, (float(end[i]), k))
+    return track
+
+
+def trace_events(spans: Mapping[str, Any], stats: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The trace's events, metadata first: ``spans`` is the core's timeline columns, ``stats`` the core's run
+    totals (their instance and hop-lane names)."""
+    names = [str(i["name"]) for i in stats["instances"]]
+    pools = list(dict.fromkeys(_pool(n) for n in names))
+    pid = {p: k + 1 for k, p in enumerate(pools)}
+    link_pid = len(pools) + 1
+    for p in pools:
+        yield {"ph": "M", "name": "process_name", "pid": pid[p], "args": {"name": f"{p} pool"}}
+        yield {"ph": "M", "name": "process_sort_index", "pid": pid[p], "args": {"sort_index": pid[p]}}
+    for i, n in enumerate(names):
+        yield {"ph": "M", "name": "thread_name", "pid": pid[_pool(n)], "tid": i, "args": {"name": n}}
+    x = spans["transfers"]
+    lane = np.asarray(x["lane"], dtype=np.int64)
+    start_t, end_t = np.asarray(x["start_s"]), np.asarray(x["end_s"])
+    tid = np.zeros(len(lane), dtype=np.int64)
+    links = [str(lk["resource"]) for lk in stats["links"]]
+    if links:
+        yield {"ph": "M", "name": "process_name", "pid": link_pid, "args": {"name": "hand-off"}}
+        yield {"ph": "M", "name": "process_sort_index", "pid": link_pid, "args": {"sort_index": link_pid}}
+    next_tid = 0
+    for j, resource in enumerate(links):
+        on = np.flatnonzero(lane == j)
+        track = _tracks(start_t[on], end_t[on])
+        for k in range(int(track.max(initial=0)) + 1):
+            name = resource if k == 0 else f"{resource} #{k}"
+            yield {"ph": "M", "name": "thread_name", "pid": link_pid, "tid": next_tid + k, "args": {"name": name}}
+        tid[on] = next_tid + track
+        next_tid += int(track.max(initial=0)) + 1
+    s = spans["steps"]
+    kinds = list(spans["kinds"])
+    instance = np.asarray(s["instance"], dtype=np.int64)
+    start_s, end_s = np.asarray(s["start_s"]), np.asarray(s["end_s"])
+    kind, batch, tokens = np.asarray(s["kind"]), np.asarray(s["batch"]), np.asarray(s["tokens"])
+    step_pid = [pid[_pool(n)] for n in names]
+    for k in range(len(instance)):
+        i = int(instance[k])
+        name = kinds[int(kind[k])]
+        yield {
+            "name": name,
+            "cat": "step",
+            "ph": "X",
+            "ts": float(start_s[k]) * US_PER_S,
+            "dur": (float(end_s[k]) - float(start_s[k])) * US_PER_S,
+            "pid": step_pid[i],
+            "tid": i,
+            "args": {"kind": name, "batch": int(batch[k]), "tokens": int(tokens[k])},
+        }
+    request, wire, handoff = np.asarray(x["request"]), np.asarray(x["wire_bytes"]), np.asarray(x["handoff_bytes"])
+    for k in range(len(lane)):
+        r = int(request[k])
+        yield {
+            "name": f"request {r}",
+            "cat": "transfer",
+            "ph": "X",
+            "ts": float(start_t[k]) * US_PER_S,
+            "dur": (float(end_t[k]) - float(start_t[k])) * US_PER_S,
+            "pid": link_pid,
+            "tid": int(tid[k]),
+            "args": {"request": r, "bytes": float(wire[k]), "handoff_bytes": float(handoff[k])},
+        }
+
+
+def trace_dict(spans: Mapping[str, Any], stats: Mapping[str, Any]) -> dict[str, Any]:
+    """The whole trace as one dict (``{"traceEvents": [...], "displayTimeUnit": "ms"}``)."""
+    return {"traceEvents": list(trace_events(spans, stats)), "displayTimeUnit": "ms"}
+
+
+def write_trace(path: str | Path, spans: Mapping[str, Any], stats: Mapping[str, Any]) -> Path:
+    """Write the trace to ``path`` event by event (never the whole list in memory); returns the path. Written
+    under a temporary name and renamed when complete."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".part")
+    with tmp.open("w", encoding="utf-8") as f:
+        f.write('{"displayTimeUnit": "ms", "traceEvents": [\n')
+        for k, ev in enumerate(trace_events(spans, stats)):
+            if k:
+                f.write(",\n")
+            f.write(json.dumps(ev, separators=(",", ":")))
+        f.write("\n]}\n")
+    tmp.replace(path)
+    return path
+
+
+__all__ = ["US_PER_S", "trace_dict", "trace_events", "write_trace"]

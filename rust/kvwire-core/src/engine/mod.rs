@@ -137,6 +137,9 @@ struct Sim<'c> {
     front_model: ModelCost,
     back_model: ModelCost,
     max_prefill_tokens: u32,
+    /// `scheduler.policy = "chunked"`, and its token budget per step.
+    chunked: bool,
+    max_num_batched_tokens: u32,
     max_batch: u64,
     macro_steps: bool,
     colocated: bool,
@@ -386,6 +389,8 @@ impl<'c> Sim<'c> {
             front_model,
             back_model,
             max_prefill_tokens: sc.max_prefill_tokens,
+            chunked: sc.batch_policy == crate::scenario::BatchPolicy::Chunked,
+            max_num_batched_tokens: sc.max_num_batched_tokens,
             max_batch: sc.max_decode_batch as u64,
             macro_steps: sc.macro_steps,
             colocated,

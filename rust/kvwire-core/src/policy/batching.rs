@@ -79,6 +79,62 @@ pub fn front_batch_len(
     queue.len()
 }
 
+/// A chunked (Sarathi-style) step of a front instance with `rows` decoding sequences: every decode row takes
+/// one token of the `budget`; then the unfinished prompt `partial` (request, tokens already prefilled) takes
+/// what it still needs of what is left; then new prompts from the queue, FIFO, each taking what it needs
+/// or the rest of the budget (its first chunk), until the budget is spent. A new prompt is admitted as in
+/// [`front_batch_len`] (classified by `local`; a local one must keep running + local members <
+/// `max_batch` — `o.running` counting the decode rows and a local `partial` — and its prompt + output
+/// reservation must fit the free KV); admission stops at the first that fails. There is no other token
+/// limit: `max_prefill_tokens` belongs to whole-prompt batching.
+///
+/// Appends the chunk sizes to `chunks` (first `partial`'s, when it gets one, then the new prompts') and the
+/// new prompts' classification to `decided`; returns how many new prompts were taken.
+#[allow(clippy::too_many_arguments)]
+pub fn chunked_batch(
+    partial: Option<(u32, u32)>,
+    queue: &VecDeque<u32>,
+    prompt: &[u32],
+    output: &[u32],
+    budget: u32,
+    rows: u64,
+    o: Occupancy,
+    mut local: impl FnMut(u32) -> bool,
+    decided: &mut Vec<bool>,
+    chunks: &mut Vec<u32>,
+) -> usize {
+    let mut left = (budget as u64).saturating_sub(rows);
+    if let Some((r, done)) = partial {
+        if left == 0 {
+            return 0;
+        }
+        let c = (prompt[r as usize] as u64 - done as u64).min(left);
+        chunks.push(c as u32);
+        left -= c;
+    }
+    let mut kv = o.kv_used;
+    let mut locals = 0u64;
+    for (n, &r) in queue.iter().enumerate() {
+        if left == 0 {
+            return n;
+        }
+        let is_local = local(r);
+        if is_local {
+            let res = reservation(prompt[r as usize], output[r as usize]);
+            if o.running + locals >= o.max_batch || kv + res > o.kv_capacity {
+                return n;
+            }
+            kv += res;
+            locals += 1;
+        }
+        let c = (prompt[r as usize] as u64).min(left);
+        chunks.push(c as u32);
+        left -= c;
+        decided.push(is_local);
+    }
+    queue.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +211,55 @@ mod tests {
         // running + batch < max_batch.
         let busy = Occupancy { running: 255, ..occ };
         assert_eq!(local(&q(3), &[1, 1, 1], &[1, 1, 1], 8192, busy), 1);
+    }
+
+    fn chunked(
+        partial: Option<(u32, u32)>,
+        queue: &VecDeque<u32>,
+        prompt: &[u32],
+        budget: u32,
+        rows: u64,
+        o: Occupancy,
+        is_local: bool,
+    ) -> (usize, Vec<u32>) {
+        let output = vec![10; prompt.len()];
+        let (mut d, mut c) = (Vec::new(), Vec::new());
+        let n = chunked_batch(partial, queue, prompt, &output, budget, rows, o, |_| is_local, &mut d, &mut c);
+        assert_eq!(d, vec![is_local; n]);
+        (n, c)
+    }
+
+    /// Chunked steps: decode rows take one token each first, then the unfinished prompt, then new prompts
+    /// FIFO, the last one cut to what is left of the budget; the budget is never exceeded.
+    #[test]
+    fn chunked_budget_order_and_split() {
+        let prompt = [1000, 300, 50, 7];
+        // No rows, no partial: 1000 fills 512 and stops.
+        assert_eq!(chunked(None, &q(4), &prompt, 512, 0, NO_KV, false), (1, vec![512]));
+        // The partial 0 has 488 left; 10 rows leave 502: 488 for it, 14 for the next prompt.
+        let queue: VecDeque<u32> = [1, 2, 3].into_iter().collect();
+        assert_eq!(chunked(Some((0, 512)), &queue, &prompt, 512, 10, NO_KV, false), (1, vec![488, 14]));
+        // Enough budget for everything: whole prompts, all taken.
+        assert_eq!(chunked(Some((0, 999)), &queue, &prompt, 10_000, 3, NO_KV, false), (3, vec![1, 300, 50, 7]));
+        // Rows use the whole budget: nothing else runs.
+        assert_eq!(chunked(Some((0, 0)), &queue, &prompt, 8, 8, NO_KV, false), (0, vec![]));
+        assert_eq!(chunked(None, &queue, &prompt, 8, 9, NO_KV, false), (0, vec![]));
+        // Exactly filled by the first new prompt: the next is not started.
+        assert_eq!(chunked(None, &queue, &prompt, 300, 0, NO_KV, false), (1, vec![300]));
+    }
+
+    /// Local prompts in a chunked step are admitted as in whole-prompt batching: batch slots (rows and a local
+    /// partial counted through `o.running`) and the KV reservation, FIFO, stopping at the first refusal.
+    #[test]
+    fn chunked_admission_checks_kv_and_batch() {
+        let prompt = [50, 50, 50];
+        let occ = Occupancy { running: 1, max_batch: 3, kv_used: 0, kv_capacity: 125 };
+        // Reservations are 60 each: two fit 125, the third would need 180; the batch limit allows two.
+        assert_eq!(chunked(None, &q(3), &prompt, 1000, 1, occ, true), (2, vec![50, 50]));
+        let tight = Occupancy { max_batch: 2, ..occ };
+        assert_eq!(chunked(None, &q(3), &prompt, 1000, 1, tight, true), (1, vec![50]));
+        let full = Occupancy { kv_used: 70, ..occ };
+        assert_eq!(chunked(None, &q(3), &prompt, 1000, 1, full, true), (0, vec![]));
     }
 
     #[test]

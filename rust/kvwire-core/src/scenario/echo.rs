@@ -97,6 +97,8 @@ impl Scenario {
             mem_util,
             max_prefill_tokens,
             max_decode_batch,
+            batch_policy,
+            max_num_batched_tokens,
             prefill_routing,
             decode_routing,
             colocated_routing,
@@ -202,7 +204,12 @@ impl Scenario {
                 dvfs: roofline.dvfs,
                 s_min: roofline.s_min,
             },
-            scheduler: SchedulerSpec { max_prefill_tokens: *max_prefill_tokens, max_decode_batch: *max_decode_batch },
+            scheduler: SchedulerSpec {
+                policy: *batch_policy,
+                max_prefill_tokens: *max_prefill_tokens,
+                max_decode_batch: *max_decode_batch,
+                max_num_batched_tokens: *max_num_batched_tokens,
+            },
             router: RouterSpec {
                 prefill: match prefill_routing {
                     PrefillRouting::LeastQueuedTokens => PrefillRouterSpec::LeastQueuedTokens,

@@ -356,14 +356,37 @@ pub enum LmHeadSpec {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchedulerSpec {
+    /// Whole-prompt batches under `max_prefill_tokens` (default), or Sarathi-style chunked prefill under
+    /// `max_num_batched_tokens`.
+    pub policy: BatchPolicy,
     pub max_prefill_tokens: u32,
     pub max_decode_batch: u32,
+    /// Token budget of one chunked step: its decode rows (one token each) plus its prompt chunks.
+    pub max_num_batched_tokens: u32,
 }
 
 impl Default for SchedulerSpec {
     fn default() -> Self {
-        SchedulerSpec { max_prefill_tokens: 8192, max_decode_batch: 256 }
+        SchedulerSpec {
+            policy: BatchPolicy::Whole,
+            max_prefill_tokens: 8192,
+            max_decode_batch: 256,
+            max_num_batched_tokens: 2048,
+        }
     }
+}
+
+/// `scheduler.policy`: what a prefill / colocated instance's step holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchPolicy {
+    /// Whole prompts, FIFO, under `max_prefill_tokens`; a waiting admissible prompt runs before the next
+    /// decode step (the reference).
+    #[default]
+    Whole,
+    /// Every decode row, then the unfinished prompt chunk, then new prompts, up to `max_num_batched_tokens`
+    /// tokens in one mixed pass.
+    Chunked,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

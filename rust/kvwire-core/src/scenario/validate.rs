@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::spec::{
-    ArrivalSpec, CompressAt, ConvertAt, ConvertSpec, DecompressAt, DisaggregatePolicy, DistSpec, LengthSpec,
+    ArrivalSpec, BatchPolicy, CompressAt, ConvertAt, ConvertSpec, DecompressAt, DisaggregatePolicy, DistSpec, LengthSpec,
     LmHeadSpec, LoadRouterSpec, ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec,
     Streaming,
 };
@@ -219,6 +219,16 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
     if s.scheduler.max_decode_batch == 0 {
         return Err(Error::field("scheduler.max_decode_batch", "must be ≥ 1"));
     }
+    if s.scheduler.max_num_batched_tokens == 0 {
+        return Err(Error::field("scheduler.max_num_batched_tokens", "must be ≥ 1"));
+    }
+    if s.scheduler.policy == BatchPolicy::Chunked && s.handoff.streaming == Streaming::Layer {
+        return Err(Error::field(
+            "scheduler.policy",
+            "chunked prefill cannot be combined with handoff.streaming \"layer\" (a prompt's layers are done only \
+             when its last chunk is): use streaming \"whole\" or policy \"whole\"",
+        ));
+    }
     Ok(Scenario {
         model,
         topology,
@@ -246,6 +256,8 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         mem_util,
         max_prefill_tokens: s.scheduler.max_prefill_tokens,
         max_decode_batch: s.scheduler.max_decode_batch,
+        batch_policy: s.scheduler.policy,
+        max_num_batched_tokens: s.scheduler.max_num_batched_tokens,
         prefill_routing: match s.router.prefill {
             PrefillRouterSpec::LeastQueuedTokens => PrefillRouting::LeastQueuedTokens,
             PrefillRouterSpec::RoundRobin => PrefillRouting::RoundRobin,

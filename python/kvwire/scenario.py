@@ -151,8 +151,10 @@ class CostDict(TypedDict, total=False):
 
 
 class SchedulerDict(TypedDict, total=False):
+    policy: Literal["whole", "chunked"]
     max_prefill_tokens: int
     max_decode_batch: int
+    max_num_batched_tokens: int
 
 
 class DisaggregateDict(TypedDict, total=False):

@@ -10,11 +10,10 @@ import json
 import math
 from typing import Any
 
+import kvwire
 import polars as pl
 import pytest
 from click.testing import CliRunner
-
-import kvwire
 from kvwire.cli import main as cli_main
 
 STAMPS = ["prefill_start_s", "first_token_s", "kv_start_s", "kv_ready_s", "decode_start_s", "finish_s"]
@@ -31,7 +30,7 @@ def _bits(df: pl.DataFrame) -> pl.DataFrame:
 
 @pytest.mark.parametrize("colocated", [False, True])
 def test_chunked_with_an_unfillable_budget_and_no_decode_rows_equals_whole(colocated: bool) -> None:
-    """With no decode rows in any step (the disaggregated prefill pool; colocated with outputs of 0–1 tokens)
+    """With no decode rows in any step (the disaggregated prefill pool; colocated with outputs of 0 or 1 token)
     and a budget no step fills (no prompt is split), chunked prefill is whole-prompt batching under the same
     budget: every request stamp is bit-equal and the summary's instance totals agree."""
     huge = 4_000_000_000

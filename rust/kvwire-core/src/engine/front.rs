@@ -13,7 +13,7 @@ use crate::cost::model::{Chunks, StepWork};
 use crate::cost::roofline::StepTimer;
 use crate::handoff::transfer::endpoint_pass;
 use crate::metrics::stats::InstanceStats;
-use crate::policy::batching::{chunked_batch, front_batch_len, reservation, Occupancy};
+use crate::policy::batching::{chunked_batch, front_batch_len, Occupancy};
 use crate::policy::disaggregation::keep_local;
 use crate::policy::router::LoadView;
 use crate::scenario::Disaggregate;
@@ -133,15 +133,7 @@ impl Sim<'_> {
         if self.chunked {
             return self.chunked_boundary(i, now);
         }
-        let occ = {
-            let d = &self.fronts[i].dec;
-            Occupancy {
-                running: d.running.len() as u64,
-                max_batch: self.max_batch,
-                kv_used: d.kv_used,
-                kv_capacity: d.kv_capacity,
-            }
-        };
+        let occ = self.front_occupancy(i, 0);
         let mut local = Vec::new();
         let n = {
             let inst = &self.fronts[i];
@@ -175,7 +167,7 @@ impl Sim<'_> {
             t.prefill_instance[ri] = i as i32;
             t.local_decode[ri] = is_local;
             if is_local {
-                inst.dec.kv_used += reservation(t.prompt_tokens[ri], t.output_tokens[ri]);
+                inst.dec.kv_used += inst.dec.rule.admit(t.prompt_tokens[ri], t.output_tokens[ri]);
             } else if t.output_tokens[ri] >= 2 {
                 streams = true;
                 if let Some(f) = self.sender_pass {
@@ -231,17 +223,12 @@ impl Sim<'_> {
     /// step when no chunk fits; idle when there is nothing to do. Returns the end of the started step.
     fn chunked_boundary(&mut self, i: usize, now: f64) -> Option<f64> {
         let partial = self.fronts[i].partial;
+        if !self.fronts[i].dec.running.is_empty() || self.fronts[i].dec.paged.as_ref().is_some_and(|p| p.has_waiting()) {
+            super::paged::prepare(&mut self.fronts[i].dec, &mut self.t, self.max_batch);
+        }
         let rows = self.fronts[i].dec.running.len() as u64;
-        let occ = {
-            let d = &self.fronts[i].dec;
-            let partial_local = partial.is_some_and(|(r, _)| self.t.local_decode[r as usize]);
-            Occupancy {
-                running: rows + partial_local as u64,
-                max_batch: self.max_batch,
-                kv_used: d.kv_used,
-                kv_capacity: d.kv_capacity,
-            }
-        };
+        let partial_local = partial.is_some_and(|(r, _)| self.t.local_decode[r as usize]);
+        let occ = self.front_occupancy(i, partial_local as u64);
         let (mut local, mut chunks) = (Vec::new(), Vec::new());
         let n = chunked_batch(
             partial,
@@ -278,7 +265,7 @@ impl Sim<'_> {
             t.prefill_instance[ri] = i as i32;
             t.local_decode[ri] = is_local;
             if is_local {
-                inst.dec.kv_used += reservation(t.prompt_tokens[ri], t.output_tokens[ri]);
+                inst.dec.kv_used += inst.dec.rule.admit(t.prompt_tokens[ri], t.output_tokens[ri]);
             }
             members.push((r, 0));
         }
@@ -309,8 +296,15 @@ impl Sim<'_> {
         }
         inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(inst.dec.kv_used);
         let ctx = if rows > 0 { inst.dec.running.ctx_tokens(&t.prompt_tokens) } else { 0 };
+        // Paged KV: preempted sequences prefilled again beside the chunks, and swap time.
+        let (again, swap_s) = super::paged::step_extra(&mut inst.dec, model, &t.prompt_tokens);
+        let decodes = rows > 0 || again.last_chunks > 0;
+        work.tokens += again.tokens;
+        work.attention_flops += again.attention_flops;
+        work.last_chunks += again.last_chunks;
         let mut step = model.mixed(ctx, rows, work);
         let mut timing = inst.timer.time(step);
+        timing.time_s += swap_s;
         if pass.bytes > 0.0 {
             let p = inst.timer.pass(pass);
             timing.time_s += p.time_s;
@@ -321,7 +315,7 @@ impl Sim<'_> {
         }
         inst.stats.add_step(step, timing, members.len() as u64, work.tokens, true, inst.dec.kv_used);
         inst.busy = true;
-        inst.step = StepKind::Mixed(rows > 0);
+        inst.step = StepKind::Mixed(decodes);
         let end = now + timing.time_s;
         for &r in &inst.batch {
             t.first_token_s[r as usize] = end;
@@ -332,7 +326,22 @@ impl Sim<'_> {
         Some(end)
     }
 
+    /// What admission on front instance `i` depends on, with `extra` decode slots taken beside its running
+    /// sequences. Preempted sequences waiting to resume keep new local requests out (no KV is free for them).
+    fn front_occupancy(&self, i: usize, extra: u64) -> Occupancy {
+        let d = &self.fronts[i].dec;
+        let waiting = d.paged.as_ref().is_some_and(|p| p.has_waiting());
+        Occupancy {
+            running: d.running.len() as u64 + extra,
+            max_batch: self.max_batch,
+            kv_used: d.kv_used,
+            kv_capacity: if waiting { 0 } else { d.kv_capacity },
+            rule: d.rule,
+        }
+    }
+
     fn start_front_decode(&mut self, i: usize, now: f64) -> Option<f64> {
+        super::paged::prepare(&mut self.fronts[i].dec, &mut self.t, self.max_batch);
         let inst = &mut self.fronts[i];
         inst.step = StepKind::Decode;
         let end = super::back::start_decode(
@@ -351,10 +360,12 @@ impl Sim<'_> {
         match self.fronts[i].step {
             StepKind::Prefill => self.prefill_done(i, now),
             StepKind::Decode => self.front_decode_done(i, now),
-            StepKind::Mixed(rows) => {
+            StepKind::Mixed(decodes) => {
                 // The decode rows gain their token first; the prompts finished in this step join after.
-                if rows {
+                if decodes {
                     self.front_decode_done(i, now);
+                } else {
+                    super::paged::unprepare(&mut self.fronts[i].dec);
                 }
                 self.prefill_done(i, now);
             }
@@ -372,7 +383,8 @@ impl Sim<'_> {
             let out = self.t.output_tokens[ri];
             if self.t.local_decode[ri] {
                 if out <= 1 {
-                    self.fronts[i].dec.kv_used -= reservation(self.t.prompt_tokens[ri], out);
+                    let dec = &mut self.fronts[i].dec;
+                    dec.kv_used -= dec.rule.admit(self.t.prompt_tokens[ri], out);
                     self.t.local_decode[ri] = false;
                     self.complete(r, now);
                 } else {

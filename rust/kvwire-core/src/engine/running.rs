@@ -5,6 +5,8 @@
 //!   index at which it finishes (a min-heap), so a step costs O(finishes), not O(batch).
 //!
 //! Both produce bit-identical results (tested here and end-to-end); the engine picks one per scenario.
+//! Paged KV (growth block by block, preemption) uses the plain representation, which knows every
+//! sequence's tokens.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -25,6 +27,8 @@ struct Seq {
     req: u32,
     tokens_out: u32,
     newly: bool,
+    /// A resumed sequence (swapped back in): when it got its last token (`NaN` otherwise).
+    since: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -88,7 +92,7 @@ impl RunningSet {
         debug_assert!(c.output[r as usize] >= 2);
         self.len += 1;
         match &mut self.repr {
-            Repr::Plain(seqs) => seqs.push(Seq { req: r, tokens_out: 1, newly: true }),
+            Repr::Plain(seqs) => seqs.push(Seq { req: r, tokens_out: 1, newly: true, since: f64::NAN }),
             Repr::Fast { finish_at, ctx_tokens, step_index, newly, measured_running, measured_newly } => {
                 // output − 1 decode steps: the first is `step_index`, the last `step_index + output − 2`.
                 finish_at.push(Reverse((*step_index + c.output[r as usize] as u64 - 2, r)));
@@ -100,6 +104,47 @@ impl RunningSet {
                 }
             }
         }
+    }
+
+    /// Paged KV (plain representation): the sequences whose next token starts a new block of `block`
+    /// tokens (prompt + tokens generated is a whole number of blocks).
+    pub fn needing_block(&self, prompt: &[u32], block: u64) -> u64 {
+        match &self.repr {
+            Repr::Plain(seqs) => {
+                seqs.iter().filter(|s| (prompt[s.req as usize] as u64 + s.tokens_out as u64) % block == 0).count() as u64
+            }
+            Repr::Fast { .. } => unreachable!("paged KV runs on the plain representation"),
+        }
+    }
+
+    /// Remove the most recently admitted sequence (plain representation): its request, tokens generated and
+    /// when it got its last token (`last_step_end` unless it is new or resumed since the last step).
+    pub fn preempt_last(&mut self, c: Cols, last_step_end: f64) -> Option<(u32, u32, f64)> {
+        match &mut self.repr {
+            Repr::Plain(seqs) => {
+                let s = seqs.pop()?;
+                self.len -= 1;
+                let last = if s.newly {
+                    c.first_token_s[s.req as usize]
+                } else if !s.since.is_nan() {
+                    s.since
+                } else {
+                    last_step_end
+                };
+                Some((s.req, s.tokens_out, last))
+            }
+            Repr::Fast { .. } => unreachable!("paged KV runs on the plain representation"),
+        }
+    }
+
+    /// Add back a preempted sequence (plain representation) with `tokens_out` tokens generated, the last at
+    /// `since` (`NaN`: at the instance's last step end, as a continuing sequence).
+    pub fn resume(&mut self, r: u32, tokens_out: u32, since: f64) {
+        match &mut self.repr {
+            Repr::Plain(seqs) => seqs.push(Seq { req: r, tokens_out, newly: false, since }),
+            Repr::Fast { .. } => unreachable!("paged KV runs on the plain representation"),
+        }
+        self.len += 1;
     }
 
     /// Complete one decode step ending at `end`: every sequence gains a token. Inter-token gaps of measured
@@ -119,20 +164,27 @@ impl RunningSet {
             Repr::Plain(seqs) => {
                 let mut continuing = 0u64;
                 let mut newly = Vec::new();
+                let mut resumed = Vec::new();
                 for s in seqs.iter_mut() {
                     if c.measured[s.req as usize] {
                         if s.newly {
                             newly.push(s.req);
+                        } else if !s.since.is_nan() {
+                            resumed.push(s.since);
                         } else {
                             continuing += 1;
                         }
                     }
                     s.newly = false;
+                    s.since = f64::NAN;
                     s.tokens_out += 1;
                 }
                 itl.record(continuing_gap, continuing);
                 for r in newly {
                     itl.record(end - c.first_token_s[r as usize], 1);
+                }
+                for since in resumed {
+                    itl.record(end - since, 1);
                 }
                 seqs.retain(|s| {
                     let done = s.tokens_out >= c.output[s.req as usize];

@@ -15,6 +15,44 @@ pub fn ever_fits(prompt: u32, output: u32, capacity: u64) -> bool {
     reservation(prompt, output) <= capacity
 }
 
+/// How an instance gives out KV memory, in tokens. `block == 0`: the reference's reservation of prompt +
+/// output at admission. Otherwise paged: a sequence holds ⌈(prompt + tokens generated)/block⌉ whole blocks
+/// (its first token's slot from admission on), grown one block at a time, and an admission must leave
+/// `watermark` tokens free — except on an instance holding no KV, so that every request that fits can start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KvRule {
+    pub block: u64,
+    pub watermark: u64,
+}
+
+impl KvRule {
+    /// Prompt + output reserved at admission.
+    pub const RESERVE: KvRule = KvRule { block: 0, watermark: 0 };
+
+    /// KV tokens a request of `prompt` + `output` tokens holds once it has generated `tokens_out` tokens.
+    #[inline]
+    pub fn held(self, prompt: u32, output: u32, tokens_out: u32) -> u64 {
+        if self.block == 0 {
+            reservation(prompt, output)
+        } else {
+            (prompt as u64 + tokens_out as u64).div_ceil(self.block) * self.block
+        }
+    }
+
+    /// KV tokens taken when a request is admitted (it then has, or is about to get, its first token).
+    #[inline]
+    pub fn admit(self, prompt: u32, output: u32) -> u64 {
+        self.held(prompt, output, 1)
+    }
+
+    /// Whether `need` more tokens may be given out with `used` of `capacity` in use.
+    #[inline]
+    pub fn fits(self, used: u64, need: u64, capacity: u64) -> bool {
+        let keep = if used == 0 { 0 } else { self.watermark };
+        used + need + keep <= capacity
+    }
+}
+
 /// State an admission decision depends on.
 #[derive(Clone, Copy, Debug)]
 pub struct Occupancy {
@@ -22,6 +60,7 @@ pub struct Occupancy {
     pub max_batch: u64,
     pub kv_used: u64,
     pub kv_capacity: u64,
+    pub rule: KvRule,
 }
 
 /// Decode admission at a step boundary: FIFO while running < `max_batch` and the reservation fits the free
@@ -29,8 +68,8 @@ pub struct Occupancy {
 pub fn decode_admit_len(queue: &VecDeque<u32>, prompt: &[u32], output: &[u32], o: Occupancy) -> usize {
     let mut kv = o.kv_used;
     for (n, &r) in queue.iter().enumerate() {
-        let res = reservation(prompt[r as usize], output[r as usize]);
-        if o.running + n as u64 >= o.max_batch || kv + res > o.kv_capacity {
+        let res = o.rule.admit(prompt[r as usize], output[r as usize]);
+        if o.running + n as u64 >= o.max_batch || !o.rule.fits(kv, res, o.kv_capacity) {
             return n;
         }
         kv += res;
@@ -66,8 +105,8 @@ pub fn front_batch_len(
         }
         let is_local = local(r);
         if is_local {
-            let res = reservation(prompt[r as usize], output[r as usize]);
-            if o.running + locals >= o.max_batch || kv + res > o.kv_capacity {
+            let res = o.rule.admit(prompt[r as usize], output[r as usize]);
+            if o.running + locals >= o.max_batch || !o.rule.fits(kv, res, o.kv_capacity) {
                 return n;
             }
             kv += res;
@@ -120,8 +159,8 @@ pub fn chunked_batch(
         }
         let is_local = local(r);
         if is_local {
-            let res = reservation(prompt[r as usize], output[r as usize]);
-            if o.running + locals >= o.max_batch || kv + res > o.kv_capacity {
+            let res = o.rule.admit(prompt[r as usize], output[r as usize]);
+            if o.running + locals >= o.max_batch || !o.rule.fits(kv, res, o.kv_capacity) {
                 return n;
             }
             kv += res;
@@ -143,7 +182,7 @@ mod tests {
         (0..n).collect()
     }
 
-    const NO_KV: Occupancy = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 0 };
+    const NO_KV: Occupancy = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 0, rule: KvRule::RESERVE };
 
     fn remote(queue: &VecDeque<u32>, prompt: &[u32], max_tokens: u32) -> usize {
         let out = vec![1; prompt.len()];
@@ -174,7 +213,7 @@ mod tests {
     /// Mixed batches: only local candidates count against the batch limit and the KV.
     #[test]
     fn mixed_batches_charge_only_local_requests() {
-        let occ = Occupancy { running: 1, max_batch: 2, kv_used: 0, kv_capacity: 100 };
+        let occ = Occupancy { running: 1, max_batch: 2, kv_used: 0, kv_capacity: 100, rule: KvRule::RESERVE };
         let mut d = Vec::new();
         // r0 local (fits: 60), r1 remote, r2 local would make running + locals = 2 + … → stops at r2.
         let n = front_batch_len(&q(4), &[50, 500, 10, 10], &[10, 10, 10, 10], 8192, occ, |r| r % 2 == 0, &mut d);
@@ -190,7 +229,7 @@ mod tests {
     fn decode_admission_head_blocks_and_batch_limit() {
         let prompt = [100, 100, 1];
         let output = [10, 10, 1];
-        let occ = |running, kv_used| Occupancy { running, max_batch: 4, kv_used, kv_capacity: 300 };
+        let occ = |running, kv_used| Occupancy { running, max_batch: 4, kv_used, kv_capacity: 300, rule: KvRule::RESERVE };
         assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 0)), 3); // 110 + 110 + 2 = 222 ≤ 300
         assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 100)), 1); // second 110 would reach 320
         assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 200)), 0); // head blocks the small third
@@ -202,7 +241,7 @@ mod tests {
     /// Colocated admission (all local): the head is exempt from the token budget only.
     #[test]
     fn colocated_admission_rules() {
-        let occ = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 1_000_000 };
+        let occ = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 1_000_000, rule: KvRule::RESERVE };
         assert_eq!(local(&q(2), &[9000, 5], &[1, 1], 8192, occ), 1);
         assert_eq!(local(&q(3), &[4000, 4000, 500], &[1, 1, 1], 8192, occ), 2);
         // The KV check applies to the head too.
@@ -253,7 +292,7 @@ mod tests {
     #[test]
     fn chunked_admission_checks_kv_and_batch() {
         let prompt = [50, 50, 50];
-        let occ = Occupancy { running: 1, max_batch: 3, kv_used: 0, kv_capacity: 125 };
+        let occ = Occupancy { running: 1, max_batch: 3, kv_used: 0, kv_capacity: 125, rule: KvRule::RESERVE };
         // Reservations are 60 each: two fit 125, the third would need 180; the batch limit allows two.
         assert_eq!(chunked(None, &q(3), &prompt, 1000, 1, occ, true), (2, vec![50, 50]));
         let tight = Occupancy { max_batch: 2, ..occ };
@@ -273,7 +312,7 @@ mod tests {
     /// (4,096 + 4,096 = 8,192) batch together, and one more token does not.
     #[test]
     fn colocated_budget_equality_fits() {
-        let occ = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 1_000_000 };
+        let occ = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 1_000_000, rule: KvRule::RESERVE };
         assert_eq!(local(&q(3), &[4096, 4096, 1], &[1, 1, 1], 8192, occ), 2);
         assert_eq!(local(&q(3), &[4096, 4097, 1], &[1, 1, 1], 8192, occ), 1);
     }
@@ -283,7 +322,7 @@ mod tests {
     /// free space is admitted.
     #[test]
     fn colocated_kv_check_accumulates_over_the_batch() {
-        let occ = |kv_used| Occupancy { running: 0, max_batch: 256, kv_used, kv_capacity: 100 };
+        let occ = |kv_used| Occupancy { running: 0, max_batch: 256, kv_used, kv_capacity: 100, rule: KvRule::RESERVE };
         let (prompt, output) = ([50, 50], [10, 10]);
         assert_eq!(local(&q(2), &prompt, &output, 8192, occ(0)), 1);
         assert_eq!(local(&q(2), &prompt, &output, 8192, occ(40)), 1);

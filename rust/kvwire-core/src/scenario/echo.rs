@@ -99,6 +99,7 @@ impl Scenario {
             max_decode_batch,
             batch_policy,
             max_num_batched_tokens,
+            kv,
             prefill_routing,
             decode_routing,
             colocated_routing,
@@ -210,6 +211,7 @@ impl Scenario {
                 max_decode_batch: *max_decode_batch,
                 max_num_batched_tokens: *max_num_batched_tokens,
             },
+            kv: kv.clone(),
             router: RouterSpec {
                 prefill: match prefill_routing {
                     PrefillRouting::LeastQueuedTokens => PrefillRouterSpec::LeastQueuedTokens,

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::quant::formats::Format;
 use crate::workload::{Arrivals, LengthDist, Trace};
 
-pub use spec::{BatchPolicy, CompressAt, ConvertAt, DecompressAt, FirstToken, OverContext, ScenarioSpec, Streaming};
+pub use spec::{BatchPolicy, CompressAt, KvPolicy, KvSpec, Preemption, ConvertAt, DecompressAt, FirstToken, OverContext, ScenarioSpec, Streaming};
 pub use validate::MAX_DEVICES_PER_INSTANCE;
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
@@ -209,6 +209,8 @@ pub struct Scenario {
     /// `scheduler.policy` and the chunked step's token budget.
     pub batch_policy: BatchPolicy,
     pub max_num_batched_tokens: u32,
+    /// `kv`: reserve (prompt + output at admission) or paged blocks with preemption.
+    pub kv: KvSpec,
     pub prefill_routing: PrefillRouting,
     pub decode_routing: LoadRouting,
     pub colocated_routing: LoadRouting,

@@ -222,6 +222,10 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
     if s.scheduler.max_num_batched_tokens == 0 {
         return Err(Error::field("scheduler.max_num_batched_tokens", "must be ≥ 1"));
     }
+    if s.kv.block_size == 0 || s.kv.block_size > 1 << 16 {
+        return Err(Error::field("kv.block_size", "must be a whole number of tokens in 1..=65536"));
+    }
+    in_range("kv.watermark", s.kv.watermark, 0.0, 1.0, true, false)?;
     if s.scheduler.policy == BatchPolicy::Chunked && s.handoff.streaming == Streaming::Layer {
         return Err(Error::field(
             "scheduler.policy",
@@ -258,6 +262,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         max_decode_batch: s.scheduler.max_decode_batch,
         batch_policy: s.scheduler.policy,
         max_num_batched_tokens: s.scheduler.max_num_batched_tokens,
+        kv: s.kv,
         prefill_routing: match s.router.prefill {
             PrefillRouterSpec::LeastQueuedTokens => PrefillRouting::LeastQueuedTokens,
             PrefillRouterSpec::RoundRobin => PrefillRouting::RoundRobin,

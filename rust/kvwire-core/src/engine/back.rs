@@ -111,7 +111,7 @@ impl Sim<'_> {
                 self.admitted.push(r);
             }
             let i = r as usize;
-            inst.dec.kv_used += inst.dec.rule.admit(t.prompt_tokens[i], t.output_tokens[i]);
+            inst.dec.kv_used += inst.dec.rule.admit_decoding(t.prompt_tokens[i], t.output_tokens[i]);
             t.decode_start_s[i] = now;
             inst.dec.running.admit(r, cols(t));
             if let Some(f) = self.receiver_pass {

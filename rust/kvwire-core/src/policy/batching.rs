@@ -45,6 +45,13 @@ impl KvRule {
         self.held(prompt, output, 1)
     }
 
+    /// KV tokens taken when a handed-off request joins a decode step at once: its first decode step's slot
+    /// included (the step's growth was given out before admission).
+    #[inline]
+    pub fn admit_decoding(self, prompt: u32, output: u32) -> u64 {
+        self.held(prompt, output, 2)
+    }
+
     /// Whether `need` more tokens may be given out with `used` of `capacity` in use.
     #[inline]
     pub fn fits(self, used: u64, need: u64, capacity: u64) -> bool {
@@ -68,7 +75,7 @@ pub struct Occupancy {
 pub fn decode_admit_len(queue: &VecDeque<u32>, prompt: &[u32], output: &[u32], o: Occupancy) -> usize {
     let mut kv = o.kv_used;
     for (n, &r) in queue.iter().enumerate() {
-        let res = o.rule.admit(prompt[r as usize], output[r as usize]);
+        let res = o.rule.admit_decoding(prompt[r as usize], output[r as usize]);
         if o.running + n as u64 >= o.max_batch || !o.rule.fits(kv, res, o.kv_capacity) {
             return n;
         }

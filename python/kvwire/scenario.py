@@ -157,6 +157,13 @@ class SchedulerDict(TypedDict, total=False):
     max_num_batched_tokens: int
 
 
+class KvDict(TypedDict, total=False):
+    policy: Literal["reserve", "paged"]
+    block_size: int
+    watermark: float
+    preemption: Literal["recompute", "swap"]
+
+
 class DisaggregateDict(TypedDict, total=False):
     policy: Literal["always", "conditional"]
     min_prompt_tokens: int
@@ -192,6 +199,7 @@ class ScenarioDict(TypedDict, total=False):
     metrics: MetricsDict
     cost: CostDict
     scheduler: SchedulerDict
+    kv: KvDict
     router: RouterDict
     engine: EngineDict
 

@@ -534,6 +534,11 @@ def summarise(
             "wall_s": float(stats["wall_s"]),
             "steps": sum(int(i["steps"]) for i in instances),
         },
+        "preemptions": {
+            "count": int(stats["preemptions"]["count"]),
+            "recompute_tokens": int(stats["preemptions"]["recompute_tokens"]),
+            "swap_bytes": float(stats["preemptions"]["swap_bytes"]),
+        },
         "accuracy": {
             "requests_kept": not streamed,
             "approximate": list(LATENCY_METRICS if streamed else APPROXIMATE_IN_MEMORY),

@@ -223,7 +223,8 @@ impl Sim<'_> {
     /// step when no chunk fits; idle when there is nothing to do. Returns the end of the started step.
     fn chunked_boundary(&mut self, i: usize, now: f64) -> Option<f64> {
         let partial = self.fronts[i].partial;
-        if !self.fronts[i].dec.running.is_empty() || self.fronts[i].dec.paged.as_ref().is_some_and(|p| p.has_waiting()) {
+        if !self.fronts[i].dec.running.is_empty() || self.fronts[i].dec.paged.as_ref().is_some_and(|p| p.has_waiting())
+        {
             super::paged::prepare(&mut self.fronts[i].dec, &mut self.t, self.max_batch);
         }
         let rows = self.fronts[i].dec.running.len() as u64;

@@ -603,7 +603,8 @@ impl<'c> Sim<'c> {
     fn finish(self, ceilings: Ceilings) -> SimOutput {
         let mut instances = Vec::new();
         let (mut preemptions, mut recompute_tokens, mut swap_bytes) = (0, 0, 0.0);
-        let decoders = self.fronts.into_iter().map(|f| (f.stats, f.dec)).chain(self.backs.into_iter().map(|b| (b.stats, b.dec)));
+        let decoders =
+            self.fronts.into_iter().map(|f| (f.stats, f.dec)).chain(self.backs.into_iter().map(|b| (b.stats, b.dec)));
         for (mut s, dec) in decoders {
             s.kv_end_tokens = dec.kv_used;
             s.finish();

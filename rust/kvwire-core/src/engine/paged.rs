@@ -176,7 +176,13 @@ pub(super) fn unprepare(dec: &mut Decoder) {
 
 /// After a step ending `now`: recomputed sequences got their next token (the gap since their last one is an
 /// inter-token gap); they finish (appended to `finished`, blocks released) or rejoin the decode rows.
-pub(super) fn step_done(dec: &mut Decoder, t: &RequestTable, itl: &mut ItlHistogram, finished: &mut Vec<u32>, now: f64) {
+pub(super) fn step_done(
+    dec: &mut Decoder,
+    t: &RequestTable,
+    itl: &mut ItlHistogram,
+    finished: &mut Vec<u32>,
+    now: f64,
+) {
     let Decoder { running, kv_used, rule, paged, .. } = dec;
     let Some(pg) = paged.as_deref_mut() else { return };
     pg.prepared = false;
@@ -203,7 +209,9 @@ mod tests {
     /// Two requests of prompt 30 on a 64-token (4-block) paged instance with no watermark, both admitted
     /// (2 blocks each: prompt + first token = 31 tokens) and decoded once.
     fn two_running(preemption: &str, output0: u32) -> (Decoder, RequestTable, ModelCost) {
-        let json = format!(r#"{{"kv": {{"policy": "paged", "block_size": 16, "watermark": 0, "preemption": "{preemption}"}}}}"#);
+        let json = format!(
+            r#"{{"kv": {{"policy": "paged", "block_size": 16, "watermark": 0, "preemption": "{preemption}"}}}}"#
+        );
         let sc = Scenario::from_json(&json, None).unwrap();
         let model = ModelCost::new(&sc.model.spec, sc.lm_head);
         let mut dec = Decoder::new(64, false, Paged::of(&sc, &model));
@@ -270,14 +278,15 @@ mod tests {
         assert_eq!((pg.recompute_tokens, pg.swap_bytes, pg.preemptions), (32, 0.0, 1));
         assert_eq!((dec.kv_used, dec.running.len()), (48, 0));
         let (chunks, _) = step_extra(&mut dec, &model, &t.prompt_tokens);
-        let want = Chunks { tokens: 32, cached_tokens: 0, attention_flops: model.prompt_attention_flops(32), last_chunks: 1 };
+        let want =
+            Chunks { tokens: 32, cached_tokens: 0, attention_flops: model.prompt_attention_flops(32), last_chunks: 1 };
         assert_eq!(chunks, want);
         let (mut itl, mut fin) = (ItlHistogram::default(), Vec::new());
         complete_decode(&mut dec, &t, &mut itl, &mut fin, 3.0);
         assert!(fin.is_empty());
         assert_eq!((dec.running.len(), dec.kv_used, itl.count()), (1, 48, 1));
         assert_eq!(itl.quantiles().max, Some(1.5)); // 3.0 − its last token at 1.5
-        // Decoding on from 3 tokens: 33 is not a block boundary, so no growth for its next step.
+                                                    // Decoding on from 3 tokens: 33 is not a block boundary, so no growth for its next step.
         prepare(&mut dec, &mut t, 256);
         assert_eq!(dec.kv_used, 48);
     }

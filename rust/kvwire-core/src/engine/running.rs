@@ -111,7 +111,8 @@ impl RunningSet {
     pub fn needing_block(&self, prompt: &[u32], block: u64) -> u64 {
         match &self.repr {
             Repr::Plain(seqs) => {
-                seqs.iter().filter(|s| (prompt[s.req as usize] as u64 + s.tokens_out as u64) % block == 0).count() as u64
+                seqs.iter().filter(|s| (prompt[s.req as usize] as u64 + s.tokens_out as u64) % block == 0).count()
+                    as u64
             }
             Repr::Fast { .. } => unreachable!("paged KV runs on the plain representation"),
         }

@@ -189,7 +189,8 @@ mod tests {
         (0..n).collect()
     }
 
-    const NO_KV: Occupancy = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 0, rule: KvRule::RESERVE };
+    const NO_KV: Occupancy =
+        Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 0, rule: KvRule::RESERVE };
 
     fn remote(queue: &VecDeque<u32>, prompt: &[u32], max_tokens: u32) -> usize {
         let out = vec![1; prompt.len()];
@@ -236,7 +237,8 @@ mod tests {
     fn decode_admission_head_blocks_and_batch_limit() {
         let prompt = [100, 100, 1];
         let output = [10, 10, 1];
-        let occ = |running, kv_used| Occupancy { running, max_batch: 4, kv_used, kv_capacity: 300, rule: KvRule::RESERVE };
+        let occ =
+            |running, kv_used| Occupancy { running, max_batch: 4, kv_used, kv_capacity: 300, rule: KvRule::RESERVE };
         assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 0)), 3); // 110 + 110 + 2 = 222 ≤ 300
         assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 100)), 1); // second 110 would reach 320
         assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 200)), 0); // head blocks the small third

@@ -12,7 +12,10 @@ use crate::error::{Error, Result};
 use crate::quant::formats::Format;
 use crate::workload::{Arrivals, LengthDist, Trace};
 
-pub use spec::{BatchPolicy, CompressAt, KvPolicy, KvSpec, Preemption, ConvertAt, DecompressAt, FirstToken, OverContext, ScenarioSpec, Streaming};
+pub use spec::{
+    BatchPolicy, CompressAt, ConvertAt, DecompressAt, FirstToken, KvPolicy, KvSpec, OverContext, Preemption,
+    ScenarioSpec, Streaming,
+};
 pub use validate::MAX_DEVICES_PER_INSTANCE;
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.

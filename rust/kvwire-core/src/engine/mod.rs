@@ -120,7 +120,7 @@ impl Decoder {
         let rule = paged.as_ref().map_or(KvRule::RESERVE, |p| p.rule(capacity));
         let kv_capacity = if rule.block == 0 { capacity } else { capacity / rule.block * rule.block };
         Decoder {
-            running: RunningSet::new(fast && paged.is_none()),
+            running: if rule.block > 0 { RunningSet::paged(rule.block) } else { RunningSet::new(fast) },
             kv_used: 0,
             kv_capacity,
             last_decode_end: 0.0,

@@ -111,7 +111,7 @@ pub(super) fn prepare(dec: &mut Decoder, t: &mut RequestTable, max_batch: u64) {
     }
     pg.prepared = true;
     let block = rule.block;
-    let mut need = running.needing_block(&t.prompt_tokens, block) * block;
+    let mut need = running.needing_block() * block;
     let mut preempted = false;
     while *kv_used + need > *kv_capacity {
         let Some((r, k, last)) = running.preempt_last(cols(t), *last_decode_end) else { break };
@@ -144,7 +144,7 @@ pub(super) fn prepare(dec: &mut Decoder, t: &mut RequestTable, max_batch: u64) {
         *kv_used += take;
         if pg.swap.is_some() {
             pg.swap(rule.held(p, o, k));
-            running.resume(r, k, last);
+            running.resume(r, k, last, cols(t));
         } else {
             pg.recompute_tokens += p as u64 + k as u64;
             pg.recomputing.push((r, k, last));
@@ -196,7 +196,7 @@ pub(super) fn step_done(
             *kv_used -= rule.held(p, o, k + 1);
             finished.push(r);
         } else {
-            running.resume(r, k + 1, f64::NAN);
+            running.resume(r, k + 1, f64::NAN, cols(t));
         }
     }
 }

@@ -315,6 +315,7 @@ LOCATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "MetricsDict": ("metrics", {}),
     "CostDict": ("cost", {}),
     "SchedulerDict": ("scheduler", {}),
+    "KvDict": ("kv", {}),
     "RouterDict": ("router", {}),
     "EngineDict": ("engine", {}),
     "DisaggregateDict": ("router.disaggregate", {}),

@@ -8,7 +8,7 @@ from typing import Any
 from kvwire import _core
 from kvwire.presets import catalog
 from kvwire.run import SimResult
-from kvwire.summary import QUANTILES
+from kvwire.summary import QUANTILES, prefill_token_budget
 
 
 def _ms(x: float | None) -> str:
@@ -119,7 +119,7 @@ def _occupancy(name: str, inst: dict[str, Any], sc: dict[str, Any]) -> str:
         parts.append(f"batch {mean:,.1f} of {sc['scheduler']['max_decode_batch']:,}")
     if inst.get("prefill_token_occupancy") is not None:
         parts.append(
-            f"prefill tokens {_pct(inst['prefill_token_occupancy'])} of {sc['scheduler']['max_prefill_tokens']:,}"
+            f"prefill tokens {_pct(inst['prefill_token_occupancy'])} of {prefill_token_budget(sc['scheduler']):,}"
         )
     if inst.get("kv_occupancy_mean") is not None:
         parts.append(f"KV mean {_pct(inst['kv_occupancy_mean'])}, peak {_pct(inst['kv_occupancy_peak'])} of capacity")

@@ -157,6 +157,16 @@ class RunStatsDict(TypedDict):
     steps: int
 
 
+class PreemptionsDict(TypedDict):
+    """Paged KV (``kv.policy = "paged"``): preemptions of decoding sequences, the prompt + generated tokens
+    prefilled again by recompute, and the KV bytes swapped to and from host memory (both directions); all 0
+    with reserved KV."""
+
+    count: int
+    recompute_tokens: int
+    swap_bytes: float
+
+
 class AccuracyDict(TypedDict):
     """How exact the latency percentiles are: ``approximate`` lists the metrics whose percentiles come from the
     core's quantile sketch (``itl_s`` always; every metric when the per-request table was not kept), each within
@@ -223,6 +233,7 @@ class SummaryDict(TypedDict):
     little: LittleDict
     run: RunStatsDict
     accuracy: AccuracyDict
+    preemptions: PreemptionsDict
     load: NotRequired[LoadDict]
 
 
@@ -270,6 +281,7 @@ __all__ = [
     "LittleDict",
     "LoadDict",
     "PercentileRowDict",
+    "PreemptionsDict",
     "RequestCountsDict",
     "RunStatsDict",
     "SloResultDict",

@@ -151,8 +151,17 @@ class CostDict(TypedDict, total=False):
 
 
 class SchedulerDict(TypedDict, total=False):
+    policy: Literal["whole", "chunked"]
     max_prefill_tokens: int
     max_decode_batch: int
+    max_num_batched_tokens: int
+
+
+class KvDict(TypedDict, total=False):
+    policy: Literal["reserve", "paged"]
+    block_size: int
+    watermark: float
+    preemption: Literal["recompute", "swap"]
 
 
 class DisaggregateDict(TypedDict, total=False):
@@ -192,6 +201,7 @@ class ScenarioDict(TypedDict, total=False):
     metrics: MetricsDict
     cost: CostDict
     scheduler: SchedulerDict
+    kv: KvDict
     router: RouterDict
     engine: EngineDict
 

@@ -244,17 +244,32 @@ def percentiles(df: pl.DataFrame | Columns, itl: dict[str, Any]) -> pl.DataFrame
 
 def _occupancy(i: dict[str, Any], horizon: float, scheduler: dict[str, Any]) -> dict[str, float | None]:
     """How full an instance ran, besides busy time (which reads ~100% for any decoding instance): mean decode
-    batch / max_decode_batch, mean prefill tokens per step / max_prefill_tokens (> 1 when an oversize prompt
-    runs alone), and KV reserved over the run (time-mean and peak) / KV capacity."""
+    batch / max_decode_batch, mean prefill tokens per step / the step's prompt-token budget
+    (:func:`prefill_token_budget`; > 1 when an oversize prompt runs alone), and KV reserved over the run
+    (time-mean and peak) / KV capacity."""
     cap = i["kv_capacity_tokens"]
     return {
         "decode_batch_occupancy": _safe_div(i["decode_batch_sum"], i["decode_steps"] * scheduler["max_decode_batch"]),
         "prefill_token_occupancy": _safe_div(
-            i["prefill_tokens_sum"], i["prefill_steps"] * scheduler["max_prefill_tokens"]
+            i["prefill_tokens_sum"], i["prefill_steps"] * prefill_token_budget(scheduler)
         ),
         "kv_occupancy_mean": _safe_div(i["kv_token_s"], horizon * cap) if cap else None,
         "kv_occupancy_peak": _safe_div(i["kv_peak_tokens"], cap) if cap else None,
     }
+
+
+def prefill_token_budget(scheduler: Mapping[str, Any]) -> int:
+    """The prompt tokens one prefill step may hold: ``max_prefill_tokens`` for whole-prompt batching,
+    ``max_num_batched_tokens`` (decode rows included) for chunked prefill.
+
+    >>> prefill_token_budget({"policy": "chunked", "max_prefill_tokens": 8192, "max_num_batched_tokens": 512})
+    512
+    >>> prefill_token_budget({"max_prefill_tokens": 8192})
+    8192
+    """
+    if scheduler.get("policy") == "chunked":
+        return int(scheduler["max_num_batched_tokens"])
+    return int(scheduler["max_prefill_tokens"])
 
 
 def _safe_div(a: float, b: float) -> float | None:
@@ -519,6 +534,11 @@ def summarise(
             "horizon_s": horizon,
             "wall_s": float(stats["wall_s"]),
             "steps": sum(int(i["steps"]) for i in instances),
+        },
+        "preemptions": {
+            "count": int(stats["preemptions"]["count"]),
+            "recompute_tokens": int(stats["preemptions"]["recompute_tokens"]),
+            "swap_bytes": float(stats["preemptions"]["swap_bytes"]),
         },
         "accuracy": {
             "requests_kept": not streamed,

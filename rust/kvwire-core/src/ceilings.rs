@@ -169,7 +169,12 @@ fn census(sc: &Scenario, requests: &Requests) -> Census {
 /// KV capacity (tokens) of an instance of the decoding pool of `sc`: what admission is judged against.
 pub fn decode_capacity(sc: &Scenario) -> u64 {
     let dec_pool = sc.decode_pool();
-    capacity(sc, dec_pool, &pool_model(sc, dec_pool))
+    let cap = capacity(sc, dec_pool, &pool_model(sc, dec_pool));
+    match sc.kv.policy {
+        // Paged KV gives out whole blocks (the engine's `Decoder::new`).
+        crate::scenario::KvPolicy::Paged => cap / sc.kv.block_size as u64 * sc.kv.block_size as u64,
+        crate::scenario::KvPolicy::Reserve => cap,
+    }
 }
 
 fn pool_model(sc: &Scenario, p: &Pool) -> ModelCost {

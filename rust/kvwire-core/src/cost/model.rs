@@ -20,6 +20,19 @@ pub struct StepWork {
     pub bytes: f64,
 }
 
+/// The prompt chunks of one mixed (chunked-prefill) step, summed over its chunks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Chunks {
+    /// Σ c: prompt tokens computed in this step.
+    pub tokens: u64,
+    /// Σ p: tokens of those prompts already in the KV cache from earlier chunks (read by the attention).
+    pub cached_tokens: u64,
+    /// Σ [`ModelCost::chunk_attention_flops`]`(c, p)`.
+    pub attention_flops: u128,
+    /// Chunks that end their prompt (each charges the LM head once under [`LmHead::Last`]).
+    pub last_chunks: u64,
+}
+
 /// Round an exact count to the nearest `f64` (the common case, below 2⁶⁴, avoids the slow `u128` path).
 #[inline]
 fn to_f64(x: u128) -> f64 {
@@ -174,6 +187,38 @@ impl ModelCost {
         }
     }
 
+    /// Causal-attention FLOPs of a chunk of `c` prompt tokens after `p` tokens of the same prompt already
+    /// cached: each new token attends to the `p` cached ones and causally to the chunk, c·p + c·(c+1)/2
+    /// (query, key) pairs at a FLOPs each per layer. With p = 0 and c = s this is
+    /// [`Self::prompt_attention_flops`]`(s)`, and the chunks of a prompt sum to it exactly.
+    pub fn chunk_attention_flops(&self, c: u64, p: u64) -> u128 {
+        let (c, p) = (c as u128, p as u128);
+        self.layers * self.attn_pair_flops * (c * p + c * (c + 1) / 2)
+    }
+
+    /// Work of one mixed step (chunked prefill): `rows` decoding sequences with `ctx` cached context tokens
+    /// (one token each, as [`Self::decode`]) and the prompt chunks `chunks`, in one pass over the weights
+    /// (read once for all `rows + chunks.tokens` tokens). Bytes: the weights, the decode rows' KV read and
+    /// written, and each chunk's cached KV read (p tokens) and its own KV written (c tokens).
+    ///
+    /// With no decode rows and single whole-prompt chunks this is [`Self::prefill`] exactly; with no chunks it
+    /// is [`Self::decode`] exactly.
+    #[inline]
+    pub fn mixed(&self, ctx: u64, rows: u64, chunks: Chunks) -> StepWork {
+        let b = rows as u128;
+        let t = chunks.tokens as u128;
+        let chunk_matmul = match self.lm_head {
+            LmHead::All => 2 * self.matmul_params * t,
+            LmHead::Last => 2 * self.layer_params * t + 2 * self.vocab * self.d_model * chunks.last_chunks as u128,
+        };
+        let decode_flops = 2 * self.matmul_params * b + self.layers * self.attn_pair_flops * (ctx as u128 + b);
+        let kv_tokens = ctx as u128 + b + chunks.cached_tokens as u128 + t;
+        StepWork {
+            flops: to_f64(decode_flops + chunk_matmul + chunks.attention_flops),
+            bytes: self.weights_read(b + t) + to_f64(kv_tokens) * self.kv_bytes_per_token,
+        }
+    }
+
     /// Work of a decode step for `batch` sequences whose cached context sums to `ctx` tokens.
     #[inline(always)]
     pub fn decode(&self, ctx: u64, batch: u64) -> StepWork {
@@ -292,6 +337,60 @@ mod tests {
         let diff = all.prefill(2000, 2, att).flops - last.prefill(2000, 2, att).flops;
         assert_eq!(diff, (2 * 128_256u128 * 4096 * (2000 - 2)) as f64);
         assert_eq!(all.prefill(2000, 2, att).bytes, last.prefill(2000, 2, att).bytes);
+    }
+
+    /// A chunk of c = 300 tokens after p = 700 cached ones on Llama-3-8B, from the shape alone (L = 32,
+    /// d = 4,096, 8 KV heads of 128, d_ff = 14,336, V = 128,256; BF16): attention 4·d FLOPs per (query, key)
+    /// pair per layer over c·p + c·(c+1)/2 pairs; matmuls 2·P_L per token (a non-final chunk under "last"
+    /// computes no LM head) or 2·P_mm per token ("all"); bytes: every weight once (P_mm, the LM head
+    /// included, as the reference's W(T)) plus c embedding rows, the p cached tokens' KV read and the c
+    /// new ones' written at 2·L·8·128·2 = 131,072 B per token.
+    #[test]
+    fn chunk_cost_is_the_formula() {
+        let (l, d, kvw, ff, v): (u128, u128, u128, u128, u128) = (32, 4096, 8 * 128, 14336, 128_256);
+        let p_l = l * (2 * d * d + 2 * d * kvw + 3 * d * ff);
+        let p_mm = p_l + v * d;
+        let (c, p) = (300u128, 700u128);
+        let attention = l * 4 * d * (c * p + c * (c + 1) / 2);
+        let bytes = (2 * p_mm + 2 * d * c) as f64 + ((p + c) * 131_072) as f64;
+        let last = ModelCost::new(&preset("llama3-8b"), LmHead::Last);
+        let all = ModelCost::new(&preset("llama3-8b"), LmHead::All);
+        assert_eq!(last.chunk_attention_flops(300, 700), attention);
+        let chunk = Chunks { tokens: 300, cached_tokens: 700, attention_flops: attention, last_chunks: 0 };
+        assert_eq!(last.mixed(0, 0, chunk), StepWork { flops: (2 * p_l * c + attention) as f64, bytes });
+        assert_eq!(all.mixed(0, 0, chunk), StepWork { flops: (2 * p_mm * c + attention) as f64, bytes });
+        // The final chunk charges the LM head once under "last".
+        let final_chunk = Chunks { last_chunks: 1, ..chunk };
+        assert_eq!(last.mixed(0, 0, final_chunk).flops, (2 * p_l * c + 2 * v * d + attention) as f64);
+        // Decode rows add their own terms (2·P_mm + 4·L·d per position, KV of ctx + rows) to the same pass,
+        // which reads the weights once for all rows + c tokens.
+        let mixed = last.mixed(5000, 4, chunk);
+        let want_flops = 2 * p_l * c + attention + 2 * p_mm * 4 + l * 4 * d * (5000 + 4);
+        assert_eq!(mixed.flops, want_flops as f64);
+        let want_bytes = (2 * p_mm + 2 * d * (c + 4)) as f64 + ((p + c + 5004) * 131_072) as f64;
+        assert_eq!(mixed.bytes, want_bytes);
+    }
+
+    /// A whole prompt as one chunk with no decode rows costs exactly its whole-prompt prefill; no chunks is
+    /// exactly a decode step; and the chunks of a prompt, split anywhere, sum to its whole attention.
+    #[test]
+    fn mixed_step_reduces_to_prefill_and_decode() {
+        for key in ["llama3-8b", "mixtral-8x7b", "deepseek-v3"] {
+            for head in [LmHead::Last, LmHead::All] {
+                let m = ModelCost::new(&preset(key), head);
+                let (a, b) = (m.prompt_attention_flops(3000), m.prompt_attention_flops(17));
+                let two = Chunks { tokens: 3017, cached_tokens: 0, attention_flops: a + b, last_chunks: 2 };
+                assert_eq!(m.mixed(0, 0, two), m.prefill(3017, 2, a + b), "{key}");
+                assert_eq!(m.mixed(123_456, 37, Chunks::default()), m.decode(123_456, 37), "{key}");
+                let mut done = 0u64;
+                let mut sum = 0u128;
+                for c in [1000u64, 1, 999, 1000] {
+                    sum += m.chunk_attention_flops(c, done);
+                    done += c;
+                }
+                assert_eq!(sum, m.prompt_attention_flops(3000), "{key}");
+            }
+        }
     }
 
     /// `to_f64` rounds an exact count to the nearest `f64` on both of its paths: below 2⁶⁴ (the fast

@@ -192,6 +192,12 @@ impl Default for LinkSpec {
 }
 
 impl LinkSpec {
+    /// Time to move `blocks` KV blocks holding `bytes` over this link one channel wide (a swap to or from
+    /// host memory): one latency per block plus the bytes at the line rate, s.
+    pub fn block_transfer_s(&self, blocks: u64, bytes: f64) -> f64 {
+        blocks as f64 * self.latency_us * 1e-6 + bytes / (self.bandwidth_gb_per_s * 1e9)
+    }
+
     /// Bytes per second one transfer gets: line rate × NICs × NIC efficiency / GPUs per NIC.
     pub fn effective_bytes_per_s(&self) -> f64 {
         let efficiency = self.nic_efficiency.unwrap_or_else(|| default_nic_efficiency(self.nics));

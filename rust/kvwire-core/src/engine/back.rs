@@ -10,7 +10,7 @@ use crate::cost::roofline::StepTimer;
 use crate::metrics::itl::ItlHistogram;
 use crate::metrics::stats::InstanceStats;
 use crate::metrics::table::RequestTable;
-use crate::policy::batching::{decode_admit_len, reservation, Occupancy};
+use crate::policy::batching::{decode_admit_len, Occupancy};
 use crate::policy::router::LoadView;
 
 pub(super) struct BackInst {
@@ -85,13 +85,20 @@ impl Sim<'_> {
     fn back_boundary(&mut self, d: usize, now: f64) -> Option<f64> {
         let t = &mut self.t;
         let inst = &mut self.backs[d];
+        super::paged::prepare(&mut inst.dec, t, self.max_batch);
         let occ = Occupancy {
             running: inst.dec.running.len() as u64,
             max_batch: self.max_batch,
             kv_used: inst.dec.kv_used,
             kv_capacity: inst.dec.kv_capacity,
+            rule: inst.dec.rule,
         };
-        let n = decode_admit_len(&inst.queue, &t.prompt_tokens, &t.output_tokens, occ);
+        // Preempted sequences resume before anything new is admitted.
+        let n = if inst.dec.paged.as_ref().is_some_and(|p| p.has_waiting()) {
+            0
+        } else {
+            decode_admit_len(&inst.queue, &t.prompt_tokens, &t.output_tokens, occ)
+        };
         // With metrics.first_token "decode", the admitted requests' first token is seen when this step ends.
         let seen_later = !t.first_token_seen_s.is_empty();
         for _ in 0..n {
@@ -100,7 +107,7 @@ impl Sim<'_> {
                 self.admitted.push(r);
             }
             let i = r as usize;
-            inst.dec.kv_used += reservation(t.prompt_tokens[i], t.output_tokens[i]);
+            inst.dec.kv_used += inst.dec.rule.admit_decoding(t.prompt_tokens[i], t.output_tokens[i]);
             t.decode_start_s[i] = now;
             inst.dec.running.admit(r, cols(t));
             if self.plan.receiver_passes() {
@@ -145,6 +152,9 @@ pub(super) fn start_decode(
     prompt: &[u32],
     now: f64,
 ) -> Option<f64> {
+    if dec.paged.is_some() {
+        return start_paged_decode(dec, timer, stats, model, prompt, now);
+    }
     if dec.running.is_empty() {
         return None;
     }
@@ -164,6 +174,42 @@ pub(super) fn start_decode(
     Some(now + timing.time_s)
 }
 
+/// [`start_decode`] with paged KV: the step also re-prefills recomputed sequences and waits for swaps.
+#[cold]
+#[inline(never)]
+fn start_paged_decode(
+    dec: &mut Decoder,
+    timer: &StepTimer,
+    stats: &mut InstanceStats,
+    model: &ModelCost,
+    prompt: &[u32],
+    now: f64,
+) -> Option<f64> {
+    if dec.running.is_empty() && !dec.paged.as_ref().is_some_and(|p| p.recomputes()) {
+        super::paged::unprepare(dec);
+        return None;
+    }
+    let (chunks, swap_s) = super::paged::step_extra(dec, model, prompt);
+    let b = dec.running.len() as u64;
+    let ctx = dec.running.ctx_tokens(prompt);
+    let mut work = model.mixed(ctx, b, chunks);
+    let mut timing = timer.time(work);
+    if dec.pending_pass.bytes > 0.0 {
+        let p = timer.pass(dec.pending_pass);
+        timing.time_s += p.time_s;
+        timing.compute_j += p.compute_j;
+        timing.memory_j += p.memory_j;
+        work.flops += dec.pending_pass.flops;
+        work.bytes += dec.pending_pass.bytes;
+        dec.pending_pass = StepWork { flops: 0.0, bytes: 0.0 };
+    }
+    // The step waits for the swaps of its boundary (the host link is the instance's own).
+    timing.time_s += swap_s;
+    stats.kv_peak_tokens = stats.kv_peak_tokens.max(dec.kv_used);
+    stats.add_step(now, work, timing, b + chunks.last_chunks, 0, false, dec.kv_used);
+    Some(now + timing.time_s)
+}
+
 /// Finish a decode step at `now`: tokens, inter-token gaps, finished sequences (their KV released).
 #[inline]
 pub(super) fn complete_decode(
@@ -177,6 +223,10 @@ pub(super) fn complete_decode(
     dec.running.complete_step(now, gap, cols(t), itl, finished);
     dec.last_decode_end = now;
     for &r in finished.iter() {
-        dec.kv_used -= reservation(t.prompt_tokens[r as usize], t.output_tokens[r as usize]);
+        let (p, o) = (t.prompt_tokens[r as usize], t.output_tokens[r as usize]);
+        dec.kv_used -= dec.rule.held(p, o, o);
+    }
+    if dec.paged.is_some() {
+        super::paged::step_done(dec, t, itl, finished, now);
     }
 }

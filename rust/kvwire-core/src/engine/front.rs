@@ -1,16 +1,18 @@
 //! Front instances: the prefill pool (disaggregated) or the colocated instances. They batch whole prompts
 //! FIFO; a front instance that decodes (colocated, or requests kept local by conditional disaggregation)
 //! gives a waiting admissible prompt priority over its next decode step, as the reference's colocated
-//! instances do.
+//! instances do. With `scheduler.policy = "chunked"` a step instead holds every decode row, the unfinished
+//! prompt's next chunk and new prompts' chunks up to the token budget, in one mixed pass (Sarathi); a
+//! prompt's first token comes at the end of the step that runs its last chunk.
 
 use std::collections::VecDeque;
 
 use super::kernel::Priority;
 use super::{cols, Decoder, Ev, Sim};
-use crate::cost::model::StepWork;
+use crate::cost::model::{Chunks, StepWork};
 use crate::cost::roofline::StepTimer;
 use crate::metrics::stats::InstanceStats;
-use crate::policy::batching::{front_batch_len, reservation, Occupancy};
+use crate::policy::batching::{chunked_batch, front_batch_len, Occupancy};
 use crate::policy::disaggregation::keep_local;
 use crate::policy::router::LoadView;
 use crate::scenario::Disaggregate;
@@ -19,14 +21,19 @@ use crate::scenario::Disaggregate;
 pub(super) enum StepKind {
     Prefill,
     Decode,
+    /// A chunked step; `true` when it also ran the instance's decode rows.
+    Mixed(bool),
 }
 
 pub(super) struct FrontInst {
     pub timer: StepTimer,
     pub queue: VecDeque<u32>,
     pub queued_tokens: u64,
-    /// The prefill batch in flight (and whether each request decodes locally).
+    /// The prefill batch in flight (chunked: the requests whose last chunk is in the step in flight).
     pub batch: Vec<u32>,
+    /// Chunked prefill: the prompt started but not finished (request, tokens prefilled once the step in
+    /// flight ends).
+    pub partial: Option<(u32, u32)>,
     pub step: StepKind,
     pub busy: bool,
     pub wake_pending: bool,
@@ -41,6 +48,7 @@ impl FrontInst {
             queue: VecDeque::new(),
             queued_tokens: 0,
             batch: Vec::new(),
+            partial: None,
             step: StepKind::Decode,
             busy: false,
             wake_pending: false,
@@ -112,15 +120,10 @@ impl Sim<'_> {
     /// Step boundary of front instance `i`: a prefill step if a queued prompt is admissible, else a decode
     /// step if anything runs locally, else idle. Returns the end of the started step.
     pub(super) fn front_boundary(&mut self, i: usize, now: f64) -> Option<f64> {
-        let occ = {
-            let d = &self.fronts[i].dec;
-            Occupancy {
-                running: d.running.len() as u64,
-                max_batch: self.max_batch,
-                kv_used: d.kv_used,
-                kv_capacity: d.kv_capacity,
-            }
-        };
+        if self.chunked {
+            return self.chunked_boundary(i, now);
+        }
+        let occ = self.front_occupancy(i, 0);
         let mut local = Vec::new();
         let n = {
             let inst = &self.fronts[i];
@@ -154,7 +157,7 @@ impl Sim<'_> {
             t.prefill_instance[ri] = i as i32;
             t.local_decode[ri] = is_local;
             if is_local {
-                inst.dec.kv_used += reservation(t.prompt_tokens[ri], t.output_tokens[ri]);
+                inst.dec.kv_used += inst.dec.rule.admit(t.prompt_tokens[ri], t.output_tokens[ri]);
             } else if t.output_tokens[ri] >= 2 {
                 streams = true;
                 if self.plan.sender_passes() {
@@ -199,7 +202,126 @@ impl Sim<'_> {
         Some(end)
     }
 
+    /// Step boundary of front instance `i` under chunked prefill: one mixed step of its decode rows, the
+    /// unfinished prompt's chunk and new prompts' chunks (`policy::batching::chunked_batch`); a plain decode
+    /// step when no chunk fits; idle when there is nothing to do. Returns the end of the started step.
+    fn chunked_boundary(&mut self, i: usize, now: f64) -> Option<f64> {
+        let partial = self.fronts[i].partial;
+        if !self.fronts[i].dec.running.is_empty() || self.fronts[i].dec.paged.as_ref().is_some_and(|p| p.has_waiting())
+        {
+            super::paged::prepare(&mut self.fronts[i].dec, &mut self.t, self.max_batch);
+        }
+        let rows = self.fronts[i].dec.running.len() as u64;
+        let partial_local = partial.is_some_and(|(r, _)| self.t.local_decode[r as usize]);
+        let occ = self.front_occupancy(i, partial_local as u64);
+        let (mut local, mut chunks) = (Vec::new(), Vec::new());
+        let n = chunked_batch(
+            partial,
+            &self.fronts[i].queue,
+            &self.t.prompt_tokens,
+            &self.t.output_tokens,
+            self.max_num_batched_tokens,
+            rows,
+            occ,
+            |r| self.decides_local(r, now),
+            &mut local,
+            &mut chunks,
+        );
+        if chunks.is_empty() {
+            return self.start_front_decode(i, now);
+        }
+        let model = &self.front_model;
+        let t = &mut self.t;
+        let inst = &mut self.fronts[i];
+        inst.batch.clear();
+        inst.partial = None;
+        let mut work = Chunks::default();
+        let mut pass = StepWork { flops: 0.0, bytes: 0.0 };
+        // (request, tokens already prefilled) of every chunk, in step order: the partial's first.
+        let mut members = Vec::with_capacity(chunks.len());
+        if chunks.len() > n {
+            members.extend(partial);
+        }
+        for &is_local in &local {
+            let Some(r) = inst.queue.pop_front() else { break };
+            let ri = r as usize;
+            inst.queued_tokens -= t.prompt_tokens[ri] as u64;
+            t.prefill_start_s[ri] = now;
+            t.prefill_instance[ri] = i as i32;
+            t.local_decode[ri] = is_local;
+            if is_local {
+                inst.dec.kv_used += inst.dec.rule.admit(t.prompt_tokens[ri], t.output_tokens[ri]);
+            }
+            members.push((r, 0));
+        }
+        for (&(r, done), &c) in members.iter().zip(&chunks) {
+            let ri = r as usize;
+            let (p, c) = (done as u64, c as u64);
+            work.tokens += c;
+            work.cached_tokens += p;
+            work.attention_flops += model.chunk_attention_flops(c, p);
+            if p + c < t.prompt_tokens[ri] as u64 {
+                inst.partial = Some((r, (p + c) as u32));
+                continue;
+            }
+            work.last_chunks += 1;
+            inst.batch.push(r);
+            if !t.local_decode[ri] && t.output_tokens[ri] >= 2 {
+                // The whole prompt's KV leaves from this step: its sender-side pass runs here.
+                if self.plan.sender_passes() {
+                    let p = t.prompt_tokens[ri];
+                    self.plan.add_sender_work(&mut pass, self.plan.handoff_bytes(p), p as u64);
+                }
+            }
+        }
+        inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(inst.dec.kv_used);
+        let ctx = if rows > 0 { inst.dec.running.ctx_tokens(&t.prompt_tokens) } else { 0 };
+        // Paged KV: preempted sequences prefilled again beside the chunks, and swap time.
+        let (again, swap_s) = super::paged::step_extra(&mut inst.dec, model, &t.prompt_tokens);
+        let decodes = rows > 0 || again.last_chunks > 0;
+        work.tokens += again.tokens;
+        work.attention_flops += again.attention_flops;
+        work.last_chunks += again.last_chunks;
+        let mut step = model.mixed(ctx, rows, work);
+        let mut timing = inst.timer.time(step);
+        timing.time_s += swap_s;
+        if pass.bytes > 0.0 {
+            let p = inst.timer.pass(pass);
+            timing.time_s += p.time_s;
+            timing.compute_j += p.compute_j;
+            timing.memory_j += p.memory_j;
+            step.flops += pass.flops;
+            step.bytes += pass.bytes;
+        }
+        inst.stats.add_step(now, step, timing, members.len() as u64, work.tokens, true, inst.dec.kv_used);
+        inst.busy = true;
+        inst.step = StepKind::Mixed(decodes);
+        let end = now + timing.time_s;
+        for &r in &inst.batch {
+            t.first_token_s[r as usize] = end;
+            if !t.first_token_seen_s.is_empty() {
+                t.first_token_seen_s[r as usize] = end;
+            }
+        }
+        Some(end)
+    }
+
+    /// What admission on front instance `i` depends on, with `extra` decode slots taken beside its running
+    /// sequences. Preempted sequences waiting to resume keep new local requests out (no KV is free for them).
+    fn front_occupancy(&self, i: usize, extra: u64) -> Occupancy {
+        let d = &self.fronts[i].dec;
+        let waiting = d.paged.as_ref().is_some_and(|p| p.has_waiting());
+        Occupancy {
+            running: d.running.len() as u64 + extra,
+            max_batch: self.max_batch,
+            kv_used: d.kv_used,
+            kv_capacity: if waiting { 0 } else { d.kv_capacity },
+            rule: d.rule,
+        }
+    }
+
     fn start_front_decode(&mut self, i: usize, now: f64) -> Option<f64> {
+        super::paged::prepare(&mut self.fronts[i].dec, &mut self.t, self.max_batch);
         let inst = &mut self.fronts[i];
         inst.step = StepKind::Decode;
         let end = super::back::start_decode(
@@ -216,44 +338,61 @@ impl Sim<'_> {
 
     pub(super) fn front_step_end(&mut self, i: usize, now: f64) -> Option<f64> {
         match self.fronts[i].step {
-            StepKind::Prefill => {
-                let batch = std::mem::take(&mut self.fronts[i].batch);
-                let streaming = self.path.streaming();
-                for &r in &batch {
-                    let ri = r as usize;
-                    let out = self.t.output_tokens[ri];
-                    if self.t.local_decode[ri] {
-                        if out <= 1 {
-                            self.fronts[i].dec.kv_used -= reservation(self.t.prompt_tokens[ri], out);
-                            self.t.local_decode[ri] = false;
-                            self.complete(r, now);
-                        } else {
-                            self.t.decode_start_s[ri] = now;
-                            if self.colocated {
-                                self.t.decode_instance[ri] = i as i32;
-                            }
-                            let c = cols(&self.t);
-                            self.fronts[i].dec.running.admit(r, c);
-                        }
-                    } else if out <= 1 {
-                        self.complete(r, now);
-                    } else if !streaming {
-                        self.enqueue_transfer(r, now);
-                    }
+            StepKind::Prefill => self.prefill_done(i, now),
+            StepKind::Decode => self.front_decode_done(i, now),
+            StepKind::Mixed(decodes) => {
+                // The decode rows gain their token first; the prompts finished in this step join after.
+                if decodes {
+                    self.front_decode_done(i, now);
+                } else {
+                    super::paged::unprepare(&mut self.fronts[i].dec);
                 }
-                self.fronts[i].batch = batch;
-            }
-            StepKind::Decode => {
-                let mut finished = std::mem::take(&mut self.finished);
-                super::back::complete_decode(&mut self.fronts[i].dec, &self.t, &mut self.itl, &mut finished, now);
-                for &r in &finished {
-                    self.complete(r, now);
-                }
-                finished.clear();
-                self.finished = finished;
+                self.prefill_done(i, now);
             }
         }
         self.front_boundary(i, now)
+    }
+
+    /// The prompts of front instance `i`'s step ending now have their first token: finish, decode locally
+    /// or hand off.
+    fn prefill_done(&mut self, i: usize, now: f64) {
+        let batch = std::mem::take(&mut self.fronts[i].batch);
+        let streaming = self.path.streaming();
+        for &r in &batch {
+            let ri = r as usize;
+            let out = self.t.output_tokens[ri];
+            if self.t.local_decode[ri] {
+                if out <= 1 {
+                    let dec = &mut self.fronts[i].dec;
+                    dec.kv_used -= dec.rule.admit(self.t.prompt_tokens[ri], out);
+                    self.t.local_decode[ri] = false;
+                    self.complete(r, now);
+                } else {
+                    self.t.decode_start_s[ri] = now;
+                    if self.colocated {
+                        self.t.decode_instance[ri] = i as i32;
+                    }
+                    let c = cols(&self.t);
+                    self.fronts[i].dec.running.admit(r, c);
+                }
+            } else if out <= 1 {
+                self.complete(r, now);
+            } else if !streaming {
+                self.enqueue_transfer(r, now);
+            }
+        }
+        self.fronts[i].batch = batch;
+    }
+
+    /// Front instance `i`'s decode rows have their next token.
+    fn front_decode_done(&mut self, i: usize, now: f64) {
+        let mut finished = std::mem::take(&mut self.finished);
+        super::back::complete_decode(&mut self.fronts[i].dec, &self.t, &mut self.itl, &mut finished, now);
+        for &r in &finished {
+            self.complete(r, now);
+        }
+        finished.clear();
+        self.finished = finished;
     }
 
     /// The first layer of front instance `i`'s batch is done: its hand-offs join the link queue.

@@ -18,6 +18,7 @@
 mod back;
 mod front;
 pub mod kernel;
+mod paged;
 mod path;
 pub mod running;
 mod stream;
@@ -44,7 +45,7 @@ use crate::metrics::rows::RowSummary;
 use crate::metrics::stats::{InstanceStats, RunStats};
 use crate::metrics::table::RequestTable;
 use crate::metrics::timeline::Timeline;
-use crate::policy::batching::ever_fits;
+use crate::policy::batching::{ever_fits, KvRule};
 use crate::policy::router::Router;
 use crate::scenario::{Disaggregate, OverContext, Pool, Requests, Scenario, Topology, Workload};
 use crate::workload::source::{GeneratedSource, RequestSource, TableSource};
@@ -111,16 +112,26 @@ struct Decoder {
     last_decode_end: f64,
     /// Work added to the next decode step (receiver-side decompression of just-admitted hand-offs).
     pending_pass: StepWork,
+    /// How KV is given out (`KvRule::RESERVE`, or paged blocks).
+    rule: KvRule,
+    /// Paged KV: growth, preemption and resumption state (`None` with reserved KV).
+    paged: Option<Box<paged::Paged>>,
 }
 
 impl Decoder {
-    fn new(capacity: u64, fast: bool) -> Self {
+    /// A decoder of `capacity` KV tokens (rounded down to whole blocks when paged); the fast running-set
+    /// representation when `fast` and not paged.
+    fn new(capacity: u64, fast: bool, paged: Option<paged::Paged>) -> Self {
+        let rule = paged.as_ref().map_or(KvRule::RESERVE, |p| p.rule(capacity));
+        let kv_capacity = if rule.block == 0 { capacity } else { capacity / rule.block * rule.block };
         Decoder {
-            running: RunningSet::new(fast),
+            running: if rule.block > 0 { RunningSet::paged(rule.block) } else { RunningSet::new(fast) },
             kv_used: 0,
-            kv_capacity: capacity,
+            kv_capacity,
             last_decode_end: 0.0,
             pending_pass: StepWork { flops: 0.0, bytes: 0.0 },
+            rule,
+            paged: paged.map(Box::new),
         }
     }
 }
@@ -144,6 +155,9 @@ struct Sim<'c> {
     front_model: ModelCost,
     back_model: ModelCost,
     max_prefill_tokens: u32,
+    /// `scheduler.policy = "chunked"`, and its token budget per step.
+    chunked: bool,
+    max_num_batched_tokens: u32,
     max_batch: u64,
     macro_steps: bool,
     colocated: bool,
@@ -300,11 +314,12 @@ impl<'c> Sim<'c> {
         let front_decodes = colocated || matches!(sc.disaggregate, Disaggregate::Conditional { .. });
         let front_capacity = if front_decodes { capacity(sc, front_pool, &front_model)? } else { 0 };
         let name = if colocated { "colocated" } else { "prefill" };
-        let fronts = (0..front_pool.instances)
+        let fronts: Vec<FrontInst> = (0..front_pool.instances)
             .map(|i| {
                 let mut stats = instance_stats(format!("{name}-{i}"), front_pool);
-                stats.kv_capacity_tokens = front_decodes.then_some(front_capacity);
-                FrontInst::new(timer(sc, front_pool), Decoder::new(front_capacity, sc.macro_steps), stats)
+                let dec = Decoder::new(front_capacity, sc.macro_steps, paged::Paged::of(sc, &front_model));
+                stats.kv_capacity_tokens = front_decodes.then_some(dec.kv_capacity);
+                FrontInst::new(timer(sc, front_pool), dec, stats)
             })
             .collect();
         let mut backs = Vec::new();
@@ -313,13 +328,15 @@ impl<'c> Sim<'c> {
             for i in 0..bp.instances {
                 let mut stats = instance_stats(format!("decode-{i}"), bp);
                 stats.kv_capacity_tokens = Some(cap);
-                backs.push(BackInst::new(timer(sc, bp), Decoder::new(cap, sc.macro_steps), stats));
+                let dec = Decoder::new(cap, sc.macro_steps, paged::Paged::of(sc, &back_model));
+                stats.kv_capacity_tokens = Some(dec.kv_capacity);
+                backs.push(BackInst::new(timer(sc, bp), dec, stats));
             }
         }
         // Rejection: a request whose reservation can never fit the KV cache of the pool that decodes it.
         let reject_capacity = match back_pool {
             Some(_) => backs[0].dec.kv_capacity,
-            None => front_capacity,
+            None => fronts[0].dec.kv_capacity,
         };
         let track_seen = sc.first_token == crate::scenario::FirstToken::Decode && !colocated;
         let (t, n) = match requests {
@@ -368,6 +385,8 @@ impl<'c> Sim<'c> {
             front_model,
             back_model,
             max_prefill_tokens: sc.max_prefill_tokens,
+            chunked: sc.batch_policy == crate::scenario::BatchPolicy::Chunked,
+            max_num_batched_tokens: sc.max_num_batched_tokens,
             max_batch: sc.max_decode_batch as u64,
             macro_steps: sc.macro_steps,
             colocated,
@@ -608,17 +627,18 @@ impl<'c> Sim<'c> {
     fn finish(self, ceilings: Ceilings) -> SimOutput {
         let recorded = self.timeline_max_spans.is_some();
         let mut instances = Vec::new();
-        for f in self.fronts {
-            let mut s = f.stats;
-            s.kv_end_tokens = f.dec.kv_used;
+        let (mut preemptions, mut recompute_tokens, mut swap_bytes) = (0, 0, 0.0);
+        let decoders =
+            self.fronts.into_iter().map(|f| (f.stats, f.dec)).chain(self.backs.into_iter().map(|b| (b.stats, b.dec)));
+        for (mut s, dec) in decoders {
+            s.kv_end_tokens = dec.kv_used;
             s.finish();
             instances.push(s);
-        }
-        for b in self.backs {
-            let mut s = b.stats;
-            s.kv_end_tokens = b.dec.kv_used;
-            s.finish();
-            instances.push(s);
+            if let Some(p) = dec.paged {
+                preemptions += p.preemptions;
+                recompute_tokens += p.recompute_tokens;
+                swap_bytes += p.swap_bytes;
+            }
         }
         let mut links = self.path.into_stats();
         let timeline = recorded.then(|| Timeline {
@@ -654,6 +674,9 @@ impl<'c> Sim<'c> {
                 itl: self.itl,
                 wall_s: 0.0,
                 table_rows_peak,
+                preemptions,
+                recompute_tokens,
+                swap_bytes,
             },
         }
     }

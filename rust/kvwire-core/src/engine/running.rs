@@ -5,6 +5,8 @@
 //!   index at which it finishes (a min-heap), so a step costs O(finishes), not O(batch).
 //!
 //! Both produce bit-identical results (tested here and end-to-end); the engine picks one per scenario.
+//! Paged KV (growth block by block, preemption) uses the plain representation, which knows every
+//! sequence's tokens.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -25,11 +27,15 @@ struct Seq {
     req: u32,
     tokens_out: u32,
     newly: bool,
+    /// A resumed sequence (swapped back in): when it got its last token (`NaN` otherwise).
+    since: f64,
 }
 
 #[derive(Clone, Debug)]
 enum Repr {
-    Plain(Vec<Seq>),
+    /// With `block` > 0 (paged KV), `ctx` = Σ (prompt + tokens generated) and `needing` = the sequences
+    /// whose next token starts a new block of `block` tokens are kept up to date (0 and unused otherwise).
+    Plain { seqs: Vec<Seq>, block: u64, ctx: u64, needing: u64 },
     Fast {
         /// (finishing step index, request), smallest first.
         finish_at: BinaryHeap<Reverse<(u64, u32)>>,
@@ -50,6 +56,11 @@ pub struct RunningSet {
 }
 
 impl RunningSet {
+    /// The plain representation keeping the block-growth counts of paged KV with `block`-token blocks.
+    pub fn paged(block: u64) -> Self {
+        RunningSet { repr: Repr::Plain { seqs: Vec::new(), block, ctx: 0, needing: 0 }, len: 0 }
+    }
+
     pub fn new(fast: bool) -> Self {
         let repr = if fast {
             Repr::Fast {
@@ -61,7 +72,7 @@ impl RunningSet {
                 measured_newly: 0,
             }
         } else {
-            Repr::Plain(Vec::new())
+            Repr::Plain { seqs: Vec::new(), block: 0, ctx: 0, needing: 0 }
         };
         RunningSet { repr, len: 0 }
     }
@@ -78,7 +89,8 @@ impl RunningSet {
     #[inline]
     pub fn ctx_tokens(&self, prompt: &[u32]) -> u64 {
         match &self.repr {
-            Repr::Plain(seqs) => seqs.iter().map(|s| prompt[s.req as usize] as u64 + s.tokens_out as u64).sum(),
+            Repr::Plain { ctx, block, .. } if *block > 0 => *ctx,
+            Repr::Plain { seqs, .. } => seqs.iter().map(|s| prompt[s.req as usize] as u64 + s.tokens_out as u64).sum(),
             Repr::Fast { ctx_tokens, .. } => *ctx_tokens,
         }
     }
@@ -88,7 +100,10 @@ impl RunningSet {
         debug_assert!(c.output[r as usize] >= 2);
         self.len += 1;
         match &mut self.repr {
-            Repr::Plain(seqs) => seqs.push(Seq { req: r, tokens_out: 1, newly: true }),
+            Repr::Plain { seqs, block, ctx, needing } => {
+                seqs.push(Seq { req: r, tokens_out: 1, newly: true, since: f64::NAN });
+                count_in(*block, ctx, needing, c.prompt[r as usize] as u64 + 1);
+            }
             Repr::Fast { finish_at, ctx_tokens, step_index, newly, measured_running, measured_newly } => {
                 // output − 1 decode steps: the first is `step_index`, the last `step_index + output − 2`.
                 finish_at.push(Reverse((*step_index + c.output[r as usize] as u64 - 2, r)));
@@ -100,6 +115,49 @@ impl RunningSet {
                 }
             }
         }
+    }
+
+    /// Paged KV ([`Self::paged`]): the sequences whose next token starts a new block (prompt + tokens
+    /// generated is a whole number of blocks).
+    pub fn needing_block(&self) -> u64 {
+        match &self.repr {
+            Repr::Plain { needing, .. } => *needing,
+            Repr::Fast { .. } => 0,
+        }
+    }
+
+    /// Remove the most recently admitted sequence (plain representation): its request, tokens generated and
+    /// when it got its last token (`last_step_end` unless it is new or resumed since the last step).
+    pub fn preempt_last(&mut self, c: Cols, last_step_end: f64) -> Option<(u32, u32, f64)> {
+        match &mut self.repr {
+            Repr::Plain { seqs, block, ctx, needing } => {
+                let s = seqs.pop()?;
+                self.len -= 1;
+                count_out(*block, ctx, needing, c.prompt[s.req as usize] as u64 + s.tokens_out as u64);
+                let last = if s.newly {
+                    c.first_token_s[s.req as usize]
+                } else if !s.since.is_nan() {
+                    s.since
+                } else {
+                    last_step_end
+                };
+                Some((s.req, s.tokens_out, last))
+            }
+            Repr::Fast { .. } => unreachable!("paged KV runs on the plain representation"),
+        }
+    }
+
+    /// Add back a preempted sequence (plain representation) with `tokens_out` tokens generated, the last at
+    /// `since` (`NaN`: at the instance's last step end, as a continuing sequence).
+    pub fn resume(&mut self, r: u32, tokens_out: u32, since: f64, c: Cols) {
+        match &mut self.repr {
+            Repr::Plain { seqs, block, ctx, needing } => {
+                seqs.push(Seq { req: r, tokens_out, newly: false, since });
+                count_in(*block, ctx, needing, c.prompt[r as usize] as u64 + tokens_out as u64);
+            }
+            Repr::Fast { .. } => unreachable!("paged KV runs on the plain representation"),
+        }
+        self.len += 1;
     }
 
     /// Complete one decode step ending at `end`: every sequence gains a token. Inter-token gaps of measured
@@ -116,31 +174,46 @@ impl RunningSet {
         finished: &mut Vec<u32>,
     ) {
         match &mut self.repr {
-            Repr::Plain(seqs) => {
+            Repr::Plain { seqs, block, ctx, needing } => {
+                // One pass: tokens, gaps, finishes, and (paged) the context and block-growth counts.
+                let (block, mut sum, mut need) = (*block, 0u64, 0u64);
                 let mut continuing = 0u64;
                 let mut newly = Vec::new();
-                for s in seqs.iter_mut() {
-                    if c.measured[s.req as usize] {
+                let mut resumed = Vec::new();
+                seqs.retain_mut(|s| {
+                    let r = s.req as usize;
+                    if c.measured[r] {
                         if s.newly {
                             newly.push(s.req);
+                        } else if !s.since.is_nan() {
+                            resumed.push(s.since);
                         } else {
                             continuing += 1;
                         }
                     }
                     s.newly = false;
+                    s.since = f64::NAN;
                     s.tokens_out += 1;
-                }
+                    let done = s.tokens_out >= c.output[r];
+                    if done {
+                        finished.push(s.req);
+                    } else if block > 0 {
+                        let tokens = c.prompt[r] as u64 + s.tokens_out as u64;
+                        sum += tokens;
+                        need += (tokens % block == 0) as u64;
+                    }
+                    !done
+                });
                 itl.record(continuing_gap, continuing);
                 for r in newly {
                     itl.record(end - c.first_token_s[r as usize], 1);
                 }
-                seqs.retain(|s| {
-                    let done = s.tokens_out >= c.output[s.req as usize];
-                    if done {
-                        finished.push(s.req);
-                    }
-                    !done
-                });
+                for since in resumed {
+                    itl.record(end - since, 1);
+                }
+                if block > 0 {
+                    (*ctx, *needing) = (sum, need);
+                }
                 self.len = seqs.len();
             }
             Repr::Fast { finish_at, ctx_tokens, step_index, newly, measured_running, measured_newly } => {
@@ -168,6 +241,24 @@ impl RunningSet {
                 *step_index += 1;
             }
         }
+    }
+}
+
+/// A sequence holding `tokens` of context joins the paged counts.
+#[inline]
+fn count_in(block: u64, ctx: &mut u64, needing: &mut u64, tokens: u64) {
+    if block > 0 {
+        *ctx += tokens;
+        *needing += (tokens % block == 0) as u64;
+    }
+}
+
+/// A sequence holding `tokens` of context leaves the paged counts.
+#[inline]
+fn count_out(block: u64, ctx: &mut u64, needing: &mut u64, tokens: u64) {
+    if block > 0 {
+        *ctx -= tokens;
+        *needing -= (tokens % block == 0) as u64;
     }
 }
 
@@ -226,7 +317,50 @@ mod tests {
         }
     }
 
+    /// Brute-force recount of the paged counts of a plain set.
+    fn recount(rs: &RunningSet, prompt: &[u32], block: u64) -> (u64, u64) {
+        let Repr::Plain { seqs, .. } = &rs.repr else { unreachable!() };
+        let ctx = seqs.iter().map(|s| prompt[s.req as usize] as u64 + s.tokens_out as u64).sum();
+        let need = seqs.iter().filter(|s| (prompt[s.req as usize] as u64 + s.tokens_out as u64) % block == 0).count();
+        (ctx, need as u64)
+    }
+
     proptest! {
+        /// The paged set's running context and block-growth count, kept incrementally through admissions,
+        /// steps, preemptions and resumptions, equal a recount over its sequences after every operation.
+        #[test]
+        fn paged_counts_equal_a_recount(
+            reqs in prop::collection::vec((1u32..300, 2u32..60), 1..60),
+            ops in prop::collection::vec(0u8..4, 1..300),
+            block in 1u64..40,
+        ) {
+            let prompt: Vec<u32> = reqs.iter().map(|r| r.0).collect();
+            let output: Vec<u32> = reqs.iter().map(|r| r.1).collect();
+            let n = prompt.len();
+            let first: Vec<f64> = vec![0.0; n];
+            let measured = vec![true; n];
+            let c = Cols { prompt: &prompt, output: &output, first_token_s: &first, measured: &measured };
+            let mut rs = RunningSet::paged(block);
+            let (mut next, mut out) = (0u32, Vec::new());
+            let mut itl = ItlHistogram::default();
+            for (i, op) in ops.into_iter().enumerate() {
+                match op {
+                    0 if (next as usize) < n => {
+                        rs.admit(next, c);
+                        next += 1;
+                    }
+                    1 => rs.complete_step(i as f64, 1.0, c, &mut itl, &mut Vec::new()),
+                    2 => out.extend(rs.preempt_last(c, 0.0)),
+                    _ => {
+                        if let Some((r, k, last)) = out.pop() {
+                            rs.resume(r, k, last, c);
+                        }
+                    }
+                }
+                prop_assert_eq!((rs.ctx_tokens(&prompt), rs.needing_block()), recount(&rs, &prompt, block));
+            }
+        }
+
         #[test]
         fn fast_equals_plain(script in prop::collection::vec(
             (prop::collection::vec((1u32..5000, 2u32..40), 0..4), 0.001f64..0.05), 1..120)) {

@@ -165,6 +165,11 @@ pub struct RunStats {
     /// Rows the engine's request table held at its largest: every request for an in-memory run; for a
     /// streamed run, the most requests held at once (from the oldest unfinished one to the newest arrival).
     pub table_rows_peak: u64,
+    /// Paged KV: preemptions of decoding sequences, prompt + generated tokens prefilled again (recompute),
+    /// and KV bytes moved to and from host memory (swap, both directions).
+    pub preemptions: u64,
+    pub recompute_tokens: u64,
+    pub swap_bytes: f64,
 }
 
 impl RunStats {
@@ -198,6 +203,11 @@ impl RunStats {
             },
             "wall_s": self.wall_s,
             "table_rows_peak": self.table_rows_peak,
+            "preemptions": {
+                "count": self.preemptions,
+                "recompute_tokens": self.recompute_tokens,
+                "swap_bytes": self.swap_bytes,
+            },
         })
     }
 }

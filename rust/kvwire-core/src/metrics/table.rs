@@ -42,6 +42,8 @@ pub struct RequestTable {
     pub kv_ready_s: Vec<f64>,
     pub decode_start_s: Vec<f64>,
     pub finish_s: Vec<f64>,
+    /// Times the request was preempted while decoding (paged KV; 0 otherwise).
+    pub preemptions: Vec<u32>,
     /// Rows added by [`Self::set_row`] get a `first_token_seen_s` entry (a streamed run with
     /// `metrics.first_token = "decode"`).
     pub track_seen: bool,
@@ -75,6 +77,7 @@ impl RequestTable {
             kv_ready_s: try_filled(n, f64::NAN)?,
             decode_start_s: try_filled(n, f64::NAN)?,
             finish_s: try_filled(n, f64::NAN)?,
+            preemptions: try_filled(n, 0)?,
             track_seen: false,
         })
     }
@@ -115,6 +118,7 @@ impl RequestTable {
         ] {
             c[i] = f64::NAN;
         }
+        self.preemptions[i] = 0;
         if self.track_seen {
             self.first_token_seen_s[i] = f64::NAN;
         }
@@ -141,6 +145,7 @@ impl RequestTable {
         ] {
             c.push(f64::NAN);
         }
+        self.preemptions.push(0);
         if self.track_seen {
             self.first_token_seen_s.push(f64::NAN);
         }
@@ -167,6 +172,7 @@ impl RequestTable {
         self.kv_ready_s.push(t.kv_ready_s[i]);
         self.decode_start_s.push(t.decode_start_s[i]);
         self.finish_s.push(t.finish_s[i]);
+        self.preemptions.push(t.preemptions[i]);
     }
 
     pub fn len(&self) -> usize {
@@ -180,6 +186,6 @@ impl RequestTable {
     /// Bytes held by the columns (for the memory benchmark).
     pub fn heap_bytes(&self) -> usize {
         let n = self.len();
-        n * (8 + 8 + 4 + 4 + 1 + 1 + 1 + 1 + 4 + 4 + 6 * 8) + self.first_token_seen_s.len() * 8
+        n * (8 + 8 + 4 + 4 + 1 + 1 + 1 + 1 + 4 + 4 + 6 * 8 + 4) + self.first_token_seen_s.len() * 8
     }
 }

@@ -15,6 +15,51 @@ pub fn ever_fits(prompt: u32, output: u32, capacity: u64) -> bool {
     reservation(prompt, output) <= capacity
 }
 
+/// How an instance gives out KV memory, in tokens. `block == 0`: the reference's reservation of prompt +
+/// output at admission. Otherwise paged: a sequence holds ⌈(prompt + tokens generated)/block⌉ whole blocks
+/// (its first token's slot from admission on), grown one block at a time, and an admission must leave
+/// `watermark` tokens free — except on an instance holding no KV, so that every request that fits can start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KvRule {
+    pub block: u64,
+    pub watermark: u64,
+}
+
+impl KvRule {
+    /// Prompt + output reserved at admission.
+    pub const RESERVE: KvRule = KvRule { block: 0, watermark: 0 };
+
+    /// KV tokens a request of `prompt` + `output` tokens holds once it has generated `tokens_out` tokens.
+    #[inline]
+    pub fn held(self, prompt: u32, output: u32, tokens_out: u32) -> u64 {
+        if self.block == 0 {
+            reservation(prompt, output)
+        } else {
+            (prompt as u64 + tokens_out as u64).div_ceil(self.block) * self.block
+        }
+    }
+
+    /// KV tokens taken when a request is admitted (it then has, or is about to get, its first token).
+    #[inline]
+    pub fn admit(self, prompt: u32, output: u32) -> u64 {
+        self.held(prompt, output, 1)
+    }
+
+    /// KV tokens taken when a handed-off request joins a decode step at once: its first decode step's slot
+    /// included (the step's growth was given out before admission).
+    #[inline]
+    pub fn admit_decoding(self, prompt: u32, output: u32) -> u64 {
+        self.held(prompt, output, 2)
+    }
+
+    /// Whether `need` more tokens may be given out with `used` of `capacity` in use.
+    #[inline]
+    pub fn fits(self, used: u64, need: u64, capacity: u64) -> bool {
+        let keep = if used == 0 { 0 } else { self.watermark };
+        used + need + keep <= capacity
+    }
+}
+
 /// State an admission decision depends on.
 #[derive(Clone, Copy, Debug)]
 pub struct Occupancy {
@@ -22,6 +67,7 @@ pub struct Occupancy {
     pub max_batch: u64,
     pub kv_used: u64,
     pub kv_capacity: u64,
+    pub rule: KvRule,
 }
 
 /// Decode admission at a step boundary: FIFO while running < `max_batch` and the reservation fits the free
@@ -29,8 +75,8 @@ pub struct Occupancy {
 pub fn decode_admit_len(queue: &VecDeque<u32>, prompt: &[u32], output: &[u32], o: Occupancy) -> usize {
     let mut kv = o.kv_used;
     for (n, &r) in queue.iter().enumerate() {
-        let res = reservation(prompt[r as usize], output[r as usize]);
-        if o.running + n as u64 >= o.max_batch || kv + res > o.kv_capacity {
+        let res = o.rule.admit_decoding(prompt[r as usize], output[r as usize]);
+        if o.running + n as u64 >= o.max_batch || !o.rule.fits(kv, res, o.kv_capacity) {
             return n;
         }
         kv += res;
@@ -66,14 +112,70 @@ pub fn front_batch_len(
         }
         let is_local = local(r);
         if is_local {
-            let res = reservation(prompt[r as usize], output[r as usize]);
-            if o.running + locals >= o.max_batch || kv + res > o.kv_capacity {
+            let res = o.rule.admit(prompt[r as usize], output[r as usize]);
+            if o.running + locals >= o.max_batch || !o.rule.fits(kv, res, o.kv_capacity) {
                 return n;
             }
             kv += res;
             locals += 1;
         }
         tokens += p;
+        decided.push(is_local);
+    }
+    queue.len()
+}
+
+/// A chunked (Sarathi-style) step of a front instance with `rows` decoding sequences: every decode row takes
+/// one token of the `budget`; then the unfinished prompt `partial` (request, tokens already prefilled) takes
+/// what it still needs of what is left; then new prompts from the queue, FIFO, each taking what it needs
+/// or the rest of the budget (its first chunk), until the budget is spent. A new prompt is admitted as in
+/// [`front_batch_len`] (classified by `local`; a local one must keep running + local members <
+/// `max_batch` — `o.running` counting the decode rows and a local `partial` — and its prompt + output
+/// reservation must fit the free KV); admission stops at the first that fails. There is no other token
+/// limit: `max_prefill_tokens` belongs to whole-prompt batching.
+///
+/// Appends the chunk sizes to `chunks` (first `partial`'s, when it gets one, then the new prompts') and the
+/// new prompts' classification to `decided`; returns how many new prompts were taken.
+#[allow(clippy::too_many_arguments)]
+pub fn chunked_batch(
+    partial: Option<(u32, u32)>,
+    queue: &VecDeque<u32>,
+    prompt: &[u32],
+    output: &[u32],
+    budget: u32,
+    rows: u64,
+    o: Occupancy,
+    mut local: impl FnMut(u32) -> bool,
+    decided: &mut Vec<bool>,
+    chunks: &mut Vec<u32>,
+) -> usize {
+    let mut left = (budget as u64).saturating_sub(rows);
+    if let Some((r, done)) = partial {
+        if left == 0 {
+            return 0;
+        }
+        let c = (prompt[r as usize] as u64 - done as u64).min(left);
+        chunks.push(c as u32);
+        left -= c;
+    }
+    let mut kv = o.kv_used;
+    let mut locals = 0u64;
+    for (n, &r) in queue.iter().enumerate() {
+        if left == 0 {
+            return n;
+        }
+        let is_local = local(r);
+        if is_local {
+            let res = o.rule.admit(prompt[r as usize], output[r as usize]);
+            if o.running + locals >= o.max_batch || !o.rule.fits(kv, res, o.kv_capacity) {
+                return n;
+            }
+            kv += res;
+            locals += 1;
+        }
+        let c = (prompt[r as usize] as u64).min(left);
+        chunks.push(c as u32);
+        left -= c;
         decided.push(is_local);
     }
     queue.len()
@@ -87,7 +189,8 @@ mod tests {
         (0..n).collect()
     }
 
-    const NO_KV: Occupancy = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 0 };
+    const NO_KV: Occupancy =
+        Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 0, rule: KvRule::RESERVE };
 
     fn remote(queue: &VecDeque<u32>, prompt: &[u32], max_tokens: u32) -> usize {
         let out = vec![1; prompt.len()];
@@ -118,7 +221,7 @@ mod tests {
     /// Mixed batches: only local candidates count against the batch limit and the KV.
     #[test]
     fn mixed_batches_charge_only_local_requests() {
-        let occ = Occupancy { running: 1, max_batch: 2, kv_used: 0, kv_capacity: 100 };
+        let occ = Occupancy { running: 1, max_batch: 2, kv_used: 0, kv_capacity: 100, rule: KvRule::RESERVE };
         let mut d = Vec::new();
         // r0 local (fits: 60), r1 remote, r2 local would make running + locals = 2 + … → stops at r2.
         let n = front_batch_len(&q(4), &[50, 500, 10, 10], &[10, 10, 10, 10], 8192, occ, |r| r % 2 == 0, &mut d);
@@ -134,7 +237,8 @@ mod tests {
     fn decode_admission_head_blocks_and_batch_limit() {
         let prompt = [100, 100, 1];
         let output = [10, 10, 1];
-        let occ = |running, kv_used| Occupancy { running, max_batch: 4, kv_used, kv_capacity: 300 };
+        let occ =
+            |running, kv_used| Occupancy { running, max_batch: 4, kv_used, kv_capacity: 300, rule: KvRule::RESERVE };
         assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 0)), 3); // 110 + 110 + 2 = 222 ≤ 300
         assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 100)), 1); // second 110 would reach 320
         assert_eq!(decode_admit_len(&q(3), &prompt, &output, occ(0, 200)), 0); // head blocks the small third
@@ -146,7 +250,7 @@ mod tests {
     /// Colocated admission (all local): the head is exempt from the token budget only.
     #[test]
     fn colocated_admission_rules() {
-        let occ = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 1_000_000 };
+        let occ = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 1_000_000, rule: KvRule::RESERVE };
         assert_eq!(local(&q(2), &[9000, 5], &[1, 1], 8192, occ), 1);
         assert_eq!(local(&q(3), &[4000, 4000, 500], &[1, 1, 1], 8192, occ), 2);
         // The KV check applies to the head too.
@@ -155,6 +259,55 @@ mod tests {
         // running + batch < max_batch.
         let busy = Occupancy { running: 255, ..occ };
         assert_eq!(local(&q(3), &[1, 1, 1], &[1, 1, 1], 8192, busy), 1);
+    }
+
+    fn chunked(
+        partial: Option<(u32, u32)>,
+        queue: &VecDeque<u32>,
+        prompt: &[u32],
+        budget: u32,
+        rows: u64,
+        o: Occupancy,
+        is_local: bool,
+    ) -> (usize, Vec<u32>) {
+        let output = vec![10; prompt.len()];
+        let (mut d, mut c) = (Vec::new(), Vec::new());
+        let n = chunked_batch(partial, queue, prompt, &output, budget, rows, o, |_| is_local, &mut d, &mut c);
+        assert_eq!(d, vec![is_local; n]);
+        (n, c)
+    }
+
+    /// Chunked steps: decode rows take one token each first, then the unfinished prompt, then new prompts
+    /// FIFO, the last one cut to what is left of the budget; the budget is never exceeded.
+    #[test]
+    fn chunked_budget_order_and_split() {
+        let prompt = [1000, 300, 50, 7];
+        // No rows, no partial: 1000 fills 512 and stops.
+        assert_eq!(chunked(None, &q(4), &prompt, 512, 0, NO_KV, false), (1, vec![512]));
+        // The partial 0 has 488 left; 10 rows leave 502: 488 for it, 14 for the next prompt.
+        let queue: VecDeque<u32> = [1, 2, 3].into_iter().collect();
+        assert_eq!(chunked(Some((0, 512)), &queue, &prompt, 512, 10, NO_KV, false), (1, vec![488, 14]));
+        // Enough budget for everything: whole prompts, all taken.
+        assert_eq!(chunked(Some((0, 999)), &queue, &prompt, 10_000, 3, NO_KV, false), (3, vec![1, 300, 50, 7]));
+        // Rows use the whole budget: nothing else runs.
+        assert_eq!(chunked(Some((0, 0)), &queue, &prompt, 8, 8, NO_KV, false), (0, vec![]));
+        assert_eq!(chunked(None, &queue, &prompt, 8, 9, NO_KV, false), (0, vec![]));
+        // Exactly filled by the first new prompt: the next is not started.
+        assert_eq!(chunked(None, &queue, &prompt, 300, 0, NO_KV, false), (1, vec![300]));
+    }
+
+    /// Local prompts in a chunked step are admitted as in whole-prompt batching: batch slots (rows and a local
+    /// partial counted through `o.running`) and the KV reservation, FIFO, stopping at the first refusal.
+    #[test]
+    fn chunked_admission_checks_kv_and_batch() {
+        let prompt = [50, 50, 50];
+        let occ = Occupancy { running: 1, max_batch: 3, kv_used: 0, kv_capacity: 125, rule: KvRule::RESERVE };
+        // Reservations are 60 each: two fit 125, the third would need 180; the batch limit allows two.
+        assert_eq!(chunked(None, &q(3), &prompt, 1000, 1, occ, true), (2, vec![50, 50]));
+        let tight = Occupancy { max_batch: 2, ..occ };
+        assert_eq!(chunked(None, &q(3), &prompt, 1000, 1, tight, true), (1, vec![50]));
+        let full = Occupancy { kv_used: 70, ..occ };
+        assert_eq!(chunked(None, &q(3), &prompt, 1000, 1, full, true), (0, vec![]));
     }
 
     #[test]
@@ -168,7 +321,7 @@ mod tests {
     /// (4,096 + 4,096 = 8,192) batch together, and one more token does not.
     #[test]
     fn colocated_budget_equality_fits() {
-        let occ = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 1_000_000 };
+        let occ = Occupancy { running: 0, max_batch: 256, kv_used: 0, kv_capacity: 1_000_000, rule: KvRule::RESERVE };
         assert_eq!(local(&q(3), &[4096, 4096, 1], &[1, 1, 1], 8192, occ), 2);
         assert_eq!(local(&q(3), &[4096, 4097, 1], &[1, 1, 1], 8192, occ), 1);
     }
@@ -178,7 +331,7 @@ mod tests {
     /// free space is admitted.
     #[test]
     fn colocated_kv_check_accumulates_over_the_batch() {
-        let occ = |kv_used| Occupancy { running: 0, max_batch: 256, kv_used, kv_capacity: 100 };
+        let occ = |kv_used| Occupancy { running: 0, max_batch: 256, kv_used, kv_capacity: 100, rule: KvRule::RESERVE };
         let (prompt, output) = ([50, 50], [10, 10]);
         assert_eq!(local(&q(2), &prompt, &output, 8192, occ(0)), 1);
         assert_eq!(local(&q(2), &prompt, &output, 8192, occ(40)), 1);

@@ -16,7 +16,7 @@ use crate::workload::{Arrivals, LengthDist, Trace};
 pub use crate::handoff::plan::{CompressAt, Conversion, ConvertAt, DecompressAt, HandoffPlan, Streaming};
 pub use crate::policy::disaggregation::Disaggregate;
 pub use crate::policy::router::Rule;
-pub use spec::{FirstToken, OverContext, ScenarioSpec};
+pub use spec::{BatchPolicy, FirstToken, KvPolicy, KvSpec, OverContext, Preemption, ScenarioSpec};
 pub use validate::MAX_DEVICES_PER_INSTANCE;
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
@@ -157,6 +157,11 @@ pub struct Scenario {
     pub prefill_routing: Rule,
     pub decode_routing: Rule,
     pub colocated_routing: Rule,
+    /// `scheduler.policy` and the chunked step's token budget.
+    pub batch_policy: BatchPolicy,
+    pub max_num_batched_tokens: u32,
+    /// `kv`: reserve (prompt + output at admission) or paged blocks with preemption.
+    pub kv: KvSpec,
     pub macro_steps: bool,
     /// `engine.max_steps`: the most batch steps a run may take.
     pub max_steps: u64,

@@ -38,6 +38,8 @@ pub struct ScenarioSpec {
     #[serde(default)]
     pub scheduler: SchedulerSpec,
     #[serde(default)]
+    pub kv: KvSpec,
+    #[serde(default)]
     pub router: RouterSpec,
     #[serde(default)]
     pub engine: EngineSpec,
@@ -312,14 +314,77 @@ pub enum LmHeadSpec {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchedulerSpec {
+    /// Whole-prompt batches under `max_prefill_tokens` (default), or Sarathi-style chunked prefill under
+    /// `max_num_batched_tokens`.
+    pub policy: BatchPolicy,
     pub max_prefill_tokens: u32,
     pub max_decode_batch: u32,
+    /// Token budget of one chunked step: its decode rows (one token each) plus its prompt chunks.
+    pub max_num_batched_tokens: u32,
 }
 
 impl Default for SchedulerSpec {
     fn default() -> Self {
-        SchedulerSpec { max_prefill_tokens: 8192, max_decode_batch: 256 }
+        SchedulerSpec {
+            policy: BatchPolicy::Whole,
+            max_prefill_tokens: 8192,
+            max_decode_batch: 256,
+            max_num_batched_tokens: 2048,
+        }
     }
+}
+
+/// `scheduler.policy`: what a prefill / colocated instance's step holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchPolicy {
+    /// Whole prompts, FIFO, under `max_prefill_tokens`; a waiting admissible prompt runs before the next
+    /// decode step (the reference).
+    #[default]
+    Whole,
+    /// Every decode row, then the unfinished prompt chunk, then new prompts, up to `max_num_batched_tokens`
+    /// tokens in one mixed pass.
+    Chunked,
+}
+
+/// `kv`: how a decoding instance's KV memory is given out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KvSpec {
+    pub policy: KvPolicy,
+    /// Tokens per block (paged).
+    pub block_size: u32,
+    /// Fraction of an instance's blocks a new admission must leave free (paged; not applied to an instance
+    /// holding no KV, so every request that fits can start).
+    pub watermark: f64,
+    /// What happens to the most recently admitted sequence when a running one cannot get its next block.
+    pub preemption: Preemption,
+}
+
+impl Default for KvSpec {
+    fn default() -> Self {
+        KvSpec { policy: KvPolicy::Reserve, block_size: 16, watermark: 0.01, preemption: Preemption::Recompute }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KvPolicy {
+    /// Prompt + output reserved at admission (the reference). Default.
+    #[default]
+    Reserve,
+    /// Blocks of `block_size` tokens, grown one block at a time as tokens are generated.
+    Paged,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preemption {
+    /// The victim's KV is dropped; it is prefilled again over prompt + generated tokens. Default.
+    #[default]
+    Recompute,
+    /// The victim's KV moves to host memory over PCIe 5 and back when there is room.
+    Swap,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::spec::{
-    ArrivalSpec, ConvertSpec, DisaggregatePolicy, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec, ModeSpec,
+    ArrivalSpec, BatchPolicy, ConvertSpec, DisaggregatePolicy, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec, ModeSpec,
     OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec,
 };
 use super::{serde_error, Disaggregate, Link, LinkModel, Named, Pool, Rule, Scenario, Topology, Workload};
@@ -247,6 +247,20 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
     if s.scheduler.max_decode_batch == 0 {
         return Err(Error::field("scheduler.max_decode_batch", "must be ≥ 1"));
     }
+    if s.scheduler.max_num_batched_tokens == 0 {
+        return Err(Error::field("scheduler.max_num_batched_tokens", "must be ≥ 1"));
+    }
+    if s.kv.block_size == 0 || s.kv.block_size > 1 << 16 {
+        return Err(Error::field("kv.block_size", "must be a whole number of tokens in 1..=65536"));
+    }
+    in_range("kv.watermark", s.kv.watermark, 0.0, 1.0, true, false)?;
+    if s.scheduler.policy == BatchPolicy::Chunked && s.handoff.streaming == Streaming::Layer {
+        return Err(Error::field(
+            "scheduler.policy",
+            "chunked prefill cannot be combined with handoff.streaming \"layer\" (a prompt's layers are done only \
+             when its last chunk is): use streaming \"whole\" or policy \"whole\"",
+        ));
+    }
     Ok(Scenario {
         model,
         topology,
@@ -270,6 +284,9 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         mem_util,
         max_prefill_tokens: s.scheduler.max_prefill_tokens,
         max_decode_batch: s.scheduler.max_decode_batch,
+        batch_policy: s.scheduler.policy,
+        max_num_batched_tokens: s.scheduler.max_num_batched_tokens,
+        kv: s.kv,
         prefill_routing: match s.router.prefill {
             PrefillRouterSpec::LeastQueuedTokens => Rule::LeastQueuedTokens,
             PrefillRouterSpec::RoundRobin => Rule::RoundRobin,

@@ -7,7 +7,12 @@ summaries, per-request tables, ceilings and closed-form hand-off figures to the 
 The expected values in ``data/plan_regression.json`` were written by ``python tests/test_plan_regression.py``
 run against main 2c6f28d (the code before the plan, with its own build), not by the code under test. Floats
 are compared exactly (JSON keeps the shortest round-trip repr). A deliberate change to the physics must
-regenerate the file and say why."""
+regenerate the file and say why.
+
+Later changes may add summary keys and table columns (new keys, never redefined ones — the compatibility rule),
+so the comparison covers the keys and columns the fixture holds; ``run.events`` is left out since the step
+calendar (issue 12, multi-instance macro-steps) takes batch-step ends out of the kernel's heap: it counts
+mechanism, not a result, and ``run.steps`` (compared) still counts every batch step."""
 
 from __future__ import annotations
 
@@ -81,9 +86,16 @@ HANDOFFS: list[dict[str, Any]] = (
 )
 
 
+#: The per-request columns of main 2c6f28d, which the fixture's digest covers (in this order).
+COLUMNS = ["id", "arrival_s", "prompt_tokens", "output_tokens", "rejected", "measured", "over_context",
+           "local_decode", "prefill_instance", "decode_instance", "prefill_start_s", "first_token_s", "kv_start_s",
+           "kv_ready_s", "decode_start_s", "finish_s", "first_token_seen_s", "ttft_s", "tpot_s", "e2e_s",
+           "handoff_s"]  # fmt: skip
+
+
 def _table_digest(df: Any) -> str:
     h = hashlib.sha256()
-    for name in df.columns:
+    for name in COLUMNS:
         h.update(name.encode())
         h.update(df[name].to_numpy().tobytes())
     return h.hexdigest()
@@ -98,6 +110,7 @@ def figures() -> dict[str, Any]:
         res = kvwire.simulate(sc)
         summary = res.summary
         summary["run"].pop("wall_s")
+        summary["run"].pop("events")
         out["runs"][name] = {
             "summary": summary,
             "table": _table_digest(res.requests),
@@ -122,8 +135,18 @@ def got() -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_runs_are_bit_identical_to_before_the_plan(name: str, expected: dict[str, Any], got: dict[str, Any]) -> None:
-    """Summary (every key and float), per-request table and ceilings of each scenario equal the pre-plan code's."""
-    assert got["runs"][name] == expected["runs"][name]
+    """Summary (every key the fixture holds, every float), per-request table and ceilings of each scenario equal
+    the pre-plan code's."""
+    want = expected["runs"][name]
+    want["summary"]["run"].pop("events", None)
+    assert _restrict(got["runs"][name], want) == want
+
+
+def _restrict(got: Any, like: Any) -> Any:
+    """``got`` keeping only the keys ``like`` has, at every depth (dicts); other values as they are."""
+    if isinstance(got, dict) and isinstance(like, dict):
+        return {k: _restrict(got[k], like[k]) if k in got else got.get(k) for k in like}
+    return got
 
 
 def test_handoff_figures_are_bit_identical_to_before_the_plan(expected: dict[str, Any], got: dict[str, Any]) -> None:

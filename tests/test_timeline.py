@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ def check_schema(trace: dict[str, Any]) -> None:
     for key, xs in spans.items():
         assert key in names and key[0] in procs, key
         xs.sort()
-        for a, b in zip(xs, xs[1:], strict=False):
+        for a, b in pairwise(xs):
             assert b[0] >= a[1] - US_TOL * a[1], (names[key], a, b)
 
 
@@ -126,7 +127,7 @@ def test_step_spans_match_the_request_table(scenario: dict[str, Any]) -> None:
     """Each request's prefill ran in exactly one prefill span of its prefill instance, from its
     ``prefill_start_s`` to its ``first_token_s``; from its ``decode_start_s`` to its ``finish_s`` its decode
     instance's spans tile the time back to back (an instance steps without a gap while anything runs; a
-    colocated one interleaves prefill steps), output − 1 of them decode steps (one token each after the
+    colocated one interleaves prefill steps), output - 1 of them decode steps (one token each after the
     prefill's first)."""
     res = kvwire.simulate(timed(scenario))
     trace = res.timeline()
@@ -161,7 +162,7 @@ def test_transfer_spans_match_the_request_table(scenario: dict[str, Any]) -> Non
     """One transfer span per handed-off request on each hop lane: on the network hop of a one-hop path it runs
     from the table's ``kv_start_s`` to its ``kv_ready_s``; on a host-staged path the first hop starts at
     ``kv_start_s``, the last ends at ``kv_ready_s``, each hop starts no earlier than the previous one ended,
-    and the wire bytes are the request's KV (prompt tokens × 131,072 B for Llama-3-8B, no compression)."""
+    and the wire bytes are the request's KV (prompt tokens x 131,072 B for Llama-3-8B, no compression)."""
     res = kvwire.simulate(timed(scenario))
     trace = res.timeline()
     check_schema(trace)
@@ -176,7 +177,7 @@ def test_transfer_spans_match_the_request_table(scenario: dict[str, Any]) -> Non
         h = sorted(hops[r["id"]])
         assert len(h) == n_hops, r
         assert abs(h[0][0] - r["kv_start_s"]) <= 1e-9 and abs(h[-1][1] - r["kv_ready_s"]) <= 1e-9, (h, r)
-        assert all(b[0] >= a[1] - 1e-9 for a, b in zip(h, h[1:], strict=False)), h
+        assert all(b[0] >= a[1] - 1e-9 for a, b in pairwise(h)), h
         assert all(x[2] == r["prompt_tokens"] * 131_072 for x in h), h
 
 
@@ -184,7 +185,7 @@ def test_over_the_bound_is_a_clear_error() -> None:
     """A run recording more spans than ``engine.timeline_max_spans`` stops with a ScenarioError naming that
     field (no truncated timeline); a bound of 0 is refused at validation; asking an unrecorded run for its
     timeline names ``engine.timeline``."""
-    with pytest.raises(ScenarioError, match="engine.timeline_max_spans") as e:
+    with pytest.raises(ScenarioError, match=r"engine\.timeline_max_spans") as e:
         kvwire.simulate(timed(DISAGG, timeline_max_spans=100))
     assert e.value.path == "engine.timeline_max_spans" and "more than 100 spans" in str(e.value)
     with pytest.raises(ScenarioError) as e:

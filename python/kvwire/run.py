@@ -16,7 +16,6 @@ from kvwire import _core
 from kvwire.errors import RequestsNotKeptError, ResourceError, ScenarioError, TraceError
 from kvwire.row_writer import RowWriter
 from kvwire.scenario import scenario_json
-from kvwire.timeline import trace_dict, write_trace
 from kvwire.summary import (
     PCT_SCHEMA,
     percentile_rows,
@@ -26,6 +25,7 @@ from kvwire.summary import (
     summarise,
     with_derived,
 )
+from kvwire.timeline import trace_dict, write_trace
 from kvwire.trace_spec import TraceFile, split_file_trace
 from kvwire.traces import TraceScan
 

@@ -128,9 +128,9 @@ fn link_totals_with_in_transit_compression() {
 /// the heap events plus the calendar's step ends with macro-steps on equal the heap events step by step.
 /// Two identical requests arrive together and go to two prefill instances (round robin), two link
 /// channels and two decode instances, so both decoders' steps end at the same instants (ties inside the
-/// calendar, broken by scheduling order as the heap would). Counted by hand: 2 arrivals + 2 prefill wakes
-/// + 2 transfer dones + 2 decode wakes = 8 heap events, plus 2 prefill dones + 2 decode dones per decode
-/// step = 4 step ends for output 2 (one decode step), 6 for output 3; step by step all of them are heap
+/// calendar, broken by scheduling order as the heap would). Counted by hand: 2 arrivals, 2 prefill wakes,
+/// 2 transfer dones and 2 decode wakes are 8 heap events; the 2 prefill dones and 2 decode dones per decode
+/// step are 4 step ends for output 2 (one decode step), 6 for output 3; step by step all of them are heap
 /// events (12 and 14).
 #[test]
 fn macro_steps_move_step_ends_to_the_calendar_also_on_ties() {

@@ -98,6 +98,6 @@ fn the_span_bound_is_exact_and_named() {
 #[test]
 fn a_run_far_over_the_bound_stops_early() {
     let sc = json!({"workload": {"requests": 20000}, "engine": {"timeline": true, "timeline_max_spans": 1000}});
-    let e = try_run(&sc).err().expect("over the bound");
+    let e = try_run(&sc).expect_err("over the bound");
     assert!(e.to_string().contains("engine.timeline_max_spans"), "{e}");
 }

@@ -28,7 +28,7 @@ pub use stream::RowSink;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-/// Work units (kernel events and inline decode steps) between two checks of the cancel flag and of
+/// Work units (kernel events and calendar step ends) between two checks of the cancel flag and of
 /// `engine.max_steps`.
 pub const CHECK_EVERY: u64 = 1 << 14;
 
@@ -139,7 +139,7 @@ impl Decoder {
 struct Sim<'c> {
     /// Set from outside to stop the run ([`simulate_with`]).
     cancel: Option<&'c AtomicBool>,
-    /// Work units done (events + inline steps), for the periodic checks.
+    /// Work units done (heap events + calendar step ends), for the periodic checks.
     work: u64,
     max_steps: u64,
     /// `engine.timeline_max_spans` when the timeline is recorded.
@@ -189,7 +189,7 @@ pub fn simulate(scenario: Scenario) -> Result<SimOutput> {
 }
 
 /// [`simulate`], stopping with [`Error::Cancelled`] soon after `cancel` is set (it is read every
-/// [`CHECK_EVERY`] events or inline steps, a few milliseconds of work).
+/// [`CHECK_EVERY`] events or calendar step ends, a few milliseconds of work).
 pub fn simulate_with(scenario: Scenario, cancel: Option<&AtomicBool>) -> Result<SimOutput> {
     let start = Instant::now();
     let requests = scenario.requests()?;
@@ -491,7 +491,7 @@ impl<'c> Sim<'c> {
     }
 
     /// Count one unit of work; every [`CHECK_EVERY`] units, stop on cancellation or past `engine.max_steps`.
-    /// Returns whether the run must stop (the caller leaves its inline loop; the event loop returns).
+    /// Returns whether the run must stop (the event loop returns).
     #[inline(always)]
     fn tick(&mut self) -> bool {
         self.work += 1;

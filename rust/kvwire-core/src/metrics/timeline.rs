@@ -75,6 +75,7 @@ pub struct Timeline {
 impl Timeline {
     /// Spans in all.
     pub fn spans(&self) -> usize {
-        self.steps.iter().map(StepSpans::len).sum::<usize>() + self.transfers.iter().map(TransferSpans::len).sum::<usize>()
+        self.steps.iter().map(StepSpans::len).sum::<usize>()
+            + self.transfers.iter().map(TransferSpans::len).sum::<usize>()
     }
 }

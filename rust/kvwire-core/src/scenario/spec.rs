@@ -473,7 +473,7 @@ pub struct EngineSpec {
 /// Default `engine.max_steps`.
 pub const DEFAULT_MAX_STEPS: u64 = 10_000_000_000;
 
-/// Default `engine.timeline_max_spans` (a few hundred MB of trace JSON).
+/// Default `engine.timeline_max_spans` (about 310 MB of trace JSON).
 pub const DEFAULT_TIMELINE_MAX_SPANS: u64 = 2_000_000;
 
 impl Default for EngineSpec {

@@ -118,7 +118,7 @@ impl Decoder {
     /// representation when `fast` and not paged.
     fn new(capacity: u64, fast: bool, paged: Option<paged::Paged>) -> Self {
         let rule = paged.as_ref().map_or(KvRule::RESERVE, |p| p.rule(capacity));
-        let kv_capacity = if rule.block == 0 { capacity } else { capacity / rule.block * rule.block };
+        let kv_capacity = capacity.checked_div(rule.block).map_or(capacity, |blocks| blocks * rule.block);
         Decoder {
             running: if rule.block > 0 { RunningSet::paged(rule.block) } else { RunningSet::new(fast) },
             kv_used: 0,

@@ -657,6 +657,19 @@ impl Sim<'_> {
     }
 }
 
+/// Add an element-wise pass (compression, decompression, layout conversion) to a step doing `work` in
+/// `timing`: it runs after the step's matmuls, with no overhead and no power roof, its energy charged to
+/// the instance.
+#[inline]
+fn add_pass(timer: &StepTimer, pass: StepWork, work: &mut StepWork, timing: &mut crate::cost::roofline::StepTiming) {
+    let p = timer.pass(pass);
+    timing.time_s += p.time_s;
+    timing.compute_j += p.compute_j;
+    timing.memory_j += p.memory_j;
+    work.flops += pass.flops;
+    work.bytes += pass.bytes;
+}
+
 /// The columns a decode step reads; inter-token gaps start from when the user saw the first token.
 fn cols(t: &RequestTable) -> Cols<'_> {
     let seen = if t.first_token_seen_s.is_empty() { &t.first_token_s } else { &t.first_token_seen_s };

@@ -162,12 +162,7 @@ pub(super) fn start_decode(
     let mut work = model.decode(dec.running.ctx_tokens(prompt), b);
     let mut timing = timer.time(work);
     if dec.pending_pass.bytes > 0.0 {
-        let p = timer.pass(dec.pending_pass);
-        timing.time_s += p.time_s;
-        timing.compute_j += p.compute_j;
-        timing.memory_j += p.memory_j;
-        work.flops += dec.pending_pass.flops;
-        work.bytes += dec.pending_pass.bytes;
+        super::add_pass(timer, dec.pending_pass, &mut work, &mut timing);
         dec.pending_pass = StepWork { flops: 0.0, bytes: 0.0 };
     }
     stats.add_step(now, work, timing, b, 0, false, dec.kv_used);
@@ -195,12 +190,7 @@ fn start_paged_decode(
     let mut work = model.mixed(ctx, b, chunks);
     let mut timing = timer.time(work);
     if dec.pending_pass.bytes > 0.0 {
-        let p = timer.pass(dec.pending_pass);
-        timing.time_s += p.time_s;
-        timing.compute_j += p.compute_j;
-        timing.memory_j += p.memory_j;
-        work.flops += dec.pending_pass.flops;
-        work.bytes += dec.pending_pass.bytes;
+        super::add_pass(timer, dec.pending_pass, &mut work, &mut timing);
         dec.pending_pass = StepWork { flops: 0.0, bytes: 0.0 };
     }
     // The step waits for the swaps of its boundary (the host link is the instance's own).

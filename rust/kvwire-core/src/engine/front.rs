@@ -174,12 +174,7 @@ impl Sim<'_> {
         if pass.bytes > 0.0 {
             // Compression and/or layout conversion on the sender: an element-wise pass after the prefill's
             // matmuls (no overhead, no power roof; its energy is charged to this instance).
-            let p = inst.timer.pass(pass);
-            timing.time_s += p.time_s;
-            timing.compute_j += p.compute_j;
-            timing.memory_j += p.memory_j;
-            work.flops += pass.flops;
-            work.bytes += pass.bytes;
+            super::add_pass(&inst.timer, pass, &mut work, &mut timing);
         }
         inst.stats.add_step(now, work, timing, n as u64, tokens, true, inst.dec.kv_used);
         inst.busy = true;
@@ -286,12 +281,7 @@ impl Sim<'_> {
         let mut timing = inst.timer.time(step);
         timing.time_s += swap_s;
         if pass.bytes > 0.0 {
-            let p = inst.timer.pass(pass);
-            timing.time_s += p.time_s;
-            timing.compute_j += p.compute_j;
-            timing.memory_j += p.memory_j;
-            step.flops += pass.flops;
-            step.bytes += pass.bytes;
+            super::add_pass(&inst.timer, pass, &mut step, &mut timing);
         }
         inst.stats.add_step(now, step, timing, members.len() as u64, work.tokens, true, inst.dec.kv_used);
         inst.busy = true;

@@ -123,7 +123,7 @@ impl Decoder {
     /// representation when `fast` and not paged.
     fn new(capacity: u64, fast: bool, paged: Option<paged::Paged>) -> Self {
         let rule = paged.as_ref().map_or(KvRule::RESERVE, |p| p.rule(capacity));
-        let kv_capacity = if rule.block == 0 { capacity } else { capacity / rule.block * rule.block };
+        let kv_capacity = capacity.checked_div(rule.block).map_or(capacity, |blocks| blocks * rule.block);
         Decoder {
             running: if rule.block > 0 { RunningSet::paged(rule.block) } else { RunningSet::new(fast) },
             kv_used: 0,
@@ -687,6 +687,19 @@ impl Sim<'_> {
     fn handoff_bytes(&self, r: u32) -> f64 {
         self.plan.handoff_bytes(self.t.prompt_tokens[r as usize])
     }
+}
+
+/// Add an element-wise pass (compression, decompression, layout conversion) to a step doing `work` in
+/// `timing`: it runs after the step's matmuls, with no overhead and no power roof, its energy charged to
+/// the instance.
+#[inline]
+fn add_pass(timer: &StepTimer, pass: StepWork, work: &mut StepWork, timing: &mut crate::cost::roofline::StepTiming) {
+    let p = timer.pass(pass);
+    timing.time_s += p.time_s;
+    timing.compute_j += p.compute_j;
+    timing.memory_j += p.memory_j;
+    work.flops += pass.flops;
+    work.bytes += pass.bytes;
 }
 
 /// The columns a decode step reads; inter-token gaps start from when the user saw the first token.

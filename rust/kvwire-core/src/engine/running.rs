@@ -29,6 +29,18 @@ struct Seq {
     newly: bool,
     /// A resumed sequence (swapped back in): when it got its last token (`NaN` otherwise).
     since: f64,
+    /// Its prompt and output lengths and whether it is measured, copied at admission so that a step reads
+    /// only this record (not three columns of the table at random rows).
+    prompt: u32,
+    output: u32,
+    measured: bool,
+}
+
+impl Seq {
+    fn new(r: u32, tokens_out: u32, newly: bool, since: f64, c: Cols) -> Self {
+        let i = r as usize;
+        Seq { req: r, tokens_out, newly, since, prompt: c.prompt[i], output: c.output[i], measured: c.measured[i] }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -101,7 +113,7 @@ impl RunningSet {
         self.len += 1;
         match &mut self.repr {
             Repr::Plain { seqs, block, ctx, needing } => {
-                seqs.push(Seq { req: r, tokens_out: 1, newly: true, since: f64::NAN });
+                seqs.push(Seq::new(r, 1, true, f64::NAN, c));
                 count_in(*block, ctx, needing, c.prompt[r as usize] as u64 + 1);
             }
             Repr::Fast { finish_at, ctx_tokens, step_index, newly, measured_running, measured_newly } => {
@@ -152,7 +164,7 @@ impl RunningSet {
     pub fn resume(&mut self, r: u32, tokens_out: u32, since: f64, c: Cols) {
         match &mut self.repr {
             Repr::Plain { seqs, block, ctx, needing } => {
-                seqs.push(Seq { req: r, tokens_out, newly: false, since });
+                seqs.push(Seq::new(r, tokens_out, false, since, c));
                 count_in(*block, ctx, needing, c.prompt[r as usize] as u64 + tokens_out as u64);
             }
             Repr::Fast { .. } => unreachable!("paged KV runs on the plain representation"),
@@ -181,8 +193,7 @@ impl RunningSet {
                 let mut newly = Vec::new();
                 let mut resumed = Vec::new();
                 seqs.retain_mut(|s| {
-                    let r = s.req as usize;
-                    if c.measured[r] {
+                    if s.measured {
                         if s.newly {
                             newly.push(s.req);
                         } else if !s.since.is_nan() {
@@ -194,11 +205,11 @@ impl RunningSet {
                     s.newly = false;
                     s.since = f64::NAN;
                     s.tokens_out += 1;
-                    let done = s.tokens_out >= c.output[r];
+                    let done = s.tokens_out >= s.output;
                     if done {
                         finished.push(s.req);
                     } else if block > 0 {
-                        let tokens = c.prompt[r] as u64 + s.tokens_out as u64;
+                        let tokens = s.prompt as u64 + s.tokens_out as u64;
                         sum += tokens;
                         need += (tokens % block == 0) as u64;
                     }

@@ -70,6 +70,30 @@ pub struct Occupancy {
     pub rule: KvRule,
 }
 
+/// The local (decoded-here) members of a batch being formed: their batch slots and KV, cumulative.
+struct Locals {
+    kv: u64,
+    count: u64,
+}
+
+impl Locals {
+    fn new(o: &Occupancy) -> Self {
+        Locals { kv: o.kv_used, count: 0 }
+    }
+
+    /// Take a local candidate of `prompt` + `output` tokens if running + local members stay < `max_batch`
+    /// and its KV fits; `false` stops the batch.
+    fn admit(&mut self, o: &Occupancy, prompt: u32, output: u32) -> bool {
+        let res = o.rule.admit(prompt, output);
+        if o.running + self.count >= o.max_batch || !o.rule.fits(self.kv, res, o.kv_capacity) {
+            return false;
+        }
+        self.kv += res;
+        self.count += 1;
+        true
+    }
+}
+
 /// Decode admission at a step boundary: FIFO while running < `max_batch` and the reservation fits the free
 /// KV; the queue head blocks the requests behind it. Returns the number admitted.
 pub fn decode_admit_len(queue: &VecDeque<u32>, prompt: &[u32], output: &[u32], o: Occupancy) -> usize {
@@ -102,22 +126,16 @@ pub fn front_batch_len(
     mut local: impl FnMut(u32) -> bool,
     decided: &mut Vec<bool>,
 ) -> usize {
-    let mut kv = o.kv_used;
+    let mut locals = Locals::new(&o);
     let mut tokens = 0u64;
-    let mut locals = 0u64;
     for (n, &r) in queue.iter().enumerate() {
         let p = prompt[r as usize] as u64;
         if n > 0 && tokens + p > max_tokens as u64 {
             return n;
         }
         let is_local = local(r);
-        if is_local {
-            let res = o.rule.admit(prompt[r as usize], output[r as usize]);
-            if o.running + locals >= o.max_batch || !o.rule.fits(kv, res, o.kv_capacity) {
-                return n;
-            }
-            kv += res;
-            locals += 1;
+        if is_local && !locals.admit(&o, prompt[r as usize], output[r as usize]) {
+            return n;
         }
         tokens += p;
         decided.push(is_local);
@@ -158,20 +176,14 @@ pub fn chunked_batch(
         chunks.push(c as u32);
         left -= c;
     }
-    let mut kv = o.kv_used;
-    let mut locals = 0u64;
+    let mut locals = Locals::new(&o);
     for (n, &r) in queue.iter().enumerate() {
         if left == 0 {
             return n;
         }
         let is_local = local(r);
-        if is_local {
-            let res = o.rule.admit(prompt[r as usize], output[r as usize]);
-            if o.running + locals >= o.max_batch || !o.rule.fits(kv, res, o.kv_capacity) {
-                return n;
-            }
-            kv += res;
-            locals += 1;
+        if is_local && !locals.admit(&o, prompt[r as usize], output[r as usize]) {
+            return n;
         }
         let c = (prompt[r as usize] as u64).min(left);
         chunks.push(c as u32);

@@ -5,8 +5,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::spec::{
-    ArrivalSpec, BatchPolicy, ConvertSpec, DisaggregatePolicy, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec, ModeSpec,
-    OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec,
+    ArrivalSpec, BatchPolicy, ConvertSpec, DisaggregatePolicy, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec,
+    ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec,
 };
 use super::{serde_error, Disaggregate, Link, LinkModel, Named, Pool, Rule, Scenario, Topology, Workload};
 use super::{DEFAULT_HOST_CONVERT_GB_PER_S, DEFAULT_HOST_W_PER_THREAD};

@@ -71,11 +71,21 @@ impl Sim<'_> {
         }
     }
 
-    /// Schedule the end of decode instance `d`'s step (`None`: it went idle): in the kernel's step calendar
-    /// (macro-steps), otherwise as a heap event.
-    pub(super) fn schedule_back(&mut self, d: usize, end: Option<f64>) {
+    /// Schedule the end of decode instance `d`'s step (`None`: it went idle): with macro-steps, run at once
+    /// while it comes strictly before every pending event ([`EventQueue::step_runs_now`]), then in the
+    /// kernel's step calendar; otherwise as a heap event.
+    ///
+    /// [`EventQueue::step_runs_now`]: super::kernel::EventQueue::step_runs_now
+    pub(super) fn schedule_back(&mut self, d: usize, mut end: Option<f64>) {
         if self.macro_steps {
-            self.q.set_step((self.fronts.len() + d) as u32, end);
+            let slot = (self.fronts.len() + d) as u32;
+            while let Some(e) = end {
+                if !self.q.step_runs_now(slot, e) || self.tick() {
+                    break;
+                }
+                end = self.back_step_end(d, e);
+            }
+            self.q.set_step(slot, end);
         } else if let Some(e) = end {
             self.q.push(e, Priority::Normal, Ev::BackDone(d as u32));
         }

@@ -95,10 +95,19 @@ impl Sim<'_> {
         }
     }
 
-    /// Schedule the end of front instance `i`'s step (`None`: it went idle): in the kernel's step calendar
-    /// (macro-steps), otherwise as a heap event.
-    pub(super) fn schedule_front(&mut self, i: usize, end: Option<f64>) {
+    /// Schedule the end of front instance `i`'s step (`None`: it went idle): with macro-steps, run at once
+    /// while it comes strictly before every pending event ([`EventQueue::step_runs_now`]), then in the
+    /// kernel's step calendar; otherwise as a heap event.
+    ///
+    /// [`EventQueue::step_runs_now`]: super::kernel::EventQueue::step_runs_now
+    pub(super) fn schedule_front(&mut self, i: usize, mut end: Option<f64>) {
         if self.macro_steps {
+            while let Some(e) = end {
+                if !self.q.step_runs_now(i as u32, e) || self.tick() {
+                    break;
+                }
+                end = self.front_step_end(i, e);
+            }
             self.q.set_step(i as u32, end);
         } else if let Some(e) = end {
             self.q.push(e, Priority::Normal, Ev::FrontDone(i as u32));

@@ -229,7 +229,31 @@ impl<E> EventQueue<E> {
         self.pop().map(|(t, e)| Next::Event(t, e))
     }
 
-    /// Step ends returned from the calendar so far.
+    /// Whether slot `slot`'s step end at `time` comes strictly before every other pending event — the
+    /// heap's head and every other slot's step end (the slot's own key, empty or just taken, is not
+    /// looked at) — so that it is next in `(time, priority, seq)` whatever `seq` it would take. Then the
+    /// caller runs it at once instead of [`Self::set_step`] (the inline fast path of a busy instance: one
+    /// comparison per tree level and none of the calendar's updates), and it counts as a step end taken
+    /// from the calendar. Equal times are never run at once: the seq order decides them, in the calendar.
+    #[inline(always)]
+    pub fn step_runs_now(&mut self, slot: u32, time: f64) -> bool {
+        if self.heap.peek().is_some_and(|e| time.total_cmp(&e.time) != Ordering::Less) {
+            return false;
+        }
+        // The other slots are the sibling subtrees along the slot's path to the root.
+        let t = (step_key(time, 0) >> 64) as u64;
+        let mut node = self.cal.m + slot as usize;
+        while node > 1 {
+            if (self.cal.tree[node ^ 1].0 >> 64) as u64 <= t {
+                return false;
+            }
+            node /= 2;
+        }
+        self.steps_popped += 1;
+        true
+    }
+
+    /// Step ends returned from the calendar (or run at once, [`Self::step_runs_now`]) so far.
     pub fn steps_processed(&self) -> u64 {
         self.steps_popped
     }
@@ -394,6 +418,32 @@ mod tests {
         );
         assert_eq!((q.processed(), q.steps_processed()), (3, 3));
         assert!(q.is_empty());
+    }
+
+    /// `step_runs_now` says yes exactly when the step end is strictly before the heap's head and every other
+    /// slot's pending step end (equal times: no, the calendar's seq order decides them); the slot's own key
+    /// (empty, or just taken with its old time) is not looked at; a yes counts as a calendar step.
+    #[test]
+    fn step_runs_now_only_when_strictly_first() {
+        let mut q: EventQueue<u32> = EventQueue::with_slots(5);
+        assert!(q.step_runs_now(3, 7.0), "nothing pending");
+        q.push(2.0, Priority::Normal, 1);
+        q.set_step(4, Some(1.5));
+        assert!(q.step_runs_now(0, 1.0));
+        assert!(!q.step_runs_now(0, 1.5), "equal to another slot's step end");
+        assert!(!q.step_runs_now(0, 1.7), "after another slot's step end");
+        assert!(q.step_runs_now(4, 1.9), "its own pending key is not looked at");
+        assert!(!q.step_runs_now(4, 2.0), "equal to the heap's head");
+        assert!(!q.step_runs_now(2, f64::INFINITY));
+        assert_eq!(q.steps_processed(), 3);
+        // The slot just taken by pop_next keeps its old key in the tree; its next step may still run at once.
+        assert_eq!(q.pop_next(), Some(Next::Step(1.5, 4)));
+        assert!(q.step_runs_now(4, 1.8));
+        q.set_step(4, Some(2.5));
+        assert!(!q.step_runs_now(1, 2.5), "after the heap's head");
+        assert_eq!(q.pop_next(), Some(Next::Event(2.0, 1)));
+        assert_eq!(q.pop_next(), Some(Next::Step(2.5, 4)));
+        assert_eq!(q.steps_processed(), 6);
     }
 
     /// A popped step end's slot is free again: refilled by `set_step` (one update), emptied by `None`, or

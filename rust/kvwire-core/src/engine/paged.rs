@@ -103,7 +103,16 @@ impl Paged {
 /// Before a step with decode rows on `dec` (once per step): give every running sequence the block its next
 /// token needs, preempting the most recently admitted ones while the free blocks fall short; then, if none
 /// was preempted, resume waiting sequences that fit (`max_batch` included). A no-op with reserved KV.
+#[inline(always)]
 pub(super) fn prepare(dec: &mut Decoder, t: &mut RequestTable, max_batch: u64) {
+    if dec.paged.is_some() {
+        prepare_paged(dec, t, max_batch);
+    }
+}
+
+/// [`prepare`] of a paged decoder (kept out of line: reserved KV, the default, never comes here).
+#[inline(never)]
+fn prepare_paged(dec: &mut Decoder, t: &mut RequestTable, max_batch: u64) {
     let Decoder { running, kv_used, kv_capacity, rule, paged, last_decode_end, .. } = dec;
     let Some(pg) = paged.as_deref_mut() else { return };
     if pg.prepared {

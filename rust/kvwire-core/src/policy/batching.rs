@@ -96,6 +96,7 @@ impl Locals {
 
 /// Decode admission at a step boundary: FIFO while running < `max_batch` and the reservation fits the free
 /// KV; the queue head blocks the requests behind it. Returns the number admitted.
+#[inline]
 pub fn decode_admit_len(queue: &VecDeque<u32>, prompt: &[u32], output: &[u32], o: Occupancy) -> usize {
     let mut kv = o.kv_used;
     for (n, &r) in queue.iter().enumerate() {

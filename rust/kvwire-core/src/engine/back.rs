@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use super::kernel::Priority;
 use super::{cols, Decoder, Ev, Sim};
-use crate::cost::model::{ModelCost, StepWork};
+use crate::cost::model::ModelCost;
 use crate::cost::roofline::StepTimer;
 use crate::metrics::itl::ItlHistogram;
 use crate::metrics::stats::InstanceStats;
@@ -171,16 +171,12 @@ pub(super) fn start_decode(
     let b = dec.running.len() as u64;
     let mut work = model.decode(dec.running.ctx_tokens(prompt), b);
     let mut timing = timer.time(work);
-    if dec.pending_pass.bytes > 0.0 {
-        super::add_pass(timer, dec.pending_pass, &mut work, &mut timing);
-        dec.pending_pass = StepWork { flops: 0.0, bytes: 0.0 };
-    }
+    dec.take_pending_pass(timer, &mut work, &mut timing);
     stats.add_step(now, work, timing, b, 0, false, dec.kv_used);
     Some(now + timing.time_s)
 }
 
 /// [`start_decode`] with paged KV: the step also re-prefills recomputed sequences and waits for swaps.
-#[cold]
 #[inline(never)]
 fn start_paged_decode(
     dec: &mut Decoder,
@@ -199,10 +195,7 @@ fn start_paged_decode(
     let ctx = dec.running.ctx_tokens(prompt);
     let mut work = model.mixed(ctx, b, chunks);
     let mut timing = timer.time(work);
-    if dec.pending_pass.bytes > 0.0 {
-        super::add_pass(timer, dec.pending_pass, &mut work, &mut timing);
-        dec.pending_pass = StepWork { flops: 0.0, bytes: 0.0 };
-    }
+    dec.take_pending_pass(timer, &mut work, &mut timing);
     // The step waits for the swaps of its boundary (the host link is the instance's own).
     timing.time_s += swap_s;
     stats.kv_peak_tokens = stats.kv_peak_tokens.max(dec.kv_used);

@@ -37,7 +37,7 @@ use running::{Cols, RunningSet};
 
 use crate::ceilings::Ceilings;
 use crate::cost::model::{ModelCost, StepWork};
-use crate::cost::roofline::StepTimer;
+use crate::cost::roofline::{StepTimer, StepTiming};
 use crate::error::{Error, Result};
 use crate::handoff::plan::HandoffPlan;
 use crate::metrics::itl::ItlHistogram;
@@ -132,6 +132,18 @@ impl Decoder {
             pending_pass: StepWork { flops: 0.0, bytes: 0.0 },
             rule,
             paged: paged.map(Box::new),
+        }
+    }
+}
+
+impl Decoder {
+    /// Add the pending receiver-side pass (decompression / layout conversion of just-admitted hand-offs) to
+    /// the step about to start, and clear it.
+    #[inline(always)]
+    fn take_pending_pass(&mut self, timer: &StepTimer, work: &mut StepWork, timing: &mut StepTiming) {
+        if self.pending_pass.bytes > 0.0 {
+            add_pass(timer, self.pending_pass, work, timing);
+            self.pending_pass = StepWork { flops: 0.0, bytes: 0.0 };
         }
     }
 }
@@ -693,7 +705,7 @@ impl Sim<'_> {
 /// `timing`: it runs after the step's matmuls, with no overhead and no power roof, its energy charged to
 /// the instance.
 #[inline]
-fn add_pass(timer: &StepTimer, pass: StepWork, work: &mut StepWork, timing: &mut crate::cost::roofline::StepTiming) {
+fn add_pass(timer: &StepTimer, pass: StepWork, work: &mut StepWork, timing: &mut StepTiming) {
     let p = timer.pass(pass);
     timing.time_s += p.time_s;
     timing.compute_j += p.compute_j;

@@ -21,6 +21,7 @@ pub mod kernel;
 mod paged;
 mod path;
 pub mod running;
+mod sessions;
 mod stream;
 
 pub use stream::RowSink;
@@ -102,6 +103,8 @@ enum Ev {
     },
     BackWake(u32),
     BackDone(u32),
+    /// Turn (row) `r` of a session arrives (`workload.sessions`).
+    Turn(u32),
 }
 
 /// Decoding state shared by back instances and decoding front instances.
@@ -193,6 +196,8 @@ struct Sim<'c> {
     admitted: Vec<u32>,
     /// A streamed run: the source of requests and where finished rows go (`None`: the whole table is held).
     stream: Option<stream::Stream<'c>>,
+    /// A sessions workload: the turns still to start (`None` otherwise).
+    sessions: Option<Box<sessions::SessionRun>>,
 }
 
 /// Run a validated scenario to completion.
@@ -250,6 +255,7 @@ pub fn own_source(scenario: &Scenario, chunk_rows: usize) -> Result<Box<dyn Requ
         Workload::Stream => {
             return Err(Error::Internal("a streamed workload needs its source passed to the run".into()))
         }
+        Workload::Sessions(_) => return Err(sessions::not_streamed()),
     })
 }
 
@@ -351,9 +357,11 @@ impl<'c> Sim<'c> {
             None => fronts[0].dec.kv_capacity,
         };
         let track_seen = sc.first_token == crate::scenario::FirstToken::Decode && !colocated;
+        let mut session_rows = None;
         let (t, n) = match requests {
             None => (RequestTable { track_seen, ..RequestTable::default() }, 0),
-            Some(Requests { trace, over_context }) => {
+            Some(Requests { trace, over_context, sessions }) => {
+                session_rows = sessions;
                 let (arrival, prompt, output) = trace.into_parts();
                 let n = arrival.len();
                 if n > u32::MAX as usize {
@@ -419,7 +427,11 @@ impl<'c> Sim<'c> {
             finished: Vec::new(),
             admitted: Vec::new(),
             stream: None,
+            sessions: None,
         };
+        if let Some(rows) = session_rows {
+            sim.sessions = Some(sessions::SessionRun::new(&mut sim.t, *rows)?);
+        }
         if sim.timeline_max_spans.is_some() {
             for s in sim.fronts.iter_mut().map(|f| &mut f.stats).chain(sim.backs.iter_mut().map(|b| &mut b.stats)) {
                 s.spans = Some(Box::default());
@@ -430,8 +442,12 @@ impl<'c> Sim<'c> {
     }
 
     fn run(&mut self) -> Result<()> {
+        if self.sessions.is_some() {
+            self.start_sessions();
+        }
         let first = match self.stream.as_mut() {
             Some(st) => st.peek()?,
+            None if self.sessions.is_some() => None,
             None => self.t.arrival_s.first().copied(),
         };
         if let Some(a) = first {
@@ -478,6 +494,7 @@ impl<'c> Sim<'c> {
                     let end = self.back_step_end(d as usize, now);
                     self.schedule_back(d as usize, end);
                 }
+                Ev::Turn(r) => self.on_turn(r, now),
             }
         }
         // Checked during the run every CHECK_EVERY units of work, and here exactly.
@@ -582,6 +599,9 @@ impl<'c> Sim<'c> {
         self.horizon = self.horizon.max(now);
         if self.stream.is_some() {
             self.emit_ready();
+        }
+        if self.sessions.is_some() {
+            self.next_turn(r, now);
         }
     }
 

@@ -44,6 +44,10 @@ pub struct RequestTable {
     pub finish_s: Vec<f64>,
     /// Times the request was preempted while decoding (paged KV; 0 otherwise).
     pub preemptions: Vec<u32>,
+    /// A sessions workload (`workload.sessions`): each row's session (0-based, by start time) and turn
+    /// (1-based); empty otherwise.
+    pub session: Vec<u32>,
+    pub turn: Vec<u32>,
     /// Rows added by [`Self::set_row`] get a `first_token_seen_s` entry (a streamed run with
     /// `metrics.first_token = "decode"`).
     pub track_seen: bool,
@@ -78,6 +82,8 @@ impl RequestTable {
             decode_start_s: try_filled(n, f64::NAN)?,
             finish_s: try_filled(n, f64::NAN)?,
             preemptions: try_filled(n, 0)?,
+            session: Vec::new(),
+            turn: Vec::new(),
             track_seen: false,
         })
     }

@@ -2,6 +2,7 @@
 //! a seed reproduces the reference simulator's workloads), and explicit request tables.
 
 pub mod cpython_random;
+pub mod sessions;
 pub mod source;
 mod trace;
 

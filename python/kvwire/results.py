@@ -167,6 +167,25 @@ class PreemptionsDict(TypedDict):
     swap_bytes: float
 
 
+class SessionsResultDict(TypedDict):
+    """A sessions workload (``workload.sessions``; README "Sessions"): turns planned (count × turns), sent
+    (rows of the table, refused ones included), not sent (a session ended first) and refused; sessions that
+    completed every turn, and those that ended early, by a refused turn or by the model's context."""
+
+    count: int
+    turns: int
+    think_s: float
+    turns_planned: int
+    turns_sent: int
+    turns_not_sent: int
+    turns_refused: int
+    turns_per_session_mean: float
+    completed: int
+    ended_early: int
+    ended_by_refusal: int
+    ended_by_context: int
+
+
 class AccuracyDict(TypedDict):
     """How exact the latency percentiles are: ``approximate`` lists the metrics whose percentiles come from the
     core's quantile sketch (``itl_s`` always; every metric when the per-request table was not kept), each within
@@ -235,6 +254,7 @@ class SummaryDict(TypedDict):
     accuracy: AccuracyDict
     preemptions: PreemptionsDict
     load: NotRequired[LoadDict]
+    sessions: NotRequired[SessionsResultDict]
 
 
 class PercentileRowDict(LatencyStatsDict):
@@ -286,6 +306,7 @@ __all__ = [
     "RunStatsDict",
     "SloResultDict",
     "StagesDict",
+    "SessionsResultDict",
     "SummaryDict",
     "ThroughputDict",
 ]

@@ -168,7 +168,7 @@ class PreemptionsDict(TypedDict):
 
 
 class SessionsResultDict(TypedDict):
-    """A sessions workload (``workload.sessions``; README "Sessions"): turns planned (count × turns), sent
+    """A sessions workload (``workload.sessions``; README "Sessions"): turns planned (count x turns), sent
     (rows of the table, refused ones included), not sent (a session ended first) and refused; sessions that
     completed every turn, and those that ended early, by a refused turn or by the model's context."""
 
@@ -304,9 +304,9 @@ __all__ = [
     "PreemptionsDict",
     "RequestCountsDict",
     "RunStatsDict",
+    "SessionsResultDict",
     "SloResultDict",
     "StagesDict",
-    "SessionsResultDict",
     "SummaryDict",
     "ThroughputDict",
 ]

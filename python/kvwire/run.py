@@ -99,8 +99,7 @@ def _generated_requests(scenario: Mapping[str, Any] | str | Path | None) -> int 
     sessions = workload.get("sessions")
     if isinstance(sessions, Mapping):  # closed-loop sessions: at most count x turns requests
         count, turns = sessions.get("count"), sessions.get("turns")
-        ints = all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (count, turns))
-        n = count * turns if ints else None
+        n = count * turns if isinstance(count, int) and isinstance(turns, int) and count > 0 and turns > 0 else None
     else:
         n = workload.get("requests", 800)
     return n if isinstance(n, int) and not isinstance(n, bool) and 0 < n < 2**63 else None

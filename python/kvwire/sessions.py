@@ -57,4 +57,19 @@ def sessions_summary(df: pl.DataFrame | Mapping[str, np.ndarray], scenario: Mapp
     }
 
 
-__all__ = ["sessions_summary"]
+def session_line(s: Mapping[str, Any]) -> str:
+    """The report's line about a sessions workload, from the summary's ``sessions`` entry.
+
+    >>> session_line({"count": 2, "turns": 3, "think_s": 1.0, "turns_sent": 5, "turns_per_session_mean": 2.5,
+    ...               "completed": 1, "ended_early": 1, "ended_by_context": 1, "ended_by_refusal": 0})
+    'sessions: 2 of up to 3 turns (think 1 s): 5 turns sent (2.50 per session); 1 completed every turn, ...'
+    """
+    return (
+        f"sessions: {s['count']:,} of up to {s['turns']:,} turns (think {s['think_s']:g} s): "
+        f"{s['turns_sent']:,} turns sent ({s['turns_per_session_mean']:.2f} per session); "
+        f"{s['completed']:,} completed every turn, {s['ended_early']:,} ended early "
+        f"({s['ended_by_context']:,} by the context, {s['ended_by_refusal']:,} by a refused turn)"
+    )
+
+
+__all__ = ["session_line", "sessions_summary"]

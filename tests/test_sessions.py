@@ -221,3 +221,33 @@ def test_sessions_refuse_a_streamed_run_and_a_request_table() -> None:
     with pytest.raises(kvwire.ScenarioError) as e:
         kvwire.simulate({"workload": {"sessions": SESSIONS}}, requests=table)
     assert e.value.path == "workload.sessions"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"mode": "colocated"},
+        {"scheduler": {"policy": "chunked", "max_num_batched_tokens": 512}},
+        {"kv": {"policy": "paged", "preemption": "swap"}, "cost": {"mem_util": 0.215}},
+        {"kv": {"policy": "paged", "preemption": "recompute"}, "cost": {"mem_util": 0.215}},
+        {"router": {"disaggregate": {"policy": "conditional", "min_prompt_tokens": 3000}}},
+        {"metrics": {"first_token": "decode"}, "prefill": {"instances": 2}, "decode": {"instances": 2}},
+    ],
+    ids=["colocated", "chunked", "paged-swap", "paged-recompute", "conditional", "2p2d-first-token-decode"],
+)
+def test_closed_loop_holds_in_every_engine_mode(extra: dict[str, Any]) -> None:
+    """In every instance mode (colocated, chunked prefill, paged KV with preemption by swap and by recompute,
+    conditional disaggregation, several instances), each turn after the first arrives exactly think_s after
+    its predecessor's last token, every turn sent is completed or refused, and a refused turn is the last of
+    its session."""
+    res = kvwire.simulate(scenario({"count": 25}) | extra)
+    df = res.requests.sort("id")
+    s, rejected = df["session"].to_numpy(), df["rejected"].to_numpy()
+    arrival, finish = df["arrival_s"].to_numpy(), df["finish_s"].to_numpy()
+    same = s[1:] == s[:-1]
+    assert same.sum() > 25
+    assert np.array_equal(arrival[1:][same], finish[:-1][same] + 0.75)
+    assert not rejected[:-1][same].any()
+    assert np.all(np.isfinite(finish[~rejected])) and np.all(np.isfinite(arrival))
+    r = res.summary["requests"]
+    assert r["completed"] + r["rejected"] == df.height == res.summary["sessions"]["turns_sent"]

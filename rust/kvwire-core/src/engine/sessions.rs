@@ -94,3 +94,41 @@ impl Sim<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::Scenario;
+
+    fn run(sessions: &str) -> crate::engine::SimOutput {
+        let json = format!(
+            r#"{{"workload": {{"seed": 3, "arrivals": {{"rate_per_s": 2.0}},
+                "prompt_tokens": {{"dist": "uniform", "min": 50, "max": 900}},
+                "output_tokens": {{"dist": "uniform", "min": 0, "max": 300}}, "sessions": {sessions}}}}}"#
+        );
+        crate::engine::simulate(Scenario::from_json(&json, None).unwrap()).unwrap()
+    }
+
+    /// The engine's closed loop: turn k + 1 arrives exactly `think_s` after turn k's finish (outputs of 0 and
+    /// 1 token finish at the end of prefill, and still chain), every row arrives and finishes, and with one
+    /// session no two turns overlap.
+    #[test]
+    fn turns_chain_at_finish_plus_think() {
+        let out = run(r#"{"count": 30, "turns": 7, "think_s": 0.5, "system_prompts": 2, "system_tokens": 300}"#);
+        let t = &out.table;
+        assert_eq!(t.len(), 210);
+        assert_eq!(out.stats.completed, 210);
+        for i in 1..t.len() {
+            if t.session[i] == t.session[i - 1] {
+                assert_eq!(t.turn[i], t.turn[i - 1] + 1);
+                assert_eq!(t.arrival_s[i], t.finish_s[i - 1] + 0.5);
+            } else {
+                assert_eq!(t.turn[i], 1);
+            }
+        }
+        assert!(t.output_tokens.iter().any(|&o| o <= 1));
+        let one = run(r#"{"count": 1, "turns": 12}"#);
+        let t = &one.table;
+        assert!((1..t.len()).all(|i| t.arrival_s[i] == t.finish_s[i - 1]));
+        assert!(t.finish_s.iter().zip(&t.arrival_s).all(|(f, a)| f >= a));
+    }
+}

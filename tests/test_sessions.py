@@ -251,3 +251,16 @@ def test_closed_loop_holds_in_every_engine_mode(extra: dict[str, Any]) -> None:
     assert np.all(np.isfinite(finish[~rejected])) and np.all(np.isfinite(arrival))
     r = res.summary["requests"]
     assert r["completed"] + r["rejected"] == df.height == res.summary["sessions"]["turns_sent"]
+
+
+def test_sweep_over_sessions_is_worker_count_independent() -> None:
+    """A sweep over a sessions field gives the same rows with 1 and 2 worker threads (wall times aside), and its
+    flattened columns carry the sessions summary."""
+    base = scenario({"count": 20})
+    grid = {"workload.sessions.think_s": [0.5, 3.0]}
+    a = kvwire.sweep(base, grid, workers=1)
+    b = kvwire.sweep(base, grid, workers=2)
+    wall = [c for c in a.columns if c.startswith("run.wall")]
+    assert a.drop(wall).equals(b.drop(wall))
+    assert a["sessions.turns_planned"].to_list() == [200, 200]
+    assert a["sessions.think_s"].to_list() == [0.5, 3.0]

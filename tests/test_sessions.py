@@ -264,3 +264,13 @@ def test_sweep_over_sessions_is_worker_count_independent() -> None:
     assert a.drop(wall).equals(b.drop(wall))
     assert a["sessions.turns_planned"].to_list() == [200, 200]
     assert a["sessions.think_s"].to_list() == [0.5, 3.0]
+
+
+def test_echo_reruns_the_same_sessions() -> None:
+    """The resolved scenario a sessions run echoes (every default filled in) validates and reruns to the same
+    table: the echo carries workload.sessions in full."""
+    a = kvwire.simulate(scenario({"count": 15}))
+    assert a.scenario["workload"]["sessions"] == {**SESSIONS, "count": 15}
+    assert "requests" not in a.scenario["workload"]
+    b = kvwire.simulate(a.scenario)
+    assert a.requests.equals(b.requests) and a.scenario == b.scenario

@@ -81,6 +81,19 @@ impl SessionRows {
     pub fn first_rows(&self) -> Vec<u32> {
         self.turn.iter().enumerate().filter(|(_, &k)| k == 1).map(|(i, _)| i as u32).collect()
     }
+
+    /// Every row's block hashes as a CSR pair (`ids[offsets[r]..offsets[r + 1]]` are row r's), by
+    /// [`block_hashes`], for rows of `prompt_tokens` (the plan's, or [`crate::scenario::Requests`]'s trace).
+    pub fn block_hashes_csr(&self, prompt_tokens: &[u32]) -> (Vec<u64>, Vec<u64>) {
+        let mut offsets = Vec::with_capacity(self.session.len() + 1);
+        let mut ids = Vec::new();
+        offsets.push(0);
+        for ((&s, &k), &p) in self.session.iter().zip(&self.turn).zip(prompt_tokens) {
+            ids.extend(block_hashes(s % self.params.system_prompts, self.params.system_tokens, s, k, p));
+            offsets.push(ids.len() as u64);
+        }
+        (offsets, ids)
+    }
 }
 
 /// Whether a turn of `prompt` + `output` tokens is past `max_context` (or past `u32::MAX` tokens).
@@ -189,20 +202,6 @@ impl SessionPlan {
         self.rows.session = filter(&self.rows.session, &keep);
         self.rows.turn = filter(&self.rows.turn, &keep);
         self.rows.message_tokens = filter(&self.rows.message_tokens, &keep);
-    }
-
-    /// Every row's block hashes as a CSR pair (`ids[offsets[r]..offsets[r + 1]]` are row r's), by
-    /// [`block_hashes`].
-    pub fn block_hashes_csr(&self) -> (Vec<u64>, Vec<u64>) {
-        let mut offsets = Vec::with_capacity(self.rows.session.len() + 1);
-        let mut ids = Vec::new();
-        offsets.push(0);
-        for (i, (&s, &k)) in self.rows.session.iter().zip(&self.rows.turn).enumerate() {
-            let system = s % self.rows.params.system_prompts;
-            ids.extend(block_hashes(system, self.rows.params.system_tokens, s, k, self.trace.prompt_tokens()[i]));
-            offsets.push(ids.len() as u64);
-        }
-        (offsets, ids)
     }
 }
 
@@ -385,7 +384,7 @@ mod tests {
     #[test]
     fn block_hash_ids_are_distinct_per_content() {
         let plan = workload(200, 6, 1500, P, O).plan(None).unwrap();
-        let (offsets, ids) = plan.block_hashes_csr();
+        let (offsets, ids) = plan.rows.block_hashes_csr(plan.trace.prompt_tokens());
         assert_eq!(offsets.len(), plan.rows.session.len() + 1);
         let mut content = std::collections::HashMap::new();
         for r in 0..plan.rows.session.len() {

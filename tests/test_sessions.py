@@ -15,6 +15,8 @@ import kvwire
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from workloads import draw_length
 
 SESSIONS = {"count": 40, "turns": 10, "think_s": 0.75, "system_prompts": 3, "system_tokens": 1000}
@@ -274,3 +276,57 @@ def test_echo_reruns_the_same_sessions() -> None:
     assert "requests" not in a.scenario["workload"]
     b = kvwire.simulate(a.scenario)
     assert a.requests.equals(b.requests) and a.scenario == b.scenario
+
+
+@st.composite
+def random_sessions(draw: st.DrawFn) -> dict[str, Any]:
+    """Small random sessions scenarios: counts, turns, think time, system prompts, lengths, KV memory (some
+    turns refused), mode."""
+    sessions = {
+        "count": draw(st.integers(1, 12)),
+        "turns": draw(st.integers(1, 8)),
+        "think_s": draw(st.sampled_from([0.0, 0.01, 1.0, 7.5])),
+        "system_prompts": draw(st.integers(1, 4)),
+        "system_tokens": draw(st.integers(0, 3000)),
+    }
+    sc: dict[str, Any] = {
+        "workload": {
+            "seed": draw(st.integers(0, 2**32)),
+            "arrivals": {"rate_per_s": draw(st.sampled_from([0.2, 2.0, 50.0]))},
+            "prompt_tokens": {"dist": "uniform", "min": 1, "max": draw(st.integers(1, 2000))},
+            "output_tokens": {"dist": "uniform", "min": 0, "max": draw(st.integers(0, 800))},
+            "sessions": sessions,
+        },
+        "cost": {"mem_util": draw(st.sampled_from([0.9, 0.215]))},
+    }
+    if draw(st.booleans()):
+        sc["mode"] = "colocated"
+    return sc
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_sessions())
+def test_closed_loop_invariants_over_random_scenarios(sc: dict[str, Any]) -> None:
+    """Over random sessions scenarios: rows are session-major with turns 1, 2, ... and no gap; turn k + 1 arrives
+    exactly think_s after turn k finished; a refused turn is the last of its session; every row sent is
+    completed or refused; the summary's turn and session counts add up."""
+    try:
+        res = kvwire.simulate(sc)
+    except kvwire.ScenarioError as e:  # not even one first turn fits the context
+        assert e.path == "workload.sessions"
+        return
+    p = sc["workload"]["sessions"]
+    df = res.requests.sort("id")
+    s, k = df["session"].to_numpy().astype(np.int64), df["turn"].to_numpy().astype(np.int64)
+    rejected = df["rejected"].to_numpy()
+    arrival, finish = df["arrival_s"].to_numpy(), df["finish_s"].to_numpy()
+    assert np.all(np.diff(s) >= 0) and s.max() < p["count"]
+    same = s[1:] == s[:-1]
+    assert np.array_equal(k[1:][same], k[:-1][same] + 1) and np.all(k[1:][~same] == 1) and k[0] == 1
+    assert np.array_equal(arrival[1:][same], finish[:-1][same] + p["think_s"])
+    assert not rejected[:-1][same].any()
+    assert np.all(np.isfinite(finish[~rejected])) and np.all(np.isfinite(arrival))
+    sm = res.summary["sessions"]
+    assert sm["turns_sent"] == df.height == res.summary["requests"]["completed"] + res.summary["requests"]["rejected"]
+    assert sm["turns_sent"] + sm["turns_not_sent"] == p["count"] * p["turns"]
+    assert sm["completed"] + sm["ended_by_context"] + sm["ended_by_refusal"] == p["count"]

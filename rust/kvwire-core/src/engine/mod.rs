@@ -120,12 +120,12 @@ struct Decoder {
 
 impl Decoder {
     /// A decoder of `capacity` KV tokens (rounded down to whole blocks when paged); the fast running-set
-    /// representation when `fast` and not paged.
+    /// representation (reserved or paged) when `fast`.
     fn new(capacity: u64, fast: bool, paged: Option<paged::Paged>) -> Self {
         let rule = paged.as_ref().map_or(KvRule::RESERVE, |p| p.rule(capacity));
         let kv_capacity = capacity.checked_div(rule.block).map_or(capacity, |blocks| blocks * rule.block);
         Decoder {
-            running: if rule.block > 0 { RunningSet::paged(rule.block) } else { RunningSet::new(fast) },
+            running: if rule.block > 0 { RunningSet::paged(rule.block, fast) } else { RunningSet::new(fast) },
             kv_used: 0,
             kv_capacity,
             last_decode_end: 0.0,

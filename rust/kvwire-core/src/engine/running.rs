@@ -119,6 +119,7 @@ impl FastPaged {
     }
 
     /// A sequence joins: request `r` with `k0` tokens generated, admitted (`newly`) or resumed.
+    #[inline(never)]
     fn join(&mut self, r: u32, k0: u32, newly: bool, since: f64, c: Cols) {
         let i = r as usize;
         let (p, o, m) = (c.prompt[i], c.output[i], c.measured[i]);
@@ -193,6 +194,8 @@ impl FastPaged {
     }
 
     /// One decode step ending at `end` (see [`RunningSet::complete_step`]); returns the sequences left.
+    /// (Out of line: the reserved-KV paths that share `complete_step` stay as small as before.)
+    #[inline(never)]
     fn step(
         &mut self,
         len: usize,
@@ -297,9 +300,9 @@ impl RunningSet {
     #[inline]
     pub fn ctx_tokens(&self, prompt: &[u32]) -> u64 {
         match &self.repr {
+            Repr::Fast { ctx_tokens, .. } => *ctx_tokens,
             Repr::Plain { ctx, block, .. } if *block > 0 => *ctx,
             Repr::Plain { seqs, .. } => seqs.iter().map(|s| prompt[s.req as usize] as u64 + s.tokens_out as u64).sum(),
-            Repr::Fast { ctx_tokens, .. } => *ctx_tokens,
             Repr::FastPaged(f) => f.ctx,
         }
     }
@@ -392,45 +395,7 @@ impl RunningSet {
     ) {
         match &mut self.repr {
             Repr::Plain { seqs, block, ctx, needing } => {
-                // One pass: tokens, gaps, finishes, and (paged) the context and block-growth counts.
-                let (block, mut sum, mut need) = (*block, 0u64, 0u64);
-                let mut continuing = 0u64;
-                let mut newly = Vec::new();
-                let mut resumed = Vec::new();
-                seqs.retain_mut(|s| {
-                    if s.measured {
-                        if s.newly {
-                            newly.push(s.req);
-                        } else if !s.since.is_nan() {
-                            resumed.push(s.since);
-                        } else {
-                            continuing += 1;
-                        }
-                    }
-                    s.newly = false;
-                    s.since = f64::NAN;
-                    s.tokens_out += 1;
-                    let done = s.tokens_out >= s.output;
-                    if done {
-                        finished.push(s.req);
-                    } else if block > 0 {
-                        let tokens = s.prompt as u64 + s.tokens_out as u64;
-                        sum += tokens;
-                        need += (tokens % block == 0) as u64;
-                    }
-                    !done
-                });
-                itl.record(continuing_gap, continuing);
-                for r in newly {
-                    itl.record(end - c.first_token_s[r as usize], 1);
-                }
-                for since in resumed {
-                    itl.record(end - since, 1);
-                }
-                if block > 0 {
-                    (*ctx, *needing) = (sum, need);
-                }
-                self.len = seqs.len();
+                self.len = plain_step(seqs, *block, ctx, needing, end, continuing_gap, c, itl, finished);
             }
             Repr::Fast { finish_at, ctx_tokens, step_index, newly, measured_running, measured_newly } => {
                 itl.record(continuing_gap, *measured_running - *measured_newly);
@@ -459,6 +424,62 @@ impl RunningSet {
             Repr::FastPaged(f) => self.len = f.step(self.len, end, continuing_gap, c, itl, finished),
         }
     }
+}
+
+/// [`RunningSet::complete_step`] on the plain representation (out of line: the fast sets' steps, which the
+/// engine runs by default, stay small where it is inlined); returns the sequences left.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn plain_step(
+    seqs: &mut Vec<Seq>,
+    block: u64,
+    ctx: &mut u64,
+    needing: &mut u64,
+    end: f64,
+    continuing_gap: f64,
+    c: Cols,
+    itl: &mut ItlHistogram,
+    finished: &mut Vec<u32>,
+) -> usize {
+    // One pass: tokens, gaps, finishes, and (paged) the context and block-growth counts.
+    let (mut sum, mut need) = (0u64, 0u64);
+    let mut continuing = 0u64;
+    let mut newly = Vec::new();
+    let mut resumed = Vec::new();
+    seqs.retain_mut(|s| {
+        if s.measured {
+            if s.newly {
+                newly.push(s.req);
+            } else if !s.since.is_nan() {
+                resumed.push(s.since);
+            } else {
+                continuing += 1;
+            }
+        }
+        s.newly = false;
+        s.since = f64::NAN;
+        s.tokens_out += 1;
+        let done = s.tokens_out >= s.output;
+        if done {
+            finished.push(s.req);
+        } else if block > 0 {
+            let tokens = s.prompt as u64 + s.tokens_out as u64;
+            sum += tokens;
+            need += (tokens % block == 0) as u64;
+        }
+        !done
+    });
+    itl.record(continuing_gap, continuing);
+    for r in newly {
+        itl.record(end - c.first_token_s[r as usize], 1);
+    }
+    for since in resumed {
+        itl.record(end - since, 1);
+    }
+    if block > 0 {
+        (*ctx, *needing) = (sum, need);
+    }
+    seqs.len()
 }
 
 /// A sequence holding `tokens` of context joins the paged counts.

@@ -12,8 +12,9 @@
 //!   generated tokens again as one chunk beside the decode rows, `ModelCost::mixed`, and that prefill
 //!   gives the sequence its next token).
 //!
-//! Growth is checked per step over the running sequences, so paged runs use the plain running-set
-//! representation (one record per sequence).
+//! The growth count of a step comes from the running set (`running.rs`: the fast paged set in O(1), or the
+//! plain set's per-sequence pass). In a disaggregated run the module also holds prompts' KV on prefill
+//! instances and pulls hand-offs into decode instances when they have room (below).
 
 use std::collections::VecDeque;
 

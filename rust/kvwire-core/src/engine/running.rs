@@ -626,7 +626,7 @@ mod tests {
                         }
                         next += 1;
                     }
-                    0 | 1 | 2 => {
+                    0..=2 => {
                         t += dt;
                         let mut fins = [Vec::new(), Vec::new()];
                         for ((s, itl), fin) in sets.iter_mut().zip(&mut itls).zip(&mut fins) {

@@ -184,6 +184,18 @@ class SessionsResultDict(TypedDict):
     ended_early: int
     ended_by_refusal: int
     ended_by_context: int
+class KvHoldDict(TypedDict):
+    """Paged KV in a disaggregated run: hand-offs pulled by decode instances, how many waited for room there
+    (their prompt's KV still held on the prefill instance), the mean wait over all hand-offs and the longest,
+    s, the most blocks a prefill instance held for hand-offs in flight and the most blocks in use on a decode
+    instance (pulled reservations included); all 0 otherwise."""
+
+    handoffs: int
+    waited: int
+    wait_s_mean: float
+    wait_s_max: float
+    prefill_held_peak_blocks: int
+    decode_peak_blocks: int
 
 
 class AccuracyDict(TypedDict):
@@ -253,6 +265,7 @@ class SummaryDict(TypedDict):
     run: RunStatsDict
     accuracy: AccuracyDict
     preemptions: PreemptionsDict
+    kv_hold: KvHoldDict
     load: NotRequired[LoadDict]
     sessions: NotRequired[SessionsResultDict]
 

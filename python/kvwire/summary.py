@@ -44,6 +44,24 @@ _TIME_COLUMNS = (
 STAGES = ("prefill_queue_s", "prefill_s", "kv_wait_s", "kv_transfer_s", "decode_queue_s", "decode_s")
 
 
+def kv_hold(h: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary's ``kv_hold`` section from the core's totals (paged KV in a disaggregated run; all 0 otherwise).
+
+    >>> kv_hold({"handoffs": 4, "waited": 1, "wait_s_sum": 0.5, "wait_s_max": 0.5,
+    ...          "prefill_held_peak_blocks": 9, "decode_peak_blocks": 30})["wait_s_mean"]
+    0.125
+    """
+    handoffs = int(h["handoffs"])
+    return {
+        "handoffs": handoffs,
+        "waited": int(h["waited"]),
+        "wait_s_mean": float(h["wait_s_sum"]) / handoffs if handoffs else 0.0,
+        "wait_s_max": float(h["wait_s_max"]),
+        "prefill_held_peak_blocks": int(h["prefill_held_peak_blocks"]),
+        "decode_peak_blocks": int(h["decode_peak_blocks"]),
+    }
+
+
 def requests_frame(columns: dict[str, np.ndarray]) -> pl.DataFrame:
     """Build the per-request DataFrame from the core's columns.
 
@@ -541,6 +559,7 @@ def summarise(
             "recompute_tokens": int(stats["preemptions"]["recompute_tokens"]),
             "swap_bytes": float(stats["preemptions"]["swap_bytes"]),
         },
+        "kv_hold": kv_hold(stats["kv_hold"]),
         "accuracy": {
             "requests_kept": not streamed,
             "approximate": list(LATENCY_METRICS if streamed else APPROXIMATE_IN_MEMORY),

@@ -157,12 +157,13 @@ pub fn is_served(prompt: u32, output: u32, capacity: u64, refused: bool) -> bool
 fn census(sc: &Scenario, requests: &Requests) -> Census {
     let trace = &requests.trace;
     let capacity = decode_capacity(sc);
+    let prompts = prompt_capacity(sc);
     let refuse = sc.over_context == OverContext::Reject;
     let mut c = Census::default();
     for (i, ((&a, &p), &o)) in
         trace.arrival_s().iter().zip(trace.prompt_tokens()).zip(trace.output_tokens()).enumerate()
     {
-        c.add(a, p, o, is_served(p, o, capacity, refuse && requests.over_context[i]));
+        c.add(a, p, o, is_served(p, o, capacity, (refuse && requests.over_context[i]) || p as u64 > prompts));
     }
     c
 }
@@ -175,6 +176,19 @@ pub fn decode_capacity(sc: &Scenario) -> u64 {
         // Paged KV gives out whole blocks (the engine's `Decoder::new`).
         crate::scenario::KvPolicy::Paged => cap / sc.kv.block_size as u64 * sc.kv.block_size as u64,
         crate::scenario::KvPolicy::Reserve => cap,
+    }
+}
+
+/// The longest prompt (tokens) a run of `sc` serves on account of its prefill instances: with paged KV in a
+/// disaggregated run a prefill instance holds each handed-off prompt's blocks until its hand-off lands, so a
+/// prompt beyond its KV capacity (whole blocks) is rejected at arrival; `u64::MAX` otherwise.
+pub fn prompt_capacity(sc: &Scenario) -> u64 {
+    match (&sc.topology, sc.kv.policy) {
+        (crate::scenario::Topology::Disaggregated { prefill, .. }, crate::scenario::KvPolicy::Paged) => {
+            let block = sc.kv.block_size as u64;
+            capacity(sc, prefill, &pool_model(sc, prefill)) / block * block
+        }
+        _ => u64::MAX,
     }
 }
 

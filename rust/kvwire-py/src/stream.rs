@@ -138,6 +138,7 @@ pub fn table_columns(py: Python<'_>, t: RequestTable) -> PyResult<Bound<'_, PyDi
         cols.set_item("session", t.session.into_pyarray(py))?;
         cols.set_item("turn", t.turn.into_pyarray(py))?;
     }
+    cols.set_item("kv_hold_wait_s", t.kv_hold_wait_s.into_pyarray(py))?;
     Ok(cols)
 }
 

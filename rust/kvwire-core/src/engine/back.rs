@@ -93,6 +93,11 @@ impl Sim<'_> {
 
     /// Step boundary of decode instance `d`: admit from the queue, then start a step if anything runs.
     fn back_boundary(&mut self, d: usize, now: f64) -> Option<f64> {
+        if self.hold {
+            // KV holding: growth and preemption first, then the transfers waiting for room.
+            super::paged::prepare(&mut self.backs[d].dec, &mut self.t, self.max_batch);
+            self.start_pulls(d, now);
+        }
         let t = &mut self.t;
         let inst = &mut self.backs[d];
         super::paged::prepare(&mut inst.dec, t, self.max_batch);
@@ -103,8 +108,11 @@ impl Sim<'_> {
             kv_capacity: inst.dec.kv_capacity,
             rule: inst.dec.rule,
         };
-        // Preempted sequences resume before anything new is admitted.
-        let n = if inst.dec.paged.as_ref().is_some_and(|p| p.has_waiting()) {
+        // Preempted sequences resume before anything new is admitted. A pulled hand-off (KV holding) has its
+        // blocks already: only a batch slot is needed.
+        let n = if self.hold {
+            inst.queue.len().min(self.max_batch.saturating_sub(occ.running) as usize)
+        } else if inst.dec.paged.as_ref().is_some_and(|p| p.has_waiting()) {
             0
         } else {
             decode_admit_len(&inst.queue, &t.prompt_tokens, &t.output_tokens, occ)
@@ -117,7 +125,9 @@ impl Sim<'_> {
                 self.admitted.push(r);
             }
             let i = r as usize;
-            inst.dec.kv_used += inst.dec.rule.admit_decoding(t.prompt_tokens[i], t.output_tokens[i]);
+            if !self.hold {
+                inst.dec.kv_used += inst.dec.rule.admit_decoding(t.prompt_tokens[i], t.output_tokens[i]);
+            }
             t.decode_start_s[i] = now;
             inst.dec.running.admit(r, cols(t));
             if self.plan.receiver_passes() {

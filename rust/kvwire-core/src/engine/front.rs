@@ -167,7 +167,10 @@ impl Sim<'_> {
             t.local_decode[ri] = is_local;
             if is_local {
                 inst.dec.kv_used += inst.dec.rule.admit(t.prompt_tokens[ri], t.output_tokens[ri]);
-            } else if t.output_tokens[ri] >= 2 {
+            } else {
+                super::paged::hold_prompt(&mut inst.dec, t.prompt_tokens[ri]);
+            }
+            if !is_local && t.output_tokens[ri] >= 2 {
                 streams = true;
                 if self.plan.sender_passes() {
                     let p = t.prompt_tokens[ri];
@@ -255,6 +258,8 @@ impl Sim<'_> {
             t.local_decode[ri] = is_local;
             if is_local {
                 inst.dec.kv_used += inst.dec.rule.admit(t.prompt_tokens[ri], t.output_tokens[ri]);
+            } else {
+                super::paged::hold_prompt(&mut inst.dec, t.prompt_tokens[ri]);
             }
             members.push((r, 0));
         }
@@ -375,9 +380,10 @@ impl Sim<'_> {
                     self.fronts[i].dec.running.admit(r, c);
                 }
             } else if out <= 1 {
+                super::paged::release_prompt(&mut self.fronts[i].dec, self.t.prompt_tokens[ri]);
                 self.complete(r, now);
             } else if !streaming {
-                self.enqueue_transfer(r, now);
+                self.hand_off(r, now);
             }
         }
         self.fronts[i].batch = batch;
@@ -399,7 +405,7 @@ impl Sim<'_> {
         let batch = std::mem::take(&mut self.fronts[i].batch);
         for &r in &batch {
             if !self.t.local_decode[r as usize] && self.t.output_tokens[r as usize] >= 2 {
-                self.enqueue_transfer(r, now);
+                self.hand_off(r, now);
             }
         }
         self.fronts[i].batch = batch;

@@ -123,12 +123,12 @@ struct Decoder {
 
 impl Decoder {
     /// A decoder of `capacity` KV tokens (rounded down to whole blocks when paged); the fast running-set
-    /// representation when `fast` and not paged.
+    /// representation (reserved or paged) when `fast`.
     fn new(capacity: u64, fast: bool, paged: Option<paged::Paged>) -> Self {
         let rule = paged.as_ref().map_or(KvRule::RESERVE, |p| p.rule(capacity));
         let kv_capacity = capacity.checked_div(rule.block).map_or(capacity, |blocks| blocks * rule.block);
         Decoder {
-            running: if rule.block > 0 { RunningSet::paged(rule.block) } else { RunningSet::new(fast) },
+            running: if rule.block > 0 { RunningSet::paged(rule.block, fast) } else { RunningSet::new(fast) },
             kv_used: 0,
             kv_capacity,
             last_decode_end: 0.0,
@@ -176,6 +176,9 @@ struct Sim<'c> {
     max_batch: u64,
     macro_steps: bool,
     colocated: bool,
+    /// Paged KV in a disaggregated run: prefill instances hold hand-offs' KV, decode instances pull
+    /// (`paged.rs`).
+    hold: bool,
     disaggregate: Disaggregate,
     fronts: Vec<FrontInst>,
     backs: Vec<BackInst>,
@@ -330,13 +333,15 @@ impl<'c> Sim<'c> {
         let front_model = base.with_kv_ratio(ratio(front_pool));
         let back_model = back_pool.map_or_else(|| front_model.clone(), |p| base.with_kv_ratio(ratio(p)));
         let front_decodes = colocated || matches!(sc.disaggregate, Disaggregate::Conditional { .. });
-        let front_capacity = if front_decodes { capacity(sc, front_pool, &front_model)? } else { 0 };
+        let hold = !colocated && sc.kv.policy == crate::scenario::KvPolicy::Paged;
+        let front_capacity = if front_decodes || hold { capacity(sc, front_pool, &front_model)? } else { 0 };
         let name = if colocated { "colocated" } else { "prefill" };
         let fronts: Vec<FrontInst> = (0..front_pool.instances)
             .map(|i| {
                 let mut stats = instance_stats(format!("{name}-{i}"), front_pool);
-                let dec = Decoder::new(front_capacity, sc.macro_steps, paged::Paged::of(sc, &front_model));
-                stats.kv_capacity_tokens = front_decodes.then_some(dec.kv_capacity);
+                let mut dec = Decoder::new(front_capacity, sc.macro_steps, paged::Paged::of(sc, &front_model));
+                dec.rule.hold = hold;
+                stats.kv_capacity_tokens = (front_decodes || hold).then_some(dec.kv_capacity);
                 FrontInst::new(timer(sc, front_pool), dec, stats)
             })
             .collect();
@@ -375,9 +380,11 @@ impl<'c> Sim<'c> {
                 // fraction, in arrival order) is known before the run.
                 let mut completed = 0u64;
                 let refuse_long = sc.over_context == OverContext::Reject;
+                let prompt_capacity = crate::ceilings::prompt_capacity(sc);
                 for (i, &long) in over_context.iter().enumerate() {
-                    t.rejected[i] =
-                        !ever_fits(t.prompt_tokens[i], t.output_tokens[i], reject_capacity) || (refuse_long && long);
+                    t.rejected[i] = !ever_fits(t.prompt_tokens[i], t.output_tokens[i], reject_capacity)
+                        || (refuse_long && long)
+                        || t.prompt_tokens[i] as u64 > prompt_capacity;
                     completed += !t.rejected[i] as u64;
                 }
                 t.over_context = over_context;
@@ -410,6 +417,7 @@ impl<'c> Sim<'c> {
             max_batch: sc.max_decode_batch as u64,
             macro_steps: sc.macro_steps,
             colocated,
+            hold,
             disaggregate: sc.disaggregate,
             fronts,
             backs,
@@ -660,17 +668,22 @@ impl<'c> Sim<'c> {
         let recorded = self.timeline_max_spans.is_some();
         let mut instances = Vec::new();
         let (mut preemptions, mut recompute_tokens, mut swap_bytes) = (0, 0, 0.0);
+        let mut kv_hold = crate::metrics::stats::KvHoldStats::default();
+        let fronts = self.fronts.len();
         let decoders =
             self.fronts.into_iter().map(|f| (f.stats, f.dec)).chain(self.backs.into_iter().map(|b| (b.stats, b.dec)));
-        for (mut s, dec) in decoders {
+        for (k, (mut s, dec)) in decoders.enumerate() {
             s.kv_end_tokens = dec.kv_used;
-            s.finish();
-            instances.push(s);
             if let Some(p) = dec.paged {
                 preemptions += p.preemptions;
                 recompute_tokens += p.recompute_tokens;
                 swap_bytes += p.swap_bytes;
+                if self.hold {
+                    p.add_hold_stats(&mut kv_hold, k >= fronts, s.kv_peak_tokens);
+                }
             }
+            s.finish();
+            instances.push(s);
         }
         let mut links = self.path.into_stats();
         let timeline = recorded.then(|| Timeline {
@@ -709,6 +722,7 @@ impl<'c> Sim<'c> {
                 preemptions,
                 recompute_tokens,
                 swap_bytes,
+                kv_hold,
             },
         }
     }

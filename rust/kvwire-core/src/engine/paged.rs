@@ -12,15 +12,18 @@
 //!   generated tokens again as one chunk beside the decode rows, `ModelCost::mixed`, and that prefill
 //!   gives the sequence its next token).
 //!
-//! Growth is checked per step over the running sequences, so paged runs use the plain running-set
-//! representation (one record per sequence).
+//! The growth count of a step comes from the running set (`running.rs`: the fast paged set in O(1), or the
+//! plain set's per-sequence pass). In a disaggregated run the module also holds prompts' KV on prefill
+//! instances and pulls hand-offs into decode instances when they have room (below).
 
 use std::collections::VecDeque;
 
-use super::{cols, Decoder};
+use super::kernel::Priority;
+use super::{cols, Decoder, Ev, Sim};
 use crate::cost::model::{Chunks, ModelCost};
 use crate::cost::presets::{link_presets, LinkSpec};
 use crate::metrics::itl::ItlHistogram;
+use crate::metrics::stats::KvHoldStats;
 use crate::metrics::table::RequestTable;
 use crate::policy::batching::KvRule;
 use crate::scenario::{KvPolicy, Preemption, Scenario};
@@ -46,6 +49,17 @@ pub(super) struct Paged {
     pub preemptions: u64,
     pub recompute_tokens: u64,
     pub swap_bytes: f64,
+    /// KV holding (a disaggregated run), decode side: finished prefills waiting for room on this instance
+    /// before their transfer starts, first come first: (request, since when).
+    pulls: VecDeque<(u32, f64)>,
+    /// Prefill side: KV tokens held for hand-offs not yet landed, and their peak.
+    pub held: u64,
+    pub held_peak: u64,
+    /// Decode side: hand-offs pulled (transfers started), how many waited for room, and their waits, s.
+    pub pulled: u64,
+    pub pull_waits: u64,
+    pub pull_wait_sum_s: f64,
+    pub pull_wait_max_s: f64,
 }
 
 impl Paged {
@@ -70,6 +84,13 @@ impl Paged {
             preemptions: 0,
             recompute_tokens: 0,
             swap_bytes: 0.0,
+            pulls: VecDeque::new(),
+            held: 0,
+            held_peak: 0,
+            pulled: 0,
+            pull_waits: 0,
+            pull_wait_sum_s: 0.0,
+            pull_wait_max_s: 0.0,
         })
     }
 
@@ -77,7 +98,7 @@ impl Paged {
     /// blocks left free.
     pub(super) fn rule(&self, capacity: u64) -> KvRule {
         let blocks = capacity / self.block;
-        KvRule { block: self.block, watermark: (blocks as f64 * self.watermark) as u64 * self.block }
+        KvRule { block: self.block, watermark: (blocks as f64 * self.watermark) as u64 * self.block, hold: false }
     }
 
     /// Whether preempted sequences wait to resume (new admissions wait behind them).
@@ -88,6 +109,20 @@ impl Paged {
     /// Whether the step about to start re-prefills preempted sequences.
     pub(super) fn recomputes(&self) -> bool {
         !self.recomputing.is_empty()
+    }
+
+    /// Add this instance's KV-holding figures to the run's: a decode instance's pulls and waits and its peak
+    /// blocks in use (`peak_tokens`), or a prefill instance's peak blocks held for hand-offs.
+    pub(super) fn add_hold_stats(&self, h: &mut KvHoldStats, decode: bool, peak_tokens: u64) {
+        if decode {
+            h.handoffs += self.pulled;
+            h.waited += self.pull_waits;
+            h.wait_s_sum += self.pull_wait_sum_s;
+            h.wait_s_max = h.wait_s_max.max(self.pull_wait_max_s);
+            h.decode_peak_blocks = h.decode_peak_blocks.max(peak_tokens / self.block);
+        } else {
+            h.prefill_held_peak_blocks = h.prefill_held_peak_blocks.max(self.held_peak / self.block);
+        }
     }
 
     /// Swap `held` KV tokens one way: its time joins the next step, its bytes the totals.
@@ -210,6 +245,101 @@ pub(super) fn step_done(
     }
 }
 
+// ------------------------------------------------------------------------------------------------
+// KV holding in a disaggregated run (paged KV): a prefill instance keeps each handed-off prompt's blocks
+// from its prefill batch until its hand-off has landed; a decode instance pulls a hand-off (its transfer
+// starts) only when it can allocate the request's blocks, reserved from then on.
+
+/// A prompt of `prompt` tokens handed off from `dec`'s instance joins a prefill batch: its blocks are held
+/// (a no-op unless the instance holds hand-offs, [`KvRule::hold`]).
+#[inline]
+pub(super) fn hold_prompt(dec: &mut Decoder, prompt: u32) {
+    if dec.rule.hold {
+        take_hold(dec, prompt);
+    }
+}
+
+#[inline(never)]
+fn take_hold(dec: &mut Decoder, prompt: u32) {
+    let h = dec.rule.held_prompt(prompt);
+    dec.kv_used += h;
+    if let Some(pg) = dec.paged.as_deref_mut() {
+        pg.held += h;
+        pg.held_peak = pg.held_peak.max(pg.held);
+    }
+}
+
+/// The blocks a prompt of `prompt` tokens held on `dec`'s instance are freed (its hand-off landed, or it
+/// needed none).
+pub(super) fn release_prompt(dec: &mut Decoder, prompt: u32) {
+    let h = dec.rule.held_prompt(prompt);
+    dec.kv_used -= h;
+    if let Some(pg) = dec.paged.as_deref_mut() {
+        pg.held -= h;
+    }
+}
+
+impl Sim<'_> {
+    /// Request `r`'s KV is ready to leave its prefill instance at `now` (its prefill ended, or its first layer
+    /// with layer-wise streaming): without KV holding its transfer starts; with it, the decode instance is
+    /// chosen now and the transfer starts once that instance has room ([`Self::start_pulls`]).
+    pub(super) fn hand_off(&mut self, r: u32, now: f64) {
+        if !self.hold {
+            return self.enqueue_transfer(r, now);
+        }
+        let d = match self.t.decode_instance[r as usize] {
+            d if d >= 0 => d as usize,
+            _ => self.route_to_back(r),
+        };
+        if let Some(pg) = self.backs[d].dec.paged.as_deref_mut() {
+            pg.pulls.push_back((r, now));
+        }
+        self.start_pulls(d, now);
+    }
+
+    /// Start the transfers waiting for room on decode instance `d`, first come first, while its free blocks
+    /// take each one's (prompt + its first decode step's slot, with the admission watermark) and no
+    /// preempted sequence waits to resume. The blocks are reserved from now on.
+    pub(super) fn start_pulls(&mut self, d: usize, now: f64) {
+        loop {
+            let inst = &mut self.backs[d];
+            let dec = &mut inst.dec;
+            let Some(pg) = dec.paged.as_deref_mut() else { return };
+            let Some(&(r, since)) = pg.pulls.front() else { return };
+            let ri = r as usize;
+            let need = dec.rule.admit_decoding(self.t.prompt_tokens[ri], self.t.output_tokens[ri]);
+            if pg.has_waiting() || !dec.rule.fits(dec.kv_used, need, dec.kv_capacity) {
+                return;
+            }
+            pg.pulls.pop_front();
+            pg.pulled += 1;
+            let wait = now - since;
+            if wait > 0.0 {
+                pg.pull_waits += 1;
+                pg.pull_wait_sum_s += wait;
+                pg.pull_wait_max_s = pg.pull_wait_max_s.max(wait);
+            }
+            dec.kv_used += need;
+            inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(dec.kv_used);
+            self.t.kv_hold_wait_s[ri] = wait;
+            self.enqueue_transfer(r, now);
+        }
+    }
+
+    /// Request `r`'s hand-off has landed: the blocks its prefill instance held are freed, and that instance,
+    /// if idle with prompts waiting, looks at its queue again.
+    pub(super) fn release_hold(&mut self, r: u32, now: f64) {
+        let ri = r as usize;
+        let i = self.t.prefill_instance[ri] as usize;
+        let inst = &mut self.fronts[i];
+        release_prompt(&mut inst.dec, self.t.prompt_tokens[ri]);
+        if !inst.busy && !inst.wake_pending && !inst.queue.is_empty() {
+            inst.wake_pending = true;
+            self.q.push(now, Priority::Normal, Ev::FrontWake(i as u32));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,7 +354,7 @@ mod tests {
         let sc = Scenario::from_json(&json, None).unwrap();
         let model = ModelCost::new(&sc.model.spec, sc.lm_head);
         let mut dec = Decoder::new(64, false, Paged::of(&sc, &model));
-        assert_eq!(dec.rule, KvRule { block: 16, watermark: 0 });
+        assert_eq!(dec.rule, KvRule { block: 16, watermark: 0, hold: false });
         let mut t = RequestTable::new(vec![0.0, 0.0], vec![30, 30], vec![output0, 100]).unwrap();
         t.measured = vec![true, true];
         t.first_token_s = vec![1.0, 1.0];

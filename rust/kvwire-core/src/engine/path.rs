@@ -203,7 +203,8 @@ impl Sim<'_> {
     }
 
     fn enter_stage(&mut self, stage: usize, r: u32, now: f64) {
-        if self.path.stages[stage].select == Select::Back {
+        // (KV holding chose the decode instance before the transfer started.)
+        if self.path.stages[stage].select == Select::Back && self.t.decode_instance[r as usize] < 0 {
             self.route_to_back(r);
         }
         let lane = self.lane_of(stage, r);
@@ -249,7 +250,8 @@ impl Sim<'_> {
         }
         if stage == 0 {
             self.t.kv_start_s[i] = now;
-            s.wait_s += now - self.t.first_token_s[i];
+            // A wait for room on the decode instance (KV holding) is not a wait for the link.
+            s.wait_s += now - self.t.first_token_s[i] - self.t.kv_hold_wait_s[i];
         } else {
             s.wait_s += now - since;
         }
@@ -404,6 +406,9 @@ impl Sim<'_> {
             return;
         }
         self.t.kv_ready_s[r as usize] = now;
+        if self.hold {
+            self.release_hold(r, now);
+        }
         let d = if self.t.decode_instance[r as usize] >= 0 {
             self.t.decode_instance[r as usize] as usize
         } else {

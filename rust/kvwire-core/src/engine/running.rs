@@ -5,11 +5,16 @@
 //!   index at which it finishes (a min-heap), so a step costs O(finishes), not O(batch).
 //!
 //! Both produce bit-identical results (tested here and end-to-end); the engine picks one per scenario.
-//! Paged KV (growth block by block, preemption) uses the plain representation, which knows every
-//! sequence's tokens.
+//! Paged KV (growth block by block, preemption) has both too: the plain one keeps the context and the
+//! block-growth count up to date in its per-step pass; the fast one (**fast paged**, [`FastPaged`]) knows
+//! that a sequence admitted at step s₀ with k₀ tokens needs a new block at step i exactly when
+//! (prompt + k₀ − s₀ + i) is a multiple of the block size, so it counts the running sequences per residue
+//! (prompt + k₀ − s₀) mod block and reads the growth count of a step in O(1); it keeps the admission order
+//! (for preempting the most recent) as a stack of records whose liveness follows from the step index, and
+//! drops preempted sequences' finish entries lazily.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 use crate::metrics::itl::ItlHistogram;
 
@@ -47,7 +52,12 @@ impl Seq {
 enum Repr {
     /// With `block` > 0 (paged KV), `ctx` = Σ (prompt + tokens generated) and `needing` = the sequences
     /// whose next token starts a new block of `block` tokens are kept up to date (0 and unused otherwise).
-    Plain { seqs: Vec<Seq>, block: u64, ctx: u64, needing: u64 },
+    Plain {
+        seqs: Vec<Seq>,
+        block: u64,
+        ctx: u64,
+        needing: u64,
+    },
     Fast {
         /// (finishing step index, request), smallest first.
         finish_at: BinaryHeap<Reverse<(u64, u32)>>,
@@ -58,6 +68,176 @@ enum Repr {
         measured_running: u64,
         measured_newly: u64,
     },
+    FastPaged(Box<FastPaged>),
+}
+
+/// A sequence of the fast paged set, as it was when it joined (admitted or resumed).
+#[derive(Clone, Debug)]
+struct Rec {
+    req: u32,
+    /// Tokens generated when it joined, and the step index it joined at.
+    k0: u32,
+    s0: u64,
+    /// Admitted (not resumed) at `s0`.
+    newly: bool,
+    /// A resumed sequence: when it got its last token (`NaN`: at the instance's last step end).
+    since: f64,
+    /// Its growth residue (prompt + k₀ − s₀) mod block.
+    key: u32,
+}
+
+/// The fast representation of a paged running set (see the module's notes).
+#[derive(Clone, Debug)]
+pub struct FastPaged {
+    block: u64,
+    /// (finishing step index, request, growth residue), smallest first; entries of preempted sequences stay
+    /// until reached and are skipped (`cancelled`: how many entries of each are stale — a sequence preempted,
+    /// resumed and preempted again before a step leaves two).
+    finish_at: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    cancelled: HashMap<(u64, u32), u32>,
+    ctx: u64,
+    step_index: u64,
+    /// Running sequences per growth residue.
+    by_key: Vec<u32>,
+    /// Every sequence that joined, in joining order; finished ones (tokens reached output) are dead and are
+    /// dropped when found at the top or by a compaction.
+    order: Vec<Rec>,
+    /// Joined since the last step, in joining order: admitted ones, and measured resumed ones' `since`.
+    newly: Vec<u32>,
+    resumed: Vec<f64>,
+    measured_running: u64,
+    measured_newly: u64,
+    measured_resumed: u64,
+}
+
+impl FastPaged {
+    /// The growth residue of a sequence of `prompt` tokens joining with `k0` tokens generated now.
+    #[inline]
+    fn key(&self, prompt: u32, k0: u32) -> u32 {
+        let b = self.block;
+        ((prompt as u64 % b + k0 as u64 % b + b - self.step_index % b) % b) as u32
+    }
+
+    /// A sequence joins: request `r` with `k0` tokens generated, admitted (`newly`) or resumed.
+    #[inline(never)]
+    fn join(&mut self, r: u32, k0: u32, newly: bool, since: f64, c: Cols) {
+        let i = r as usize;
+        let (p, o, m) = (c.prompt[i], c.output[i], c.measured[i]);
+        let key = self.key(p, k0);
+        self.finish_at.push(Reverse((self.step_index + (o - k0) as u64 - 1, r, key)));
+        self.by_key[key as usize] += 1;
+        self.ctx += p as u64 + k0 as u64;
+        self.measured_running += m as u64;
+        if newly {
+            self.newly.push(r);
+            self.measured_newly += m as u64;
+        } else if m && !since.is_nan() {
+            self.resumed.push(since);
+            self.measured_resumed += 1;
+        }
+        if self.order.len() >= 64 && self.order.len() > 4 * self.finish_at.len() {
+            let (step, out) = (self.step_index, c.output);
+            self.order.retain(|x| (x.k0 as u64 + step - x.s0) < out[x.req as usize] as u64);
+        }
+        self.order.push(Rec { req: r, k0, s0: self.step_index, newly, since, key });
+    }
+
+    /// Sequences whose next token starts a new block.
+    #[inline]
+    fn needing(&self) -> u64 {
+        let b = self.block;
+        self.by_key[((b - self.step_index % b) % b) as usize] as u64
+    }
+
+    /// Remove the most recently joined running sequence: its request, tokens generated and when it got its
+    /// last token.
+    fn pop_last(&mut self, c: Cols, last_step_end: f64) -> Option<(u32, u32, f64)> {
+        let step = self.step_index;
+        while let Some(x) = self.order.pop() {
+            let i = x.req as usize;
+            let tokens = x.k0 as u64 + step - x.s0;
+            if tokens >= c.output[i] as u64 {
+                continue; // finished
+            }
+            let (p, m) = (c.prompt[i], c.measured[i]);
+            *self.cancelled.entry((x.s0 + (c.output[i] - x.k0) as u64 - 1, x.req)).or_insert(0) += 1;
+            self.by_key[x.key as usize] -= 1;
+            self.ctx -= p as u64 + tokens;
+            self.measured_running -= m as u64;
+            let joined_now = x.s0 == step;
+            let last = if joined_now && x.newly {
+                self.newly.pop();
+                self.measured_newly -= m as u64;
+                c.first_token_s[i]
+            } else if joined_now && !x.since.is_nan() {
+                if m {
+                    self.resumed.pop();
+                    self.measured_resumed -= 1;
+                }
+                x.since
+            } else {
+                last_step_end
+            };
+            return Some((x.req, tokens as u32, last));
+        }
+        None
+    }
+
+    /// Whether the finish entry (`step`, `r`) is stale (and forget one such).
+    fn cancel(&mut self, step: u64, r: u32) -> bool {
+        let Some(n) = self.cancelled.get_mut(&(step, r)) else { return false };
+        *n -= 1;
+        if *n == 0 {
+            self.cancelled.remove(&(step, r));
+        }
+        true
+    }
+
+    /// One decode step ending at `end` (see [`RunningSet::complete_step`]); returns the sequences left.
+    /// (Out of line: the reserved-KV paths that share `complete_step` stay as small as before.)
+    #[inline(never)]
+    fn step(
+        &mut self,
+        len: usize,
+        end: f64,
+        gap: f64,
+        c: Cols,
+        itl: &mut ItlHistogram,
+        finished: &mut Vec<u32>,
+    ) -> usize {
+        itl.record(gap, self.measured_running - self.measured_newly - self.measured_resumed);
+        for &r in &self.newly {
+            if c.measured[r as usize] {
+                itl.record(end - c.first_token_s[r as usize], 1);
+            }
+        }
+        for &since in &self.resumed {
+            itl.record(end - since, 1);
+        }
+        self.newly.clear();
+        self.resumed.clear();
+        self.measured_newly = 0;
+        self.measured_resumed = 0;
+        self.ctx += len as u64;
+        let mut left = len;
+        while let Some(&Reverse((step, r, key))) = self.finish_at.peek() {
+            if step != self.step_index {
+                break;
+            }
+            self.finish_at.pop();
+            if !self.cancelled.is_empty() && self.cancel(step, r) {
+                continue;
+            }
+            let i = r as usize;
+            finished.push(r);
+            self.ctx -= c.prompt[i] as u64 + c.output[i] as u64;
+            self.measured_running -= c.measured[i] as u64;
+            self.by_key[key as usize] -= 1;
+            left -= 1;
+        }
+        self.step_index += 1;
+        left
+    }
 }
 
 /// Sequences currently decoding on one instance.
@@ -68,9 +248,28 @@ pub struct RunningSet {
 }
 
 impl RunningSet {
-    /// The plain representation keeping the block-growth counts of paged KV with `block`-token blocks.
-    pub fn paged(block: u64) -> Self {
-        RunningSet { repr: Repr::Plain { seqs: Vec::new(), block, ctx: 0, needing: 0 }, len: 0 }
+    /// A set keeping the block-growth counts of paged KV with `block`-token blocks: the fast paged
+    /// representation when `fast`, else the plain one.
+    pub fn paged(block: u64, fast: bool) -> Self {
+        let repr = if fast {
+            Repr::FastPaged(Box::new(FastPaged {
+                block,
+                finish_at: BinaryHeap::new(),
+                cancelled: HashMap::new(),
+                ctx: 0,
+                step_index: 0,
+                by_key: vec![0; block as usize],
+                order: Vec::new(),
+                newly: Vec::new(),
+                resumed: Vec::new(),
+                measured_running: 0,
+                measured_newly: 0,
+                measured_resumed: 0,
+            }))
+        } else {
+            Repr::Plain { seqs: Vec::new(), block, ctx: 0, needing: 0 }
+        };
+        RunningSet { repr, len: 0 }
     }
 
     pub fn new(fast: bool) -> Self {
@@ -101,9 +300,10 @@ impl RunningSet {
     #[inline]
     pub fn ctx_tokens(&self, prompt: &[u32]) -> u64 {
         match &self.repr {
+            Repr::Fast { ctx_tokens, .. } => *ctx_tokens,
             Repr::Plain { ctx, block, .. } if *block > 0 => *ctx,
             Repr::Plain { seqs, .. } => seqs.iter().map(|s| prompt[s.req as usize] as u64 + s.tokens_out as u64).sum(),
-            Repr::Fast { ctx_tokens, .. } => *ctx_tokens,
+            Repr::FastPaged(f) => f.ctx,
         }
     }
 
@@ -126,6 +326,7 @@ impl RunningSet {
                     *measured_newly += 1;
                 }
             }
+            Repr::FastPaged(f) => f.join(r, 1, true, f64::NAN, c),
         }
     }
 
@@ -135,6 +336,7 @@ impl RunningSet {
         match &self.repr {
             Repr::Plain { needing, .. } => *needing,
             Repr::Fast { .. } => 0,
+            Repr::FastPaged(f) => f.needing(),
         }
     }
 
@@ -155,7 +357,12 @@ impl RunningSet {
                 };
                 Some((s.req, s.tokens_out, last))
             }
-            Repr::Fast { .. } => unreachable!("paged KV runs on the plain representation"),
+            Repr::FastPaged(f) => {
+                let out = f.pop_last(c, last_step_end)?;
+                self.len -= 1;
+                Some(out)
+            }
+            Repr::Fast { .. } => unreachable!("paged KV runs on a paged representation"),
         }
     }
 
@@ -167,7 +374,8 @@ impl RunningSet {
                 seqs.push(Seq::new(r, tokens_out, false, since, c));
                 count_in(*block, ctx, needing, c.prompt[r as usize] as u64 + tokens_out as u64);
             }
-            Repr::Fast { .. } => unreachable!("paged KV runs on the plain representation"),
+            Repr::FastPaged(f) => f.join(r, tokens_out, false, since, c),
+            Repr::Fast { .. } => unreachable!("paged KV runs on a paged representation"),
         }
         self.len += 1;
     }
@@ -187,45 +395,7 @@ impl RunningSet {
     ) {
         match &mut self.repr {
             Repr::Plain { seqs, block, ctx, needing } => {
-                // One pass: tokens, gaps, finishes, and (paged) the context and block-growth counts.
-                let (block, mut sum, mut need) = (*block, 0u64, 0u64);
-                let mut continuing = 0u64;
-                let mut newly = Vec::new();
-                let mut resumed = Vec::new();
-                seqs.retain_mut(|s| {
-                    if s.measured {
-                        if s.newly {
-                            newly.push(s.req);
-                        } else if !s.since.is_nan() {
-                            resumed.push(s.since);
-                        } else {
-                            continuing += 1;
-                        }
-                    }
-                    s.newly = false;
-                    s.since = f64::NAN;
-                    s.tokens_out += 1;
-                    let done = s.tokens_out >= s.output;
-                    if done {
-                        finished.push(s.req);
-                    } else if block > 0 {
-                        let tokens = s.prompt as u64 + s.tokens_out as u64;
-                        sum += tokens;
-                        need += (tokens % block == 0) as u64;
-                    }
-                    !done
-                });
-                itl.record(continuing_gap, continuing);
-                for r in newly {
-                    itl.record(end - c.first_token_s[r as usize], 1);
-                }
-                for since in resumed {
-                    itl.record(end - since, 1);
-                }
-                if block > 0 {
-                    (*ctx, *needing) = (sum, need);
-                }
-                self.len = seqs.len();
+                self.len = plain_step(seqs, *block, ctx, needing, end, continuing_gap, c, itl, finished);
             }
             Repr::Fast { finish_at, ctx_tokens, step_index, newly, measured_running, measured_newly } => {
                 itl.record(continuing_gap, *measured_running - *measured_newly);
@@ -251,8 +421,65 @@ impl RunningSet {
                 }
                 *step_index += 1;
             }
+            Repr::FastPaged(f) => self.len = f.step(self.len, end, continuing_gap, c, itl, finished),
         }
     }
+}
+
+/// [`RunningSet::complete_step`] on the plain representation (out of line: the fast sets' steps, which the
+/// engine runs by default, stay small where it is inlined); returns the sequences left.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn plain_step(
+    seqs: &mut Vec<Seq>,
+    block: u64,
+    ctx: &mut u64,
+    needing: &mut u64,
+    end: f64,
+    continuing_gap: f64,
+    c: Cols,
+    itl: &mut ItlHistogram,
+    finished: &mut Vec<u32>,
+) -> usize {
+    // One pass: tokens, gaps, finishes, and (paged) the context and block-growth counts.
+    let (mut sum, mut need) = (0u64, 0u64);
+    let mut continuing = 0u64;
+    let mut newly = Vec::new();
+    let mut resumed = Vec::new();
+    seqs.retain_mut(|s| {
+        if s.measured {
+            if s.newly {
+                newly.push(s.req);
+            } else if !s.since.is_nan() {
+                resumed.push(s.since);
+            } else {
+                continuing += 1;
+            }
+        }
+        s.newly = false;
+        s.since = f64::NAN;
+        s.tokens_out += 1;
+        let done = s.tokens_out >= s.output;
+        if done {
+            finished.push(s.req);
+        } else if block > 0 {
+            let tokens = s.prompt as u64 + s.tokens_out as u64;
+            sum += tokens;
+            need += (tokens % block == 0) as u64;
+        }
+        !done
+    });
+    itl.record(continuing_gap, continuing);
+    for r in newly {
+        itl.record(end - c.first_token_s[r as usize], 1);
+    }
+    for since in resumed {
+        itl.record(end - since, 1);
+    }
+    if block > 0 {
+        (*ctx, *needing) = (sum, need);
+    }
+    seqs.len()
 }
 
 /// A sequence holding `tokens` of context joins the paged counts.
@@ -351,7 +578,7 @@ mod tests {
             let first: Vec<f64> = vec![0.0; n];
             let measured = vec![true; n];
             let c = Cols { prompt: &prompt, output: &output, first_token_s: &first, measured: &measured };
-            let mut rs = RunningSet::paged(block);
+            let mut rs = RunningSet::paged(block, false);
             let (mut next, mut out) = (0u32, Vec::new());
             let mut itl = ItlHistogram::default();
             for (i, op) in ops.into_iter().enumerate() {
@@ -370,6 +597,68 @@ mod tests {
                 }
                 prop_assert_eq!((rs.ctx_tokens(&prompt), rs.needing_block()), recount(&rs, &prompt, block));
             }
+        }
+
+        /// The fast paged set equals the plain paged set through random admissions, steps (with random gaps),
+        /// preemptions of the most recent sequence and resumptions (with and without a last-token time, as
+        /// swap and recompute resume): after every operation the same length, context and block-growth count;
+        /// every preemption returns the same (request, tokens, last token time); every step finishes the same
+        /// requests; and the inter-token-gap histograms end bit-identical.
+        #[test]
+        fn fast_paged_equals_plain_paged(
+            reqs in prop::collection::vec((1u32..300, 2u32..60, any::<bool>()), 1..60),
+            ops in prop::collection::vec((0u8..5, 0.001f64..0.05), 1..400),
+            block in prop_oneof![Just(16u64), 1u64..40],
+        ) {
+            let prompt: Vec<u32> = reqs.iter().map(|r| r.0).collect();
+            let output: Vec<u32> = reqs.iter().map(|r| r.1).collect();
+            let measured: Vec<bool> = reqs.iter().map(|r| r.2).collect();
+            let first: Vec<f64> = (0..prompt.len()).map(|i| i as f64 * 0.01).collect();
+            let c = Cols { prompt: &prompt, output: &output, first_token_s: &first, measured: &measured };
+            let mut sets = [RunningSet::paged(block, false), RunningSet::paged(block, true)];
+            let mut itls = [ItlHistogram::default(), ItlHistogram::default()];
+            let (mut next, mut out, mut t) = (0u32, Vec::new(), 1.0);
+            for (op, dt) in ops {
+                match op {
+                    0 | 1 if (next as usize) < prompt.len() => {
+                        for s in &mut sets {
+                            s.admit(next, c);
+                        }
+                        next += 1;
+                    }
+                    0..=2 => {
+                        t += dt;
+                        let mut fins = [Vec::new(), Vec::new()];
+                        for ((s, itl), fin) in sets.iter_mut().zip(&mut itls).zip(&mut fins) {
+                            s.complete_step(t, dt, c, itl, fin);
+                            fin.sort_unstable();
+                        }
+                        prop_assert_eq!(&fins[0], &fins[1]);
+                    }
+                    3 => {
+                        let a = sets[0].preempt_last(c, t);
+                        let b = sets[1].preempt_last(c, t);
+                        prop_assert_eq!(a.map(|x| (x.0, x.1, x.2.to_bits())), b.map(|x| (x.0, x.1, x.2.to_bits())));
+                        out.extend(a);
+                    }
+                    _ => {
+                        if let Some((r, k, last)) = out.pop() {
+                            let since = if r % 2 == 0 { last } else { f64::NAN };
+                            for s in &mut sets {
+                                s.resume(r, k, since, c);
+                            }
+                        }
+                    }
+                }
+                prop_assert_eq!(sets[0].len(), sets[1].len());
+                prop_assert_eq!(sets[0].ctx_tokens(&prompt), sets[1].ctx_tokens(&prompt));
+                prop_assert_eq!(sets[0].needing_block(), sets[1].needing_block());
+            }
+            let bits = |h: &ItlHistogram| {
+                let q = h.quantiles();
+                (q.count, q.p50.map(f64::to_bits), q.max.map(f64::to_bits), q.mean.map(f64::to_bits))
+            };
+            prop_assert_eq!(bits(&itls[0]), bits(&itls[1]));
         }
 
         #[test]

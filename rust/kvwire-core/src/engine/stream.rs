@@ -57,6 +57,8 @@ pub(super) struct Admission {
     clip: bool,
     refuse_long: bool,
     capacity: u64,
+    /// The longest prompt served (`ceilings::prompt_capacity`).
+    prompt_capacity: u64,
 }
 
 impl Admission {
@@ -67,6 +69,7 @@ impl Admission {
             clip: sc.over_context == OverContext::Clip && max_context.is_some(),
             refuse_long: sc.over_context == OverContext::Reject,
             capacity,
+            prompt_capacity: crate::ceilings::prompt_capacity(sc),
         }
     }
 
@@ -78,7 +81,7 @@ impl Admission {
             Some(m) if self.clip => clip_to_context(m, prompt, output),
             _ => (prompt, output),
         };
-        let rejected = !ever_fits(p, o, self.capacity) || (self.refuse_long && long);
+        let rejected = !ever_fits(p, o, self.capacity) || (self.refuse_long && long) || p as u64 > self.prompt_capacity;
         (p, o, long, rejected)
     }
 }
@@ -99,7 +102,7 @@ pub(super) fn census(
         let (prompt, output) = checker.check(&chunk)?;
         for ((&a, &p), &o) in chunk.arrival_s.iter().zip(&prompt).zip(&output) {
             let (p, o, long, _) = adm.judge(p, o);
-            c.add(a, p, o, is_served(p, o, adm.capacity, adm.refuse_long && long));
+            c.add(a, p, o, is_served(p, o, adm.capacity, (adm.refuse_long && long) || p as u64 > adm.prompt_capacity));
         }
     }
     if c.requests == 0 {

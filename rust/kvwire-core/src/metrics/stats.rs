@@ -131,7 +131,8 @@ pub struct LinkStats {
     pub transit_j: f64,
     /// Host CPU energy of a layout conversion hop (`host-convert-i`): busy time × W per thread.
     pub convert_j: f64,
-    /// Σ (kv_start − first_token), s.
+    /// Σ (kv_start − first_token), s; on the first hop less any wait for room on the decode instance (KV
+    /// holding, `kv_hold_wait_s`).
     pub wait_s: f64,
     /// Transfers whose time was set by the stage's ops budget, not the wire.
     pub transit_bound: u64,
@@ -170,6 +171,26 @@ pub struct RunStats {
     pub preemptions: u64,
     pub recompute_tokens: u64,
     pub swap_bytes: f64,
+    /// Paged KV in a disaggregated run: prefill-side holding and decode-side pulls.
+    pub kv_hold: KvHoldStats,
+}
+
+/// KV holding (paged KV, disaggregated): a prefill instance holds each handed-off prompt's blocks until its
+/// hand-off lands; a decode instance pulls a hand-off (starts its transfer) only when it has room. All 0
+/// otherwise.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KvHoldStats {
+    /// Hand-offs pulled (transfers started), and how many of them waited for room first.
+    pub handoffs: u64,
+    pub waited: u64,
+    /// Σ and max of the waits for room, s.
+    pub wait_s_sum: f64,
+    pub wait_s_max: f64,
+    /// The most KV blocks a prefill instance held for hand-offs in flight at once (max over instances).
+    pub prefill_held_peak_blocks: u64,
+    /// The most KV blocks in use on a decode instance at once, pulled reservations included (max over
+    /// instances).
+    pub decode_peak_blocks: u64,
 }
 
 impl RunStats {
@@ -207,6 +228,14 @@ impl RunStats {
                 "count": self.preemptions,
                 "recompute_tokens": self.recompute_tokens,
                 "swap_bytes": self.swap_bytes,
+            },
+            "kv_hold": {
+                "handoffs": self.kv_hold.handoffs,
+                "waited": self.kv_hold.waited,
+                "wait_s_sum": self.kv_hold.wait_s_sum,
+                "wait_s_max": self.kv_hold.wait_s_max,
+                "prefill_held_peak_blocks": self.kv_hold.prefill_held_peak_blocks,
+                "decode_peak_blocks": self.kv_hold.decode_peak_blocks,
             },
         })
     }

@@ -48,6 +48,9 @@ pub struct RequestTable {
     /// (1-based); empty otherwise.
     pub session: Vec<u32>,
     pub turn: Vec<u32>,
+    /// Paged KV in a disaggregated run: how long the finished prefill waited for room on its decode
+    /// instance before its transfer started, s (0 otherwise; part of `kv_start_s − first_token_s`).
+    pub kv_hold_wait_s: Vec<f64>,
     /// Rows added by [`Self::set_row`] get a `first_token_seen_s` entry (a streamed run with
     /// `metrics.first_token = "decode"`).
     pub track_seen: bool,
@@ -84,6 +87,7 @@ impl RequestTable {
             preemptions: try_filled(n, 0)?,
             session: Vec::new(),
             turn: Vec::new(),
+            kv_hold_wait_s: try_filled(n, 0.0)?,
             track_seen: false,
         })
     }
@@ -125,6 +129,7 @@ impl RequestTable {
             c[i] = f64::NAN;
         }
         self.preemptions[i] = 0;
+        self.kv_hold_wait_s[i] = 0.0;
         if self.track_seen {
             self.first_token_seen_s[i] = f64::NAN;
         }
@@ -152,6 +157,7 @@ impl RequestTable {
             c.push(f64::NAN);
         }
         self.preemptions.push(0);
+        self.kv_hold_wait_s.push(0.0);
         if self.track_seen {
             self.first_token_seen_s.push(f64::NAN);
         }
@@ -179,6 +185,7 @@ impl RequestTable {
         self.decode_start_s.push(t.decode_start_s[i]);
         self.finish_s.push(t.finish_s[i]);
         self.preemptions.push(t.preemptions[i]);
+        self.kv_hold_wait_s.push(t.kv_hold_wait_s[i]);
     }
 
     pub fn len(&self) -> usize {
@@ -192,6 +199,6 @@ impl RequestTable {
     /// Bytes held by the columns (for the memory benchmark).
     pub fn heap_bytes(&self) -> usize {
         let n = self.len();
-        n * (8 + 8 + 4 + 4 + 1 + 1 + 1 + 1 + 4 + 4 + 6 * 8 + 4) + self.first_token_seen_s.len() * 8
+        n * (8 + 8 + 4 + 4 + 1 + 1 + 1 + 1 + 4 + 4 + 6 * 8 + 4 + 8) + self.first_token_seen_s.len() * 8
     }
 }

@@ -19,15 +19,18 @@ pub fn ever_fits(prompt: u32, output: u32, capacity: u64) -> bool {
 /// output at admission. Otherwise paged: a sequence holds ⌈(prompt + tokens generated)/block⌉ whole blocks
 /// (its first token's slot from admission on), grown one block at a time, and an admission must leave
 /// `watermark` tokens free — except on an instance holding no KV, so that every request that fits can start.
+/// With `hold` (paged KV on a prefill instance of a disaggregated run) a prompt handed off from the instance
+/// takes its ⌈prompt/block⌉ blocks when it joins a prefill batch and keeps them until its hand-off lands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KvRule {
     pub block: u64,
     pub watermark: u64,
+    pub hold: bool,
 }
 
 impl KvRule {
     /// Prompt + output reserved at admission.
-    pub const RESERVE: KvRule = KvRule { block: 0, watermark: 0 };
+    pub const RESERVE: KvRule = KvRule { block: 0, watermark: 0, hold: false };
 
     /// KV tokens a request of `prompt` + `output` tokens holds once it has generated `tokens_out` tokens.
     #[inline]
@@ -50,6 +53,17 @@ impl KvRule {
     #[inline]
     pub fn admit_decoding(self, prompt: u32, output: u32) -> u64 {
         self.held(prompt, output, 2)
+    }
+
+    /// KV tokens a prompt handed off from a holding instance (`hold`) keeps there until its hand-off lands:
+    /// its whole blocks (0 without `hold`).
+    #[inline]
+    pub fn held_prompt(self, prompt: u32) -> u64 {
+        if self.hold {
+            (prompt as u64).div_ceil(self.block) * self.block
+        } else {
+            0
+        }
     }
 
     /// Whether `need` more tokens may be given out with `used` of `capacity` in use.
@@ -92,6 +106,17 @@ impl Locals {
         self.count += 1;
         true
     }
+
+    /// Take a remote (handed-off) candidate of `prompt` tokens: on a holding instance (`rule.hold`) its
+    /// prompt blocks must fit the free KV (no watermark: held blocks never grow); `false` stops the batch.
+    fn hold(&mut self, o: &Occupancy, prompt: u32) -> bool {
+        let res = o.rule.held_prompt(prompt);
+        if res > 0 && self.kv + res > o.kv_capacity {
+            return false;
+        }
+        self.kv += res;
+        true
+    }
 }
 
 /// Decode admission at a step boundary: FIFO while running < `max_batch` and the reservation fits the free
@@ -113,8 +138,9 @@ pub fn decode_admit_len(queue: &VecDeque<u32>, prompt: &[u32], output: &[u32], o
 /// prompts while the batch's prompt tokens stay ≤ `max_tokens`. Each candidate is classified by `local`
 /// (decoded on this instance) when it is considered; a local candidate must also keep running + local batch
 /// members < `max_batch` and its prompt + output reservation must fit the free KV (the reference's
-/// colocated rule, head included). Batching stops at the first candidate that fails. The classification of
-/// the taken requests is appended to `decided`; returns how many were taken.
+/// colocated rule, head included); a remote candidate on a holding instance ([`KvRule::hold`]) must fit its
+/// prompt blocks. Batching stops at the first candidate that fails. The classification of the taken requests
+/// is appended to `decided`; returns how many were taken.
 ///
 /// All remote (disaggregated prefill) this is the reference's prefill batch; all local it is the
 /// reference's colocated admission.
@@ -138,6 +164,9 @@ pub fn front_batch_len(
         if is_local && !locals.admit(&o, prompt[r as usize], output[r as usize]) {
             return n;
         }
+        if !is_local && !locals.hold(&o, prompt[r as usize]) {
+            return n;
+        }
         tokens += p;
         decided.push(is_local);
     }
@@ -150,7 +179,8 @@ pub fn front_batch_len(
 /// or the rest of the budget (its first chunk), until the budget is spent. A new prompt is admitted as in
 /// [`front_batch_len`] (classified by `local`; a local one must keep running + local members <
 /// `max_batch` — `o.running` counting the decode rows and a local `partial` — and its prompt + output
-/// reservation must fit the free KV); admission stops at the first that fails. There is no other token
+/// reservation must fit the free KV; a remote one on a holding instance its whole prompt's blocks);
+/// admission stops at the first that fails. There is no other token
 /// limit: `max_prefill_tokens` belongs to whole-prompt batching.
 ///
 /// Appends the chunk sizes to `chunks` (first `partial`'s, when it gets one, then the new prompts') and the
@@ -184,6 +214,9 @@ pub fn chunked_batch(
         }
         let is_local = local(r);
         if is_local && !locals.admit(&o, prompt[r as usize], output[r as usize]) {
+            return n;
+        }
+        if !is_local && !locals.hold(&o, prompt[r as usize]) {
             return n;
         }
         let c = (prompt[r as usize] as u64).min(left);

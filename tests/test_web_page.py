@@ -7,7 +7,8 @@ request table; the editor is checked as you type (schema, then service) and its 
 tomllib; invalid input shows the API's own message next to the field; a sweep shows live progress and a chart
 of the library's values, a best split its capacities; Cancel keeps a job and Delete removes it; every control
 has a name, tabs work from the keyboard, nothing overflows a phone-width screen; every view's screenshot (under
-the run's pytest temporary directory) is not blank; the console has no errors. Without Chromium the module is skipped, saying so."""
+the run's pytest temporary directory) is not blank; the console has no errors. Without Chromium the module is
+skipped, saying so."""
 
 from __future__ import annotations
 

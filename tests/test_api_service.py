@@ -485,16 +485,16 @@ def test_sweep_with_uploaded_trace(client: TestClient[Any]) -> None:
 
 
 def test_cancel_keeps_finished_points_and_delete_removes(tmp_path: Path) -> None:
-    """DELETE on a running sweep asks it to stop (202, cancel_requested); it ends ``cancelled`` with the points it
-    finished readable (Kvwire-Complete: false, fewer rows than points); DELETE on the finished job removes it
-    and its files (204, then 404)."""
+    """POST .../cancel on a running sweep asks it to stop (202, cancel_requested); it ends ``cancelled`` with the
+    points it finished readable (Kvwire-Complete: false, fewer rows than points); DELETE on the cancelled job
+    removes it and its files (204, then 404)."""
     with make_client(tmp_path, job_workers=1) as c:
         definition = {"base": {"workload": {"requests": 4000}}, "grid": {"workload.seed": list(range(200))}}
         loc = c.post("/v1/sweeps", json=definition).headers["location"]
         deadline = time.monotonic() + 60
         while c.get(loc).json()["done"] < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
-        r = c.delete(loc)
+        r = c.post(f"{loc}/cancel")
         assert r.status_code == 202 and r.json()["cancel_requested"] is True
         job = wait_for_job(c, loc)  # type: ignore[arg-type]
         assert job["status"] == "cancelled"
@@ -518,9 +518,9 @@ def test_cancel_a_queued_job(tmp_path: Path) -> None:
                                            "grid": {"workload.seed": list(range(100))}})  # fmt: skip
         second = c.post("/v1/sweeps", json={"grid": {"workload.seed": [1, 2]}})
         assert c.get(second.headers["location"]).json()["status"] == "queued"
-        r = c.delete(second.headers["location"])
+        r = c.post(f"{second.headers['location']}/cancel")
         assert r.status_code == 202 and r.json()["status"] == "cancelled"
-        c.delete(first.headers["location"])
+        c.post(f"{first.headers['location']}/cancel")
         assert wait_for_job(c, first.headers["location"])["status"] == "cancelled"  # type: ignore[arg-type]
         assert c.get(second.headers["location"]).json()["started_s"] is None
 
@@ -724,6 +724,7 @@ def test_options_lists_every_method(client: TestClient[Any]) -> None:
     """OPTIONS answers with every method of the path (Allow)."""
     assert client.options("/v1/simulations").headers["allow"] == "GET, OPTIONS, POST"
     assert client.options(f"/v1/sweeps/{new_id()}").headers["allow"] == "DELETE, GET, OPTIONS"
+    assert client.options(f"/v1/sweeps/{new_id()}/cancel").headers["allow"] == "OPTIONS, POST"
 
 
 @pytest.mark.parametrize(

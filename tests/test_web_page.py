@@ -5,9 +5,10 @@ What the tests show: the explorer puts the article's 25 GbE figures on screen; a
 library's numbers (percentile table, CDFs, stages, utilisation, energy, hot-spot) and downloads the library's
 request table; the editor is checked as you type (schema, then service) and its TOML reader agrees with Python's
 tomllib; invalid input shows the API's own message next to the field; a sweep shows live progress and a chart
-of the library's values, a best split its capacities; every control has a name, tabs work from the keyboard,
-nothing overflows a phone-width screen; every view's screenshot (under the run's pytest temporary directory) is
-not blank; the console has no errors. Without Chromium the module is skipped, saying so."""
+of the library's values, a best split its capacities; Cancel keeps a job and Delete removes it; every control
+has a name, tabs work from the keyboard, nothing overflows a phone-width screen; every view's screenshot (under
+the run's pytest temporary directory) is not blank; the console has no errors. Without Chromium the module is
+skipped, saying so."""
 
 from __future__ import annotations
 
@@ -599,6 +600,40 @@ UNNAMED = """return [...document.querySelectorAll('input, select, textarea, butt
     .filter(c => !(c.labels && c.labels.length) && !c.getAttribute('aria-label') && !c.getAttribute('aria-labelledby')
                  && !(c.tagName === 'BUTTON' && c.textContent.trim()))
     .map(c => c.outerHTML.slice(0, 120));"""
+
+
+def test_cancel_keeps_the_job_and_delete_removes_it(driver: Any, server: Server) -> None:
+    """The job view's Cancel button stops a running sweep and keeps it (POST .../cancel: the page then shows
+    ``cancelled`` and the service still has the job, with its finished points); the job list's Delete button
+    (after the confirmation) removes it (the service answers 404 for it)."""
+    from selenium.webdriver.common.by import By
+
+    with server.client() as c:
+        definition = {"base": {"workload": {"requests": 4000}}, "grid": {"workload.seed": list(range(200))}}
+        loc = c.post("/v1/sweeps", json=definition).headers["location"]
+        job_id = loc.rsplit("/", 1)[1]
+        wait_for(driver, lambda: c.get(loc).json()["done"] >= 1, "the sweep's first point", 60)
+        open_page(driver, server, f"#sweeps?job=sweep/{job_id}")
+        wait_data(driver, "sw-job", "status", "running", "the running sweep")
+        driver.find_element(By.XPATH, "//*[@id='sw-job']//button[normalize-space()='Cancel']").click()
+        wait_data(driver, "sw-job", "status", "cancelled", "the cancelled sweep", 60)
+        job = c.get(loc).json()
+        assert job["status"] == "cancelled" and 1 <= job["done"] < 200
+        assert c.get(f"{loc}/results?format=json").json()  # the finished points are kept
+        row = f'#sw-jobs tr[data-job="sweep/{job_id}"] button[aria-label="Delete job {job_id}"]'
+        wait_for(driver, lambda: js(driver, "return !!document.querySelector(arguments[0])", row), "the Delete button")
+        js(driver, "window.confirm = () => true; document.querySelector(arguments[0]).click();", row)
+        wait_for(driver, lambda: c.get(loc).status_code == 404, "the job deleted")
+        wait_for(
+            driver,
+            lambda: (
+                not js(
+                    driver, 'return !!document.querySelector(`#sw-jobs tr[data-job="sweep/${arguments[0]}"]`)', job_id
+                )
+            ),
+            "the job gone from the list",
+        )
+    no_console_errors(driver)
 
 
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])

@@ -8,6 +8,12 @@ thread takes queued jobs in order (``max_running_jobs`` at a time) and calls the
 interrupted by a crash or a restart resumes from its finished points when the service starts again; a
 capacity search or best split is deterministic and simply runs again. A job interrupted more than ``max_job_restarts``
 times, or running past ``job_timeout_s``, is marked failed with its finished points kept.
+
+Cancelling (:meth:`JobRunner.cancel`) stops a job and keeps it, ``cancelled``, with its finished points. Deleting
+(:meth:`JobRunner.delete`) removes its row at once (so every read of it answers "not found" and it is never
+resumed) and stops it; a running job's directory is removed by its thread once the in-flight points end, so the
+work never writes into a directory that has gone, and nothing it does afterwards re-creates the row
+(:meth:`Store.update_job` only updates an existing row).
 """
 
 from __future__ import annotations
@@ -100,6 +106,8 @@ class LiveJob:
     cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
     #: Why ``cancel`` was set: "cancel" (a client), "shutdown" (the service stops) or "timeout".
     reason: str | None = None
+    #: Deleted by a client: its row is gone; its thread removes its directory when it stops.
+    deleted: bool = False
     running: bool = False
     done: int = 0
     total: int | None = None
@@ -210,6 +218,23 @@ class JobRunner:
             self.store.update_job(job_id, status="cancelled", finished_s=time.time())
         return True
 
+    def delete(self, job_id: str) -> bool:
+        """Delete a job in any state; False if there is no such row. Its row goes at once; a queued job leaves
+        the queue and its files go too; a running job is stopped and its thread removes its files when the
+        in-flight points end (a crash before that leaves files without a row, removed at the next start)."""
+        with self._lock:
+            job = self._live.get(job_id)
+            later = False
+            if job is not None:
+                if job.running:
+                    job.deleted = True
+                    job.cancel.set()
+                    later = True
+                else:
+                    self._queue.remove(job_id)
+                    del self._live[job_id]
+        return self.store.delete_job(job_id, files=not later)
+
     def counts(self) -> dict[str, int]:
         """Jobs this process is running and holding in its queue (from memory)."""
         with self._lock:
@@ -301,13 +326,17 @@ class JobRunner:
             out = self.store.job_dir(job.id)
             self._finish(job, out, rec)
         except Exception:  # never let a job thread die silently
-            log.exception("job %s: runner failed", job.id)
-            self._fail(job, {"status_code": 500, "detail": "internal error in the job runner (see the server log)"})
+            if not job.deleted:  # a deleted job's work may fail on its files going; nothing to report
+                log.exception("job %s: runner failed", job.id)
+                self._fail(job, {"status_code": 500, "detail": "internal error in the job runner (see the server log)"})
         finally:
             timer.cancel()
             with self._lock:
                 self._live.pop(job.id, None)
                 self._threads.pop(job.id, None)
+                deleted = job.deleted  # read under the lock: a later delete finds no live job and removes the files
+            if deleted:
+                self.store.delete_job(job.id)  # the row is already gone; this removes the files
             job.version += 1
             self._start_next()
 
@@ -318,6 +347,8 @@ class JobRunner:
                 rec.definition, out / "parts", self._progress(job), job.cancel, self.settings.job_workers
             )
         except kvwire.Cancelled:
+            if job.deleted:
+                return
             if job.reason == "shutdown":
                 self.store.update_job(job.id, status="queued", done=job.done)
             elif job.reason == "timeout":
@@ -333,7 +364,10 @@ class JobRunner:
                 self.store.update_job(job.id, status="cancelled", finished_s=time.time(), done=job.done)
             return
         except kvwire.KvwireError as e:
-            self._fail(job, error_body(e, 422))
+            if not job.deleted:
+                self._fail(job, error_body(e, 422))
+            return
+        if job.deleted:  # deleted as its last point ended: write nothing
             return
         write_parquet_atomic(table, out / "result.parquet")
         n = table.height  # one row per point (sweep) or evaluation (capacity, whose total was an estimate)

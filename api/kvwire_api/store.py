@@ -345,10 +345,12 @@ class Store:
         rows = self._conn().execute(sql + " ORDER BY created_s, id", args)
         return [_job(r) for r in rows]
 
-    def delete_job(self, job_id: str) -> bool:
+    def delete_job(self, job_id: str, files: bool = True) -> bool:
+        """Delete a job's row, then (``files=True``) its directory; whether there was a row."""
         with self._tx() as c:
             deleted = c.execute("DELETE FROM jobs WHERE id = ?", (job_id,)).rowcount > 0
-        shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
+        if files:
+            shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
         return deleted
 
     def trim_jobs(self, keep: int) -> int:

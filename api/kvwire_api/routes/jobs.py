@@ -4,7 +4,8 @@ A definition is checked completely before the job is accepted (the library valid
 work; the service adds its bounds), so a 202 means the job will run. Status: ``GET /{id}`` (points done of
 total, ETA); progress as Server-Sent Events: ``GET /{id}/events``; results: ``GET /{id}/results`` (JSON, CSV
 or Parquet; while running or after a failure, the points finished so far with ``Kvwire-Complete: false``);
-``DELETE /{id}`` cancels an active job (202) or deletes a finished one (204).
+``POST /{id}/cancel`` stops a queued or running job and keeps it, ``cancelled``, with its finished points (202);
+``DELETE /{id}`` deletes a job in any state with its results (204): from then on every read of it is a 404.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import polars as pl
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.exceptions import HTTPException
-from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, Reference, Schema
 from litestar.params import FromPath, JSONBody
 from litestar.response import ServerSentEvent, ServerSentEventMessage
@@ -197,7 +197,8 @@ class JobController(Controller):
         summary="Progress as Server-Sent Events",
         operation_class=EventsOperation,
         description="`progress` events carry the status document (as GET /{id}) whenever it changes; the last "
-        "event is named after the final status (`done`, `failed` or `cancelled`) and the stream ends.",
+        "event is named after the final status (`done`, `failed` or `cancelled`) and the stream ends; if the job is "
+        "deleted meanwhile, the last event is `deleted`.",
         responses=errors(404),
     )
     async def events(self, job_id: FromPath[str], svc: NamedDependency[Services]) -> ServerSentEvent:
@@ -262,24 +263,42 @@ class JobController(Controller):
         resp.headers["Kvwire-Complete"] = "false"
         return resp
 
-    @delete(
-        "/{job_id:str}",
+    @post(
+        "/{job_id:str}/cancel",
         status_code=202,
-        summary="Cancel an active job (202), or delete a finished one and its results (204)",
-        responses={
-            **errors(404, 409),
-            204: ResponseSpec(None, description="The finished job and its results are deleted"),
-        },
+        summary="Cancel a queued or running job, keeping it and the points it finished",
+        description="A queued job becomes `cancelled` at once; a running one is asked to stop "
+        "(`cancel_requested: true`) and becomes `cancelled` when its in-flight points end, its finished points "
+        "readable at /results (`Kvwire-Complete: false`). The answer is the job's status document. A finished "
+        "job (`done`, `failed` or `cancelled`) cannot be cancelled: 409 naming its status. To remove a job, "
+        "whatever its state, DELETE it.",
+        responses=errors(404, 409),
     )
-    async def remove(self, job_id: FromPath[str], svc: NamedDependency[Services]) -> Response[Any]:
+    async def cancel(self, job_id: FromPath[str], svc: NamedDependency[Services]) -> Response[JobDict]:
         rec = await self._job(svc, job_id)
         if await anyio.to_thread.run_sync(svc.runner.cancel, job_id):
             fresh = await self._job(svc, job_id)
-            return Response(svc.runner.snapshot(fresh), status_code=202)
-        if rec.status not in TERMINAL:  # neither live nor finished: being picked up; try again
-            raise HTTPException(status_code=409, detail="the job is changing state; retry")
-        await anyio.to_thread.run_sync(svc.store.delete_job, job_id)
-        return Response(None, status_code=204)
+            return Response(svc.runner.snapshot(fresh), status_code=202)  # type: ignore[arg-type]
+        if rec.status in TERMINAL:
+            raise HTTPException(
+                status_code=409, detail=f"the job is already {rec.status}; only an active job can be cancelled"
+            )
+        raise HTTPException(status_code=409, detail="the job is changing state; retry")  # being picked up
+
+    @delete(
+        "/{job_id:str}",
+        status_code=204,
+        summary="Delete a job in any state and its results",
+        description="The job is gone when the answer (204) arrives: its status, /results and /events are 404 "
+        "from then on (a client following /events gets a last `deleted` event), and it is not resumed when the "
+        "service restarts. A queued job never runs; a running one is stopped, and its files are removed as soon "
+        "as its in-flight points end. To stop a job and keep what it finished, POST /{id}/cancel instead.",
+        responses=errors(404),
+    )
+    async def remove(self, job_id: FromPath[str], svc: NamedDependency[Services]) -> None:
+        await self._job(svc, job_id)
+        if not await anyio.to_thread.run_sync(svc.runner.delete, job_id):
+            raise not_found(f"{self.kind} job", job_id)  # deleted by another request meanwhile
 
 
 class SweepController(JobController):

@@ -247,7 +247,7 @@ export function mountSweeps(root, { runnerScenario }) {
         downloadLink(`${url}/results?format=parquet`, `${k}-${id}.parquet`, "Parquet"),
       );
       if (active(job)) {
-        actions.append(el("button", { type: "button", class: "button small danger", onclick: () => del(url).catch(() => {}) }, "Cancel"));
+        actions.append(el("button", { type: "button", class: "button small danger", onclick: () => post(`${url}/cancel`).catch(() => {}) }, "Cancel"));
       }
     };
     try {
@@ -297,7 +297,8 @@ export function mountSweeps(root, { runnerScenario }) {
         el("button", { type: "button", class: "button small danger", "aria-label": `${active(j) ? "Cancel" : "Delete"} job ${j.id}`, onclick: async () => {
           if (!active(j) && !window.confirm(`Delete the ${KINDS[j.kind].name.toLowerCase()} ${j.id.slice(0, 8)} and its results?`)) return;
           try {
-            await del(`${KINDS[j.kind].path}/${j.id}`);
+            if (active(j)) await post(`${KINDS[j.kind].path}/${j.id}/cancel`);
+            else await del(`${KINDS[j.kind].path}/${j.id}`);
           } finally {
             loadHistory();
           }

@@ -606,8 +606,6 @@ def test_cancel_keeps_the_job_and_delete_removes_it(driver: Any, server: Server)
     """The job view's Cancel button stops a running sweep and keeps it (POST .../cancel: the page then shows
     ``cancelled`` and the service still has the job, with its finished points); the job list's Delete button
     (after the confirmation) removes it (the service answers 404 for it)."""
-    from selenium.webdriver.common.by import By
-
     with server.client() as c:
         definition = {"base": {"workload": {"requests": 4000}}, "grid": {"workload.seed": list(range(200))}}
         loc = c.post("/v1/sweeps", json=definition).headers["location"]
@@ -615,7 +613,14 @@ def test_cancel_keeps_the_job_and_delete_removes_it(driver: Any, server: Server)
         wait_for(driver, lambda: c.get(loc).json()["done"] >= 1, "the sweep's first point", 60)
         open_page(driver, server, f"#sweeps?job=sweep/{job_id}")
         wait_data(driver, "sw-job", "status", "running", "the running sweep")
-        driver.find_element(By.XPATH, "//*[@id='sw-job']//button[normalize-space()='Cancel']").click()
+        # Found and clicked in one script: the job view re-renders on every progress event, so an element found
+        # by one WebDriver call can be stale by the next.
+        cancel = "//*[@id='sw-job']//button[normalize-space()='Cancel']"
+        click = (
+            "const b = document.evaluate(arguments[0], document, null, 9, null).singleNodeValue;"
+            " b?.click(); return !!b;"
+        )
+        wait_for(driver, lambda: js(driver, click, cancel), "the Cancel button clicked")
         wait_data(driver, "sw-job", "status", "cancelled", "the cancelled sweep", 60)
         job = c.get(loc).json()
         assert job["status"] == "cancelled" and 1 <= job["done"] < 200

@@ -167,6 +167,20 @@ class PreemptionsDict(TypedDict):
     swap_bytes: float
 
 
+class PrefixCacheResultDict(TypedDict):
+    """Prefix caching (``prefix_cache``), over the requests whose prefill started: ``hit_token_ratio`` =
+    Σ ``cached_tokens`` / Σ prompt tokens (0.0 when nothing was prefilled), the totals it comes from, the
+    requests with a hit, and with ``handoff.skip_cached_prefix`` the tokens left out of hand-offs and the
+    bytes they would have put on the network hop. All 0 when prefix caching is off."""
+
+    hit_token_ratio: float
+    cached_tokens: int
+    prompt_tokens: int
+    hit_requests: int
+    link_tokens_skipped: int
+    link_bytes_saved: float
+
+
 class AccuracyDict(TypedDict):
     """How exact the latency percentiles are: ``approximate`` lists the metrics whose percentiles come from the
     core's quantile sketch (``itl_s`` always; every metric when the per-request table was not kept), each within
@@ -234,6 +248,7 @@ class SummaryDict(TypedDict):
     run: RunStatsDict
     accuracy: AccuracyDict
     preemptions: PreemptionsDict
+    prefix_cache: PrefixCacheResultDict
     load: NotRequired[LoadDict]
 
 
@@ -282,6 +297,7 @@ __all__ = [
     "LoadDict",
     "PercentileRowDict",
     "PreemptionsDict",
+    "PrefixCacheResultDict",
     "RequestCountsDict",
     "RunStatsDict",
     "SloResultDict",

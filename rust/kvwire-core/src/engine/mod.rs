@@ -20,6 +20,7 @@ mod front;
 pub mod kernel;
 mod paged;
 mod path;
+mod prefix;
 pub mod running;
 mod stream;
 
@@ -193,6 +194,8 @@ struct Sim<'c> {
     admitted: Vec<u32>,
     /// A streamed run: the source of requests and where finished rows go (`None`: the whole table is held).
     stream: Option<stream::Stream<'c>>,
+    /// Prefix caching (`prefix_cache.enabled`; `None` when off).
+    prefix: Option<Box<prefix::Prefix>>,
 }
 
 /// Run a validated scenario to completion.
@@ -351,9 +354,11 @@ impl<'c> Sim<'c> {
             None => fronts[0].dec.kv_capacity,
         };
         let track_seen = sc.first_token == crate::scenario::FirstToken::Decode && !colocated;
+        let mut hashes = crate::workload::BlockHashes::default();
         let (t, n) = match requests {
             None => (RequestTable { track_seen, ..RequestTable::default() }, 0),
-            Some(Requests { trace, over_context }) => {
+            Some(Requests { mut trace, over_context }) => {
+                hashes = trace.take_hashes();
                 let (arrival, prompt, output) = trace.into_parts();
                 let n = arrival.len();
                 if n > u32::MAX as usize {
@@ -419,7 +424,13 @@ impl<'c> Sim<'c> {
             finished: Vec::new(),
             admitted: Vec::new(),
             stream: None,
+            prefix: None,
         };
+        if sc.prefix_cache.enabled {
+            let front_kv = capacity(sc, front_pool, &sim.front_model)?;
+            let rule = if colocated { sc.colocated_routing } else { sc.prefill_routing };
+            sim.init_prefix(sc.prefix_cache, hashes, front_kv, rule);
+        }
         if sim.timeline_max_spans.is_some() {
             for s in sim.fronts.iter_mut().map(|f| &mut f.stats).chain(sim.backs.iter_mut().map(|b| &mut b.stats)) {
                 s.spans = Some(Box::default());
@@ -652,6 +663,7 @@ impl<'c> Sim<'c> {
                 swap_bytes += p.swap_bytes;
             }
         }
+        let prefix = self.prefix.as_ref().map_or_else(Default::default, |p| p.stats);
         let mut links = self.path.into_stats();
         let timeline = recorded.then(|| Timeline {
             steps: instances.iter_mut().map(|s| s.spans.take().map(|b| *b).unwrap_or_default()).collect(),
@@ -689,6 +701,7 @@ impl<'c> Sim<'c> {
                 preemptions,
                 recompute_tokens,
                 swap_bytes,
+                prefix,
             },
         }
     }
@@ -697,7 +710,11 @@ impl<'c> Sim<'c> {
 impl Sim<'_> {
     /// KV bytes a hand-off of request `r` carries before compression.
     fn handoff_bytes(&self, r: u32) -> f64 {
-        self.plan.handoff_bytes(self.t.prompt_tokens[r as usize])
+        let p = self.t.prompt_tokens[r as usize];
+        match self.prefix.as_deref() {
+            Some(x) if x.skip => self.plan.handoff_bytes(p - x.wire_skip(r)),
+            _ => self.plan.handoff_bytes(p),
+        }
     }
 }
 

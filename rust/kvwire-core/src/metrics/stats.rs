@@ -140,6 +140,21 @@ pub struct LinkStats {
     pub spans: Option<Box<TransferSpans>>,
 }
 
+/// Prefix caching (`prefix_cache`): totals over the requests whose prefill started (all zero when off).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PrefixStats {
+    /// Σ prompt tokens of the requests prefilled.
+    pub prompt_tokens: u64,
+    /// Σ of their cached tokens (prefill compute skipped).
+    pub cached_tokens: u64,
+    /// Requests with at least one cached token.
+    pub hit_requests: u64,
+    /// Σ tokens left out of hand-offs (`handoff.skip_cached_prefix`).
+    pub link_tokens_skipped: u64,
+    /// Σ bytes those tokens would have put on the network hop (`kv-link`), after compression.
+    pub link_bytes_saved: f64,
+}
+
 /// Everything the engine measured besides the per-request table.
 #[derive(Clone, Debug, Default)]
 pub struct RunStats {
@@ -170,6 +185,7 @@ pub struct RunStats {
     pub preemptions: u64,
     pub recompute_tokens: u64,
     pub swap_bytes: f64,
+    pub prefix: PrefixStats,
 }
 
 impl RunStats {
@@ -208,6 +224,7 @@ impl RunStats {
                 "recompute_tokens": self.recompute_tokens,
                 "swap_bytes": self.swap_bytes,
             },
+            "prefix_cache": self.prefix,
         })
     }
 }

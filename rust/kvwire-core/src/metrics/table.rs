@@ -44,6 +44,8 @@ pub struct RequestTable {
     pub finish_s: Vec<f64>,
     /// Times the request was preempted while decoding (paged KV; 0 otherwise).
     pub preemptions: Vec<u32>,
+    /// Leading prompt tokens found in the prefill instance's prefix cache (`prefix_cache`; 0 otherwise).
+    pub cached_tokens: Vec<u32>,
     /// Rows added by [`Self::set_row`] get a `first_token_seen_s` entry (a streamed run with
     /// `metrics.first_token = "decode"`).
     pub track_seen: bool,
@@ -78,6 +80,7 @@ impl RequestTable {
             decode_start_s: try_filled(n, f64::NAN)?,
             finish_s: try_filled(n, f64::NAN)?,
             preemptions: try_filled(n, 0)?,
+            cached_tokens: try_filled(n, 0)?,
             track_seen: false,
         })
     }
@@ -119,6 +122,7 @@ impl RequestTable {
             c[i] = f64::NAN;
         }
         self.preemptions[i] = 0;
+        self.cached_tokens[i] = 0;
         if self.track_seen {
             self.first_token_seen_s[i] = f64::NAN;
         }
@@ -146,6 +150,7 @@ impl RequestTable {
             c.push(f64::NAN);
         }
         self.preemptions.push(0);
+        self.cached_tokens.push(0);
         if self.track_seen {
             self.first_token_seen_s.push(f64::NAN);
         }
@@ -173,6 +178,7 @@ impl RequestTable {
         self.decode_start_s.push(t.decode_start_s[i]);
         self.finish_s.push(t.finish_s[i]);
         self.preemptions.push(t.preemptions[i]);
+        self.cached_tokens.push(t.cached_tokens[i]);
     }
 
     pub fn len(&self) -> usize {
@@ -186,6 +192,6 @@ impl RequestTable {
     /// Bytes held by the columns (for the memory benchmark).
     pub fn heap_bytes(&self) -> usize {
         let n = self.len();
-        n * (8 + 8 + 4 + 4 + 1 + 1 + 1 + 1 + 4 + 4 + 6 * 8 + 4) + self.first_token_seen_s.len() * 8
+        n * (8 + 8 + 4 + 4 + 1 + 1 + 1 + 1 + 4 + 4 + 6 * 8 + 4 + 4) + self.first_token_seen_s.len() * 8
     }
 }

@@ -17,7 +17,6 @@ import polars as pl
 import pytest
 from kvwire import _core
 from kvwire.errors import ScenarioError, TraceError
-
 from shared_paths import DATA
 
 CONVERSATION = DATA / "mooncake" / "conversation_trace.jsonl"
@@ -51,7 +50,7 @@ def run(scenario: dict[str, Any], requests: pl.DataFrame, **kw: Any) -> kvwire.S
 def oracle_cached_tokens(df: pl.DataFrame, skip: list[bool]) -> list[int]:
     """Per request, in arrival order: the leading blocks whose id some earlier (prefilled) request carried,
     stopping at the first unseen one, as tokens, less the last prompt token (always recomputed):
-    min(k·512, prompt − 1). Requests marked in ``skip`` (rejected: never prefilled) neither hit nor insert."""
+    min(k*512, prompt - 1). Requests marked in ``skip`` (rejected: never prefilled) neither hit nor insert."""
     seen: set[int] = set()
     out = []
     for prompt, ids, s in zip(df["prompt_tokens"].to_list(), df["hash_ids"].to_list(), skip, strict=True):
@@ -154,7 +153,7 @@ def test_a_hit_costs_the_prefill_of_the_uncached_chunk() -> None:
 
 def test_skip_cached_prefix_saves_the_cached_tokens_bytes() -> None:
     """With ``handoff.skip_cached_prefix`` the decode instance's own cache (filled by the first hand-off that
-    landed) leaves the shared 1024-token prefix off the wire: ``link_bytes_saved`` = 1024 × bytes per token of
+    landed) leaves the shared 1024-token prefix off the wire: ``link_bytes_saved`` = 1024 x bytes per token of
     ``kvwire.handoff``, and the second transfer takes the closed-form time of a 512-token hand-off (idle link)
     where without the skip it takes that of 1536 tokens."""
     reqs = table([(0.0, 1536, 4, [1, 2, 3]), (100.0, 1536, 4, [1, 2, 4])])

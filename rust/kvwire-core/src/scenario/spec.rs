@@ -53,7 +53,8 @@ pub struct ScenarioSpec {
 pub struct PrefixCacheSpec {
     /// Off by default.
     pub enabled: bool,
-    /// Cache capacity per instance, tokens; `null` (default): the instance's free KV memory.
+    /// Cache capacity per instance, tokens; `null` / absent (default): the instance's free KV memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_tokens: Option<u64>,
 }
 

@@ -122,6 +122,24 @@ def test_caching_off_ignores_the_hash_column(conversation: pl.DataFrame) -> None
     assert int(with_hashes.requests["cached_tokens"].max() or 0) == 0
 
 
+def test_chunked_with_an_ample_budget_equals_whole_prompt_batching(conversation: pl.DataFrame) -> None:
+    """With prefix caching on, chunked prefill whose token budget never binds (and no decode rows: disaggregated
+    prefill instances) takes the same prompts per step as whole-prompt batching whose token limit never binds,
+    matching and inserting each prompt's blocks in the same order: identical per-request tables (cached tokens
+    included) and summaries (but ``load``: the analytic ceilings are computed per scheduler policy)."""
+    big = 10**8
+    base: dict[str, Any] = {"prefix_cache": {"enabled": True}, "prefill": {"instances": 2}, "decode": {"instances": 2}}
+    whole = run({**base, "scheduler": {"max_prefill_tokens": big}}, conversation)
+    chunked = run({**base, "scheduler": {"policy": "chunked", "max_num_batched_tokens": big}}, conversation)
+    assert chunked.requests.equals(whole.requests, null_equal=True)
+    assert int(chunked.requests["cached_tokens"].sum()) > 0
+    a, b = dict(whole.summary), dict(chunked.summary)
+    for s in (a, b):
+        s["run"] = {k: v for k, v in s["run"].items() if k != "wall_s"}
+        s.pop("load")
+    assert a == b
+
+
 def test_a_hit_costs_the_prefill_of_the_uncached_chunk() -> None:
     """One request on an idle prefill instance whose first block (512 tokens) is cached takes exactly as long to
     prefill as the second step of chunked prefill over the same 1024-token prompt in 512-token chunks (a chunk
@@ -226,7 +244,6 @@ def test_prefix_affinity_follows_the_prefix_and_falls_back_under_load() -> None:
             "handoff.skip_cached_prefix",
         ),
         ({"router": {"prefill": "prefix_affinity"}}, "router.prefill"),
-        ({"prefix_cache": {"enabled": True}, "scheduler": {"policy": "chunked"}}, "prefix_cache.enabled"),
     ],
 )
 def test_bad_options_name_the_field(scenario: dict[str, Any], path: str) -> None:

@@ -240,6 +240,9 @@ impl Sim<'_> {
         let partial_local = partial.is_some_and(|(r, _)| self.t.local_decode[r as usize]);
         let occ = self.front_occupancy(i, partial_local as u64);
         let (mut local, mut chunks) = (Vec::new(), Vec::new());
+        // Prefix caching: each new prompt is matched (and its blocks inserted) as it is taken, in queue order.
+        let mut prefix = self.prefix.take();
+        let mut cached = Vec::new();
         let n = chunked_batch(
             partial,
             &self.fronts[i].queue,
@@ -249,9 +252,17 @@ impl Sim<'_> {
             rows,
             occ,
             |r| self.decides_local(r, now),
+            |r| {
+                let Some(px) = prefix.as_deref_mut() else { return 0 };
+                let free = self.fronts[i].free_kv_tokens(px.front_kv_tokens);
+                let p = px.admit_front(i, r as usize, self.t.prompt_tokens[r as usize], free);
+                cached.push(p);
+                p
+            },
             &mut local,
             &mut chunks,
         );
+        self.prefix = prefix;
         if chunks.is_empty() {
             return self.start_front_decode(i, now);
         }
@@ -267,7 +278,7 @@ impl Sim<'_> {
         if chunks.len() > n {
             members.extend(partial);
         }
-        for &is_local in &local {
+        for (k, &is_local) in local.iter().enumerate() {
             let Some(r) = inst.queue.pop_front() else { break };
             let ri = r as usize;
             inst.queued_tokens -= t.prompt_tokens[ri] as u64;
@@ -277,7 +288,10 @@ impl Sim<'_> {
             if is_local {
                 inst.dec.kv_used += inst.dec.rule.admit(t.prompt_tokens[ri], t.output_tokens[ri]);
             }
-            members.push((r, 0));
+            // A cached prefix: the prompt starts as if its first `p` tokens were prefilled.
+            let p = cached.get(k).copied().unwrap_or(0);
+            t.cached_tokens[ri] = p;
+            members.push((r, p));
         }
         for (&(r, done), &c) in members.iter().zip(&chunks) {
             let ri = r as usize;

@@ -8,6 +8,7 @@
 //!   recently used (so a chain is evicted from its end, never its head first), and blocks are evicted
 //!   least-recently-used first until the cache holds at most ⌊capacity / block⌋ blocks. A request later in
 //!   the same batch may so reuse an earlier one's blocks (as if the batch's shared prefix were computed once).
+//!   Chunked prefill matches a new prompt when its step takes it, and the prompt starts `cached` tokens in.
 //! * **Capacity**: `prefix_cache.capacity_tokens`, or the instance's free KV memory at that moment
 //!   (`free_kv_tokens`: the pool's KV memory after weights less what running requests hold), so the cache
 //!   only ever uses memory nothing else holds.

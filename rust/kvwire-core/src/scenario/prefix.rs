@@ -1,7 +1,7 @@
 //! `prefix_cache`, `handoff.skip_cached_prefix` and `router.prefill = "prefix_affinity"`: resolved and
 //! checked together (each needs the others' context).
 
-use super::spec::{BatchPolicy, PrefillRouterSpec, PrefixCacheSpec};
+use super::spec::{PrefillRouterSpec, PrefixCacheSpec};
 use crate::error::{Error, Result};
 
 /// The resolved prefix-caching options.
@@ -27,7 +27,6 @@ pub(super) fn resolve(
     spec: &PrefixCacheSpec,
     skip_cached_prefix: bool,
     prefill_router: PrefillRouterSpec,
-    batch_policy: BatchPolicy,
     disaggregated: bool,
 ) -> Result<PrefixConfig> {
     let c = PrefixConfig { enabled: spec.enabled, capacity_tokens: spec.capacity_tokens, skip_cached_prefix };
@@ -45,12 +44,6 @@ pub(super) fn resolve(
     }
     if prefill_router == PrefillRouterSpec::PrefixAffinity && !c.enabled {
         return Err(Error::field("router.prefill", "\"prefix_affinity\" needs prefix_cache.enabled = true"));
-    }
-    if c.enabled && batch_policy == BatchPolicy::Chunked {
-        return Err(Error::field(
-            "prefix_cache.enabled",
-            "prefix caching is not implemented with scheduler.policy \"chunked\" yet: use policy \"whole\"",
-        ));
     }
     Ok(c)
 }

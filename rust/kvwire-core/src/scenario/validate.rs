@@ -265,7 +265,6 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         &s.prefix_cache,
         s.handoff.skip_cached_prefix,
         s.router.prefill,
-        s.scheduler.policy,
         matches!(topology, Topology::Disaggregated { .. }),
     )?;
     Ok(Scenario {

@@ -21,6 +21,7 @@ MODULES = [
     "kvwire.quant",
     "kvwire.run",
     "kvwire.scenario",
+    "kvwire.sessions",
     "kvwire.sweep",
     "kvwire.trace_formats",
     "kvwire.trace_ops",

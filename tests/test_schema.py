@@ -184,6 +184,10 @@ def example_for(path: str) -> dict[str, Any]:
         field = path.split(".")[2] if path.count(".") >= 2 else "dist"
         dist = next(d for d, spec in LENGTHS.items() if field in spec)
         return nest(".".join(path.split(".")[:2]), LENGTHS[dist])
+    if path.startswith("workload.sessions"):  # every field of a sessions workload (tests/test_sessions.py)
+        return {
+            "workload": {"sessions": {"count": 2, "turns": 2, "think_s": 1.0, "system_prompts": 2, "system_tokens": 9}}
+        }
     if path.startswith("workload.arrivals"):
         return {"workload": {"arrivals": ARRIVALS["gamma" if path.endswith(".cv") else "poisson"]}}
     if path.startswith("prefix_cache"):
@@ -296,6 +300,8 @@ def test_all_annotated_keys_together_run() -> None:
             continue
         if path.startswith("workload.output_tokens") or path.startswith("workload.prompt_tokens"):
             continue  # one dist at a time; covered above
+        if path.startswith("workload.sessions"):
+            continue  # sessions replace workload.requests; covered above and in tests/test_sessions.py
         if path in ALONE:
             continue
         sc = merge(sc, example_for(path))
@@ -314,6 +320,7 @@ LOCATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "ArrivalsDict": ("workload.arrivals", {"workload": {"arrivals": {"rate_per_s": 1.0}}}),
     "LengthDict": ("workload.prompt_tokens", {"workload": {"prompt_tokens": {"dist": "fixed", "value": 3}}}),
     "TraceDict": ("workload.trace", {"workload": {"trace": TRACE}}),
+    "SessionsDict": ("workload.sessions", {"workload": {"sessions": {"count": 1, "turns": 1}}}),
     "WorkloadDict": ("workload", {}),
     "SloDict": ("slo", {}),
     "MetricsDict": ("metrics", {}),
@@ -432,10 +439,12 @@ def test_interface_example_is_the_default_and_typed() -> None:
 
 def test_typeddicts_are_total_false_except_trace() -> None:
     """Every field is optional (interface.md: every omitted field has a default) except the three trace
-    columns, which must come together."""
+    columns, which must come together, and a sessions workload's count and turns (no sessions by default)."""
     for name, td in all_typed_dicts().items():
         if name == "TraceDict":
             assert set(td.__required_keys__) == {"arrival_s", "prompt_tokens", "output_tokens"}
+        elif name == "SessionsDict":
+            assert set(td.__required_keys__) == {"count", "turns"}
         else:
             assert not td.__required_keys__, name
 

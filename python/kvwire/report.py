@@ -8,6 +8,7 @@ from typing import Any
 from kvwire import _core
 from kvwire.presets import catalog
 from kvwire.run import SimResult
+from kvwire.sessions import session_line
 from kvwire.summary import QUANTILES, prefill_token_budget
 
 
@@ -163,6 +164,8 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
         f"horizon {s['run']['horizon_s']:,.1f} s; {s['run']['events']:,} events, {s['run']['steps']:,} steps "
         f"in {s['run']['wall_s']:.3f} s",
     ]
+    if s.get("sessions"):
+        lines.append(session_line(s["sessions"]))
     if s.get("load") and s["load"]["overloaded"]:
         lines.append(s["load"]["overload_note"])
     if r.get("over_context"):

@@ -179,6 +179,23 @@ class PrefixCacheResultDict(TypedDict):
     hit_requests: int
     link_tokens_skipped: int
     link_bytes_saved: float
+class SessionsResultDict(TypedDict):
+    """A sessions workload (``workload.sessions``; README "Sessions"): turns planned (count x turns), sent
+    (rows of the table, refused ones included), not sent (a session ended first) and refused; sessions that
+    completed every turn, and those that ended early, by a refused turn or by the model's context."""
+
+    count: int
+    turns: int
+    think_s: float
+    turns_planned: int
+    turns_sent: int
+    turns_not_sent: int
+    turns_refused: int
+    turns_per_session_mean: float
+    completed: int
+    ended_early: int
+    ended_by_refusal: int
+    ended_by_context: int
 
 
 class AccuracyDict(TypedDict):
@@ -250,6 +267,7 @@ class SummaryDict(TypedDict):
     preemptions: PreemptionsDict
     prefix_cache: PrefixCacheResultDict
     load: NotRequired[LoadDict]
+    sessions: NotRequired[SessionsResultDict]
 
 
 class PercentileRowDict(LatencyStatsDict):
@@ -300,6 +318,7 @@ __all__ = [
     "PrefixCacheResultDict",
     "RequestCountsDict",
     "RunStatsDict",
+    "SessionsResultDict",
     "SloResultDict",
     "StagesDict",
     "SummaryDict",

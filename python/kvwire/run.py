@@ -88,7 +88,8 @@ def check_memory(n: int, path: str, available: int | None = None) -> None:
 
 
 def _generated_requests(scenario: Mapping[str, Any] | str | Path | None) -> int | None:
-    """The request count a scenario dict asks the generator for (800 by default), if it is a plain integer."""
+    """The request count a scenario dict asks the generator for (800 by default; count x turns for sessions),
+    if it is a plain integer."""
     if not isinstance(scenario, Mapping):
         return None
     workload = scenario.get("workload")
@@ -96,7 +97,12 @@ def _generated_requests(scenario: Mapping[str, Any] | str | Path | None) -> int 
         return 800
     if not isinstance(workload, Mapping) or "trace" in workload or workload.get("external"):
         return None
-    n = workload.get("requests", 800)
+    sessions = workload.get("sessions")
+    if isinstance(sessions, Mapping):  # closed-loop sessions: at most count x turns requests
+        count, turns = sessions.get("count"), sessions.get("turns")
+        n = count * turns if isinstance(count, int) and isinstance(turns, int) and count > 0 and turns > 0 else None
+    else:
+        n = workload.get("requests", 800)
     return n if isinstance(n, int) and not isinstance(n, bool) and 0 < n < 2**63 else None
 
 

@@ -121,6 +121,19 @@ class TraceFileDict(_TraceFileRequired, total=False):
     seed: int
 
 
+class _SessionsRequired(TypedDict):
+    count: int
+    turns: int
+
+
+class SessionsDict(_SessionsRequired, total=False):
+    """``workload.sessions``: closed-loop multi-turn sessions (README "Sessions")."""
+
+    think_s: float
+    system_prompts: int
+    system_tokens: int
+
+
 class WorkloadDict(TypedDict, total=False):
     requests: int
     seed: int
@@ -130,6 +143,7 @@ class WorkloadDict(TypedDict, total=False):
     trace: TraceDict | TraceFileDict
     external: bool
     over_context: Literal["warn", "reject", "clip"]
+    sessions: SessionsDict
 
 
 class SloDict(TypedDict, total=False):
@@ -366,7 +380,7 @@ KIND_FIELDS: dict[str, dict[str, set[str]]] = {
     "process": {"poisson": {"rate_per_s"}, "gamma": {"rate_per_s", "cv"}},
 }
 #: Workload fields a request table replaces (``kvwire run --trace``, :func:`without_generator`).
-GENERATOR_FIELDS = ("requests", "seed", "arrivals", "prompt_tokens", "output_tokens", "trace", "external")
+GENERATOR_FIELDS = ("requests", "seed", "arrivals", "prompt_tokens", "output_tokens", "trace", "external", "sessions")
 
 
 def _parse_assignment(assignment: str) -> tuple[list[str], Any]:

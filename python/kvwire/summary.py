@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from kvwire.ceilings import load
+from kvwire.sessions import sessions_summary
 
 #: Percentile columns of :func:`percentiles` / keys of each ``summary["latency"][metric]``.
 QUANTILES: tuple[tuple[str, float], ...] = (
@@ -458,7 +459,7 @@ def summarise(
     little_l = _safe_div(population, horizon)
     lam_w = _safe_div(completed * float(mean_e2e), horizon) if mean_e2e is not None else None
 
-    return {
+    summary: dict[str, Any] = {
         "requests": {
             "total": int(figures["total"]),
             "completed": completed,
@@ -561,6 +562,10 @@ def summarise(
             "relative_error": SKETCH_RELATIVE_ERROR,
         },
     }
+    sessions = None if df is None else sessions_summary(df, scenario)
+    if sessions is not None:
+        summary["sessions"] = sessions
+    return summary
 
 
 __all__ = [

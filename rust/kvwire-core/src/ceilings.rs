@@ -56,7 +56,8 @@ pub struct Ceilings {
     pub binding: &'static str,
     pub ceiling_req_per_s: f64,
     /// The workload's mean arrival rate: `rate_per_s` of a generated workload; (n − 1) / (last − first
-    /// arrival) of a request table (`None` with fewer than two requests or all at one instant).
+    /// arrival) of a request table (`None` with fewer than two requests or all at one instant); `rate_per_s` ×
+    /// the mean turns per session of a sessions workload (closed loop: its steady-state request rate).
     pub offered_req_per_s: Option<f64>,
     /// Mean prompt and output lengths of the served requests, tokens.
     pub prompt_tokens_mean: f64,
@@ -291,6 +292,14 @@ fn offered(sc: &Scenario, c: &Census) -> Option<f64> {
         Workload::Generated {
             arrivals: Arrivals::Poisson { rate_per_s } | Arrivals::Gamma { rate_per_s, .. }, ..
         } => Some(*rate_per_s),
+        // Closed loop: every session sends its turns one after the other, so in steady state requests arrive
+        // at the session rate × the mean turns a session sends (rows / sessions).
+        Workload::Sessions(w) => {
+            let rate = match w.arrivals {
+                Arrivals::Poisson { rate_per_s } | Arrivals::Gamma { rate_per_s, .. } => rate_per_s,
+            };
+            Some(rate * c.requests as f64 / w.sessions.count as f64)
+        }
         Workload::Trace(_) | Workload::Requests(_) | Workload::Stream => c.offered(),
     }
 }

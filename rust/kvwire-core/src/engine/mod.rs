@@ -22,6 +22,7 @@ mod paged;
 mod path;
 mod prefix;
 pub mod running;
+mod sessions;
 mod stream;
 
 pub use stream::RowSink;
@@ -103,6 +104,8 @@ enum Ev {
     },
     BackWake(u32),
     BackDone(u32),
+    /// Turn (row) `r` of a session arrives (`workload.sessions`).
+    Turn(u32),
 }
 
 /// Decoding state shared by back instances and decoding front instances.
@@ -196,6 +199,8 @@ struct Sim<'c> {
     stream: Option<stream::Stream<'c>>,
     /// Prefix caching (`prefix_cache.enabled`; `None` when off).
     prefix: Option<Box<prefix::Prefix>>,
+    /// A sessions workload: the turns still to start (`None` otherwise).
+    sessions: Option<Box<sessions::SessionRun>>,
 }
 
 /// Run a validated scenario to completion.
@@ -253,6 +258,7 @@ pub fn own_source(scenario: &Scenario, chunk_rows: usize) -> Result<Box<dyn Requ
         Workload::Stream => {
             return Err(Error::Internal("a streamed workload needs its source passed to the run".into()))
         }
+        Workload::Sessions(_) => return Err(sessions::not_streamed()),
     })
 }
 
@@ -355,10 +361,12 @@ impl<'c> Sim<'c> {
         };
         let track_seen = sc.first_token == crate::scenario::FirstToken::Decode && !colocated;
         let mut hashes = crate::workload::BlockHashes::default();
+        let mut session_rows = None;
         let (t, n) = match requests {
             None => (RequestTable { track_seen, ..RequestTable::default() }, 0),
-            Some(Requests { mut trace, over_context }) => {
+            Some(Requests { mut trace, over_context, sessions }) => {
                 hashes = trace.take_hashes();
+                session_rows = sessions;
                 let (arrival, prompt, output) = trace.into_parts();
                 let n = arrival.len();
                 if n > u32::MAX as usize {
@@ -425,7 +433,11 @@ impl<'c> Sim<'c> {
             admitted: Vec::new(),
             stream: None,
             prefix: None,
+            sessions: None,
         };
+        if let Some(rows) = session_rows {
+            sim.sessions = Some(sessions::SessionRun::new(&mut sim.t, *rows)?);
+        }
         if sc.prefix_cache.enabled {
             let front_kv = capacity(sc, front_pool, &sim.front_model)?;
             let rule = if colocated { sc.colocated_routing } else { sc.prefill_routing };
@@ -441,8 +453,12 @@ impl<'c> Sim<'c> {
     }
 
     fn run(&mut self) -> Result<()> {
+        if self.sessions.is_some() {
+            self.start_sessions();
+        }
         let first = match self.stream.as_mut() {
             Some(st) => st.peek()?,
+            None if self.sessions.is_some() => None,
             None => self.t.arrival_s.first().copied(),
         };
         if let Some(a) = first {
@@ -489,6 +505,7 @@ impl<'c> Sim<'c> {
                     let end = self.back_step_end(d as usize, now);
                     self.schedule_back(d as usize, end);
                 }
+                Ev::Turn(r) => self.on_turn(r, now),
             }
         }
         // Checked during the run every CHECK_EVERY units of work, and here exactly.
@@ -593,6 +610,9 @@ impl<'c> Sim<'c> {
         self.horizon = self.horizon.max(now);
         if self.stream.is_some() {
             self.emit_ready();
+        }
+        if self.sessions.is_some() {
+            self.next_turn(r, now);
         }
     }
 

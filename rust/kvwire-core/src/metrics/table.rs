@@ -46,6 +46,10 @@ pub struct RequestTable {
     pub preemptions: Vec<u32>,
     /// Leading prompt tokens found in the prefill instance's prefix cache (`prefix_cache`; 0 otherwise).
     pub cached_tokens: Vec<u32>,
+    /// A sessions workload (`workload.sessions`): each row's session (0-based, by start time) and turn
+    /// (1-based); empty otherwise.
+    pub session: Vec<u32>,
+    pub turn: Vec<u32>,
     /// Rows added by [`Self::set_row`] get a `first_token_seen_s` entry (a streamed run with
     /// `metrics.first_token = "decode"`).
     pub track_seen: bool,
@@ -81,6 +85,8 @@ impl RequestTable {
             finish_s: try_filled(n, f64::NAN)?,
             preemptions: try_filled(n, 0)?,
             cached_tokens: try_filled(n, 0)?,
+            session: Vec::new(),
+            turn: Vec::new(),
             track_seen: false,
         })
     }

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::spec::{
     ArrivalSpec, ConvertSpec, CostSpec, DisaggregatePolicy, DisaggregateSpec, DistSpec, EngineSpec, HandoffSpec,
     LengthSpec, LmHeadSpec, LoadRouterSpec, MetricsSpec, ModeSpec, PoolSpec, PrefillRouterSpec, ProcessSpec,
-    RouterSpec, ScenarioSpec, SchedulerSpec, SloSpec, TraceSpec, WorkloadSpec,
+    RouterSpec, ScenarioSpec, SchedulerSpec, SessionsSpec, SloSpec, TraceSpec, WorkloadSpec,
 };
 use super::{Disaggregate, LinkModel, Named, Pool, Rule, Scenario, Topology, Workload};
 use crate::cost::model::LmHead;
@@ -45,6 +45,20 @@ fn pool(p: &Pool) -> PoolSpec {
         devices_per_instance: *devices_per_instance,
         power_cap_w: *power_cap_w,
         kv_format: Some(format_name(*kv_format)),
+    }
+}
+
+/// The generator's fields of a workload (seed, arrival process, lengths).
+fn generated(seed: u64, arrivals: &Arrivals, prompt: &LengthDist, output: &LengthDist) -> WorkloadSpec {
+    WorkloadSpec {
+        seed: Some(seed),
+        arrivals: Some(match *arrivals {
+            Arrivals::Poisson { rate_per_s } => ArrivalSpec { process: ProcessSpec::Poisson, rate_per_s, cv: None },
+            Arrivals::Gamma { rate_per_s, cv } => ArrivalSpec { process: ProcessSpec::Gamma, rate_per_s, cv: Some(cv) },
+        }),
+        prompt_tokens: Some(length(prompt)),
+        output_tokens: Some(length(output)),
+        ..WorkloadSpec::default()
     }
 }
 
@@ -177,20 +191,18 @@ impl Scenario {
             Topology::Colocated { pool: p } => (ModeSpec::Colocated, None, None, Some(pool(p)), None),
         };
         let mut workload = match workload {
-            Workload::Generated { requests, seed, arrivals, prompt, output } => WorkloadSpec {
-                requests: Some(*requests as u64),
-                seed: Some(*seed),
-                arrivals: Some(match *arrivals {
-                    Arrivals::Poisson { rate_per_s } => {
-                        ArrivalSpec { process: ProcessSpec::Poisson, rate_per_s, cv: None }
-                    }
-                    Arrivals::Gamma { rate_per_s, cv } => {
-                        ArrivalSpec { process: ProcessSpec::Gamma, rate_per_s, cv: Some(cv) }
-                    }
+            Workload::Generated { requests, seed, arrivals, prompt, output } => {
+                WorkloadSpec { requests: Some(*requests as u64), ..generated(*seed, arrivals, prompt, output) }
+            }
+            Workload::Sessions(w) => WorkloadSpec {
+                sessions: Some(SessionsSpec {
+                    count: w.sessions.count as u64,
+                    turns: w.sessions.turns as u64,
+                    think_s: Some(w.sessions.think_s),
+                    system_prompts: Some(w.sessions.system_prompts),
+                    system_tokens: Some(w.sessions.system_tokens),
                 }),
-                prompt_tokens: Some(length(prompt)),
-                output_tokens: Some(length(output)),
-                ..WorkloadSpec::default()
+                ..generated(w.seed, &w.arrivals, &w.prompt, &w.output)
             },
             Workload::Trace(t) => WorkloadSpec {
                 trace: Some(TraceSpec {

@@ -108,6 +108,8 @@ pub enum Workload {
     Trace(Trace),
     /// A request table given beside the scenario (the Python `requests=` argument; `workload.external`).
     Requests(Trace),
+    /// Closed-loop multi-turn sessions (`workload.sessions`).
+    Sessions(crate::workload::sessions::SessionsWorkload),
     /// A request table given beside the scenario and read in chunks while the run goes
     /// ([`crate::engine::simulate_streamed`] with a [`crate::workload::source::RequestSource`]).
     Stream,
@@ -118,7 +120,7 @@ impl Workload {
     pub fn table(&self) -> Option<&Trace> {
         match self {
             Workload::Trace(t) | Workload::Requests(t) => Some(t),
-            Workload::Generated { .. } | Workload::Stream => None,
+            Workload::Generated { .. } | Workload::Sessions(_) | Workload::Stream => None,
         }
     }
 }
@@ -129,6 +131,8 @@ pub struct Requests {
     pub trace: Trace,
     /// Whether each request's prompt + output exceeded the model's context (before any clipping).
     pub over_context: Vec<bool>,
+    /// A sessions workload: each row's session and turn, and the think time (`None` otherwise).
+    pub sessions: Option<Box<crate::workload::sessions::SessionRows>>,
 }
 
 /// A validated scenario.
@@ -204,6 +208,7 @@ impl Scenario {
                 t
             }
             Workload::Trace(t) | Workload::Requests(t) => t.clone(),
+            Workload::Sessions(w) => return self.session_requests(w),
             Workload::Stream => return Err(Error::Internal("a streamed workload has no request table to hold".into())),
         };
         let over_context = match self.model.spec.max_context_tokens {
@@ -213,7 +218,17 @@ impl Scenario {
         if let (OverContext::Clip, Some(max)) = (self.over_context, self.model.spec.max_context_tokens) {
             trace.clip_to_context(max);
         }
-        Ok(Requests { trace, over_context })
+        Ok(Requests { trace, over_context, sessions: None })
+    }
+
+    /// A sessions workload's turns: no turn over the context (a session ends before it), and each session
+    /// ended at its first turn the decoding pool's KV can never hold (that turn is sent and refused).
+    fn session_requests(&self, w: &crate::workload::sessions::SessionsWorkload) -> Result<Requests> {
+        let mut plan = w.plan(self.model.spec.max_context_tokens)?;
+        let capacity = crate::ceilings::decode_capacity(self);
+        plan.end_at_first(|p, o| !crate::policy::batching::ever_fits(p, o, capacity));
+        let over_context = crate::metrics::table::try_filled(plan.trace.len(), false)?;
+        Ok(Requests { trace: plan.trace, over_context, sessions: Some(Box::new(plan.rows)) })
     }
 
     /// The pool that runs prefill (the colocated pool in colocated mode).

@@ -173,6 +173,29 @@ pub struct WorkloadSpec {
     /// to context − 1 tokens, then the output to what is left).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub over_context: Option<OverContext>,
+    /// Closed-loop multi-turn sessions (instead of `requests`): session starts follow `arrivals`, each turn's
+    /// new message and output follow `prompt_tokens` and `output_tokens`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionsSpec>,
+}
+
+/// `workload.sessions`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsSpec {
+    /// Sessions (≥ 1).
+    pub count: u64,
+    /// Turns per session at most (≥ 1).
+    pub turns: u64,
+    /// Think time from a turn's last token to the next turn's arrival, s (default 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub think_s: Option<f64>,
+    /// Distinct system prompts (default 1); session s uses number s mod system_prompts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_prompts: Option<u32>,
+    /// Tokens of each system prompt (default 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_tokens: Option<u32>,
 }
 
 /// Requests longer than the model's context.

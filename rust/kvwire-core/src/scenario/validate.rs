@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::spec::{
     ArrivalSpec, BatchPolicy, ConvertSpec, DisaggregatePolicy, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec,
-    ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec,
+    ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec, SessionsSpec,
 };
 use super::{serde_error, Disaggregate, Link, LinkModel, Named, Pool, Rule, Scenario, Topology, Workload};
 use super::{DEFAULT_HOST_CONVERT_GB_PER_S, DEFAULT_HOST_W_PER_THREAD};
@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::handoff::plan::{CompressAt, Conversion, ConvertAt, DecompressAt, HandoffPlan, NetworkLink, Streaming};
 use crate::layout::Geometry;
 use crate::quant::formats::{format, Format, Scheme, ALIASES, FORMATS};
+use crate::workload::sessions::{SessionsParams, SessionsWorkload};
 use crate::workload::{Arrivals, LengthDist, Trace};
 
 /// Upper bounds that keep every allocation sane. They are far beyond any real system.
@@ -762,6 +763,7 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
         ("workload.arrivals", w.arrivals.is_some()),
         ("workload.prompt_tokens", w.prompt_tokens.is_some()),
         ("workload.output_tokens", w.output_tokens.is_some()),
+        ("workload.sessions", w.sessions.is_some()),
     ];
     let external = w.external == Some(true);
     let explicit = match (requests, w.trace) {
@@ -807,6 +809,12 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
         }
         return Ok(workload);
     }
+    if w.sessions.is_some() && w.requests.is_some() {
+        return Err(Error::field(
+            "workload.requests",
+            "not used with workload.sessions (a sessions workload sends up to count × turns requests); remove it",
+        ));
+    }
     let requests = w.requests.unwrap_or(800);
     if requests == 0 {
         return Err(Error::field("workload.requests", "must be ≥ 1"));
@@ -831,7 +839,42 @@ fn workload(w: super::spec::WorkloadSpec, requests: Option<Trace>) -> Result<Wor
         LengthDist::Lognormal { mean: 256.0, cv: 0.5, min: 1, max: 32768 },
         0,
     )?;
+    if let Some(sessions) = w.sessions {
+        let sessions = sessions_params(sessions)?;
+        let seed = w.seed.unwrap_or(1);
+        return Ok(Workload::Sessions(SessionsWorkload { seed, arrivals, prompt, output, sessions }));
+    }
     Ok(Workload::Generated { requests: requests as usize, seed: w.seed.unwrap_or(1), arrivals, prompt, output })
+}
+
+/// `workload.sessions`: counts ≥ 1, at most [`MAX_REQUESTS`] turns in all, think time ≥ 0.
+fn sessions_params(s: SessionsSpec) -> Result<SessionsParams> {
+    let at_least_one = |path: &str, v: u64| {
+        if v == 0 {
+            Err(Error::field(path, "must be ≥ 1"))
+        } else {
+            Ok(())
+        }
+    };
+    at_least_one("workload.sessions.count", s.count)?;
+    at_least_one("workload.sessions.turns", s.turns)?;
+    if s.count.saturating_mul(s.turns) > MAX_REQUESTS {
+        return Err(Error::field(
+            "workload.sessions",
+            format!("count × turns must be at most {MAX_REQUESTS} requests per run; split larger studies"),
+        ));
+    }
+    let system_prompts = s.system_prompts.unwrap_or(1);
+    at_least_one("workload.sessions.system_prompts", system_prompts as u64)?;
+    let think_s = s.think_s.unwrap_or(0.0);
+    positive("workload.sessions.think_s", think_s, true)?;
+    Ok(SessionsParams {
+        count: s.count as u32,
+        turns: s.turns as u32,
+        think_s,
+        system_prompts,
+        system_tokens: s.system_tokens.unwrap_or(0),
+    })
 }
 
 fn arrivals(a: ArrivalSpec) -> Result<Arrivals> {

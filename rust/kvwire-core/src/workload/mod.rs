@@ -3,6 +3,7 @@
 
 pub mod cpython_random;
 pub mod hashes;
+pub mod sessions;
 pub mod source;
 mod trace;
 

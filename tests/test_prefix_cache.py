@@ -302,3 +302,29 @@ def test_trace_file_scenario_uses_the_hashes(tmp_path: Any) -> None:
     from_table = run(on, kvwire.read_trace(f))
     assert from_file.requests["cached_tokens"].to_list() == from_table.requests["cached_tokens"].to_list()
     assert from_file.summary["prefix_cache"]["cached_tokens"] > 0
+
+
+def test_sessions_turns_hit_the_previous_turns_full_blocks() -> None:
+    """A ``workload.sessions`` run carries its turns' block hashes into the cache: on one prefill instance with an
+    unbounded cache, every later turn (k ≥ 2) finds exactly the previous turn's full 512-token blocks (its
+    partial last block has an id of its own turn), capped at prompt - 1."""
+    sc = {
+        "workload": {
+            "seed": 3,
+            "arrivals": {"rate_per_s": 0.5},
+            "prompt_tokens": {"dist": "uniform", "min": 100, "max": 900},
+            "output_tokens": {"dist": "uniform", "min": 2, "max": 400},
+            "sessions": {"count": 20, "turns": 4, "think_s": 1.0},
+        },
+        "prefix_cache": {"enabled": True, "capacity_tokens": 10**12},
+    }
+    req = kvwire.simulate(sc).requests.sort("session", "turn")
+    assert not req["rejected"].any()
+    prev: dict[int, int] = {}
+    checked = 0
+    for s, k, p, c in zip(req["session"], req["turn"], req["prompt_tokens"], req["cached_tokens"], strict=True):
+        if k >= 2:
+            assert c == min(BLOCK * (prev[s] // BLOCK), p - 1), (s, k)
+            checked += c > 0
+        prev[s] = p
+    assert checked > 10

@@ -366,6 +366,11 @@ impl<'c> Sim<'c> {
             None => (RequestTable { track_seen, ..RequestTable::default() }, 0),
             Some(Requests { mut trace, over_context, sessions }) => {
                 hashes = trace.take_hashes();
+                if let (Some(rows), true) = (&sessions, sc.prefix_cache.enabled) {
+                    // A sessions workload's turns carry their block hashes (Mooncake's layout).
+                    let (offsets, ids) = rows.block_hashes_csr(trace.prompt_tokens());
+                    hashes = crate::workload::BlockHashes::from_parts_unchecked(offsets, ids);
+                }
                 session_rows = sessions;
                 let (arrival, prompt, output) = trace.into_parts();
                 let n = arrival.len();

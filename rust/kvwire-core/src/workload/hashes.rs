@@ -66,6 +66,11 @@ impl BlockHashes {
         })
     }
 
+    /// Wrap a CSR pair valid by construction (the sessions generator's, `workload/sessions.rs`).
+    pub(crate) fn from_parts_unchecked(offsets: Vec<u64>, ids: Vec<u64>) -> Self {
+        BlockHashes { offsets, ids }
+    }
+
     /// Requests described (0 for the empty value: no request has blocks).
     pub fn rows(&self) -> usize {
         self.offsets.len().saturating_sub(1)

@@ -179,6 +179,8 @@ class PrefixCacheResultDict(TypedDict):
     hit_requests: int
     link_tokens_skipped: int
     link_bytes_saved: float
+
+
 class SessionsResultDict(TypedDict):
     """A sessions workload (``workload.sessions``; README "Sessions"): turns planned (count x turns), sent
     (rows of the table, refused ones included), not sent (a session ended first) and refused; sessions that

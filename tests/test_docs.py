@@ -9,6 +9,7 @@ import pytest
 
 MODULES = [
     "kvwire",
+    "kvwire.block_hashes",
     "kvwire.capacity",
     "kvwire.ceilings",
     "kvwire.errors",

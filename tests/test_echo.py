@@ -58,6 +58,7 @@ def test_echo_is_complete() -> None:
         "compress_at": "sender",
         "decompress_at": "receiver",
         "streaming": "whole",
+        "skip_cached_prefix": False,
     }
     assert sc["router"]["prefill"] == "round_robin" and sc["router"]["disaggregate"]["policy"] == "always"
     assert sc["engine"] == {

@@ -190,6 +190,8 @@ def example_for(path: str) -> dict[str, Any]:
         }
     if path.startswith("workload.arrivals"):
         return {"workload": {"arrivals": ARRIVALS["gamma" if path.endswith(".cv") else "poisson"]}}
+    if path.startswith("prefix_cache"):
+        return {"prefix_cache": {"enabled": True, "capacity_tokens": 100_000}}
     value: Any = kvwire.default_scenario()
     for part in path.split("."):
         value = value[part]
@@ -212,6 +214,8 @@ def literal_example(path: str, value: Any) -> dict[str, Any]:
         return {"handoff": {"compression": "fp8", "decompress_at": "receiver"}}
     if path == "router.disaggregate.policy" and value == "conditional":
         return {"router": CONDITIONAL}
+    if path == "router.prefill" and value == "prefix_affinity":
+        return {"router": {"prefill": value}, "prefix_cache": {"enabled": True}}
     if path == "link.registration":
         return {"link": {"preset": "ib-ndr", "registration": value}}
     if path == "handoff.convert.at":
@@ -326,6 +330,7 @@ LOCATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "RouterDict": ("router", {}),
     "EngineDict": ("engine", {}),
     "DisaggregateDict": ("router.disaggregate", {}),
+    "PrefixCacheDict": ("prefix_cache", {}),
 }
 #: Keys the core takes outside serde's field list (the link object's preset and channels are read first).
 EXTRA_CORE_KEYS = {"LinkDict": {"preset", "channels", "model", "host_link"}}

@@ -49,6 +49,8 @@ def simulate(
     prompt_tokens: npt.NDArray[np.int64] | None = None,
     output_tokens: npt.NDArray[np.int64] | None = None,
     cancel: threading.Event | None = None,
+    hash_offsets: npt.NDArray[np.int64] | None = None,
+    hash_ids: npt.NDArray[np.int64] | None = None,
 ) -> dict[str, Any]: ...
 def simulate_stream(
     scenario_json: str,

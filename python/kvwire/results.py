@@ -167,6 +167,20 @@ class PreemptionsDict(TypedDict):
     swap_bytes: float
 
 
+class PrefixCacheResultDict(TypedDict):
+    """Prefix caching (``prefix_cache``), over the requests whose prefill started: ``hit_token_ratio`` =
+    Σ ``cached_tokens`` / Σ prompt tokens (0.0 when nothing was prefilled), the totals it comes from, the
+    requests with a hit, and with ``handoff.skip_cached_prefix`` the tokens left out of hand-offs and the
+    bytes they would have put on the network hop. All 0 when prefix caching is off."""
+
+    hit_token_ratio: float
+    cached_tokens: int
+    prompt_tokens: int
+    hit_requests: int
+    link_tokens_skipped: int
+    link_bytes_saved: float
+
+
 class SessionsResultDict(TypedDict):
     """A sessions workload (``workload.sessions``; README "Sessions"): turns planned (count x turns), sent
     (rows of the table, refused ones included), not sent (a session ended first) and refused; sessions that
@@ -266,6 +280,7 @@ class SummaryDict(TypedDict):
     accuracy: AccuracyDict
     preemptions: PreemptionsDict
     kv_hold: KvHoldDict
+    prefix_cache: PrefixCacheResultDict
     load: NotRequired[LoadDict]
     sessions: NotRequired[SessionsResultDict]
 
@@ -315,6 +330,7 @@ __all__ = [
     "LoadDict",
     "PercentileRowDict",
     "PreemptionsDict",
+    "PrefixCacheResultDict",
     "RequestCountsDict",
     "RunStatsDict",
     "SessionsResultDict",

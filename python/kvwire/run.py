@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from kvwire import _core
+from kvwire.block_hashes import hash_arrays, prefix_cache_enabled, streamed_hashes_error
 from kvwire.errors import RequestsNotKeptError, ResourceError, ScenarioError, TraceError
 from kvwire.row_writer import RowWriter
 from kvwire.scenario import scenario_json
@@ -413,12 +414,16 @@ def simulate(
             )
         scan = trace_file.scan()
     text = scenario_json(scenario)
+    # Prefix caching reads the table's block hashes (hash_ids), which only an in-memory run carries.
+    prefix_on = prefix_cache_enabled(text)
     writer = RowWriter(out) if out is not None else None
     try:
         if scan is not None:
-            if keep_requests:
+            if keep_requests or (prefix_on and keep_requests is None):
                 table = trace_file.read() if trace_file is not None else scan.collect()
-                return _finish(_run_table(text, table, cancel), trace_file, writer)
+                return _finish(_run_table(text, table, cancel, prefix_on), trace_file, writer)
+            if prefix_on:
+                raise streamed_hashes_error()
             # Streamed: the core reads the file twice, in chunks; a run of at most KEEP_REQUESTS_MAX requests
             # (keep_requests=None) keeps its table all the same.
             keep_up_to = None if keep_requests is False else KEEP_REQUESTS_MAX
@@ -437,9 +442,12 @@ def simulate(
             assert not isinstance(requests, TraceScan)  # handled above
             arrays = request_arrays(requests)
             n = len(arrays[0])
-            if keep_requests or (keep_requests is None and n <= KEEP_REQUESTS_MAX):
+            hashes = hash_arrays(requests) if prefix_on else None
+            if keep_requests or (keep_requests is None and (n <= KEEP_REQUESTS_MAX or hashes is not None)):
                 check_memory(n, "requests")
-                return _finish(_core.simulate(text, *arrays, cancel=cancel), None, writer)
+                return _finish(_simulate_table(text, arrays, hashes, cancel), None, writer)
+            if hashes is not None:
+                raise streamed_hashes_error()
             if writer is not None:
                 writer.require_streaming()
             return _finish(
@@ -465,10 +473,22 @@ def simulate(
         raise
 
 
-def _run_table(text: str, table: pl.DataFrame, cancel: threading.Event | None) -> dict[str, Any]:
+def _run_table(text: str, table: pl.DataFrame, cancel: threading.Event | None, prefix_on: bool) -> dict[str, Any]:
     arrays = request_arrays(table)
     check_memory(len(arrays[0]), "requests")
-    return dict(_core.simulate(text, *arrays, cancel=cancel))
+    return _simulate_table(text, arrays, hash_arrays(table) if prefix_on else None, cancel)
+
+
+def _simulate_table(
+    text: str,
+    arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
+    hashes: tuple[np.ndarray, np.ndarray] | None,
+    cancel: threading.Event | None,
+) -> dict[str, Any]:
+    """One in-memory run of a request table, with its block hashes when given (prefix caching)."""
+    if hashes is None:
+        return dict(_core.simulate(text, *arrays, cancel=cancel))
+    return dict(_core.simulate(text, *arrays, cancel=cancel, hash_offsets=hashes[0], hash_ids=hashes[1]))
 
 
 __all__ = ["KEEP_REQUESTS_MAX", "SimResult", "request_arrays", "simulate"]

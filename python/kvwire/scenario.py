@@ -78,6 +78,7 @@ class HandoffDict(TypedDict, total=False):
     decompress_at: Literal["none", "receiver"]
     streaming: Literal["whole", "layer"]
     convert: ConvertDict
+    skip_cached_prefix: bool
 
 
 class ArrivalsDict(TypedDict, total=False):
@@ -186,7 +187,7 @@ class DisaggregateDict(TypedDict, total=False):
 
 
 class RouterDict(TypedDict, total=False):
-    prefill: Literal["least_queued_tokens", "round_robin"]
+    prefill: Literal["least_queued_tokens", "round_robin", "prefix_affinity"]
     decode: Literal["least_loaded", "round_robin"]
     colocated: Literal["least_loaded", "round_robin"]
     disaggregate: DisaggregateDict
@@ -198,6 +199,11 @@ class EngineDict(TypedDict, total=False):
     max_steps: int
     timeline: bool
     timeline_max_spans: int
+
+
+class PrefixCacheDict(TypedDict, total=False):
+    enabled: bool
+    capacity_tokens: int | None
 
 
 class ScenarioDict(TypedDict, total=False):
@@ -218,6 +224,7 @@ class ScenarioDict(TypedDict, total=False):
     kv: KvDict
     router: RouterDict
     engine: EngineDict
+    prefix_cache: PrefixCacheDict
 
 
 # --------------------------------------------------------------------------------------------------

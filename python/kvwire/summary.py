@@ -295,6 +295,20 @@ def _safe_div(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
 
+def _prefix_cache(p: dict[str, Any]) -> dict[str, Any]:
+    """The summary's ``prefix_cache`` from the core's totals (``hit_token_ratio`` 0.0 when nothing was
+    prefilled)."""
+    prompt, cached = int(p["prompt_tokens"]), int(p["cached_tokens"])
+    return {
+        "hit_token_ratio": cached / prompt if prompt > 0 else 0.0,
+        "cached_tokens": cached,
+        "prompt_tokens": prompt,
+        "hit_requests": int(p["hit_requests"]),
+        "link_tokens_skipped": int(p["link_tokens_skipped"]),
+        "link_bytes_saved": float(p["link_bytes_saved"]),
+    }
+
+
 def _stage_means(m: Columns) -> tuple[dict[str, float | None], dict[str, float | None]]:
     """Mean of each stage over the (measured) rows of ``m``: counting a skipped stage as 0 (the reference's
     rule, so the six means sum to the mean E2E: no hand-off or decode for outputs of 0-1 tokens, no link when
@@ -560,6 +574,7 @@ def summarise(
             "swap_bytes": float(stats["preemptions"]["swap_bytes"]),
         },
         "kv_hold": kv_hold(stats["kv_hold"]),
+        "prefix_cache": _prefix_cache(stats["prefix_cache"]),
         "accuracy": {
             "requests_kept": not streamed,
             "approximate": list(LATENCY_METRICS if streamed else APPROXIMATE_IN_MEMORY),

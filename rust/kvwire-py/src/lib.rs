@@ -177,6 +177,28 @@ mod _core {
         }
     }
 
+    /// Attach the per-request block hashes (`hash_offsets`, `hash_ids`: both or none, int64, the CSR pair of
+    /// `kvwire_core::workload::BlockHashes`) to the request table, validated (copied while the GIL is held).
+    fn block_hashes(
+        trace: Option<Trace>,
+        hash_offsets: Option<PyReadonlyArray1<'_, i64>>,
+        hash_ids: Option<PyReadonlyArray1<'_, i64>>,
+    ) -> PyResult<Option<Trace>> {
+        match (trace, hash_offsets, hash_ids) {
+            (t, None, None) => Ok(t),
+            (Some(t), Some(o), Some(i)) => {
+                let o = o.as_slice().map_err(|_| not_contiguous("hash_offsets"))?;
+                let i = i.as_slice().map_err(|_| not_contiguous("hash_ids"))?;
+                Ok(Some(t.with_hashes("requests", o, i).map_err(to_py)?))
+            }
+            (None, _, _) => Err(to_py(kvwire_core::Error::trace(
+                "requests.hash_ids",
+                "block hashes need the request table they describe (arrival_s, prompt_tokens, output_tokens)",
+            ))),
+            _ => Err(to_py(kvwire_core::Error::trace("requests.hash_ids", "give hash_offsets and hash_ids together"))),
+        }
+    }
+
     /// The analytic ceilings of a scenario (`kvwire.ceilings`), as JSON text; the request table, when
     /// given, is the workload. The GIL is released while the core validates and computes.
     #[pyfunction]
@@ -203,7 +225,8 @@ mod _core {
     /// vectors handed to numpy without a copy. The GIL is released while the core validates and runs.
     /// `cancel` (a `threading.Event`) stops the run within milliseconds once set (`Cancelled`).
     #[pyfunction]
-    #[pyo3(signature = (scenario_json, arrival_s=None, prompt_tokens=None, output_tokens=None, cancel=None))]
+    #[allow(clippy::too_many_arguments)] // the Python keyword arguments
+    #[pyo3(signature = (scenario_json, arrival_s=None, prompt_tokens=None, output_tokens=None, cancel=None, hash_offsets=None, hash_ids=None))]
     fn simulate<'py>(
         py: Python<'py>,
         scenario_json: &str,
@@ -211,8 +234,11 @@ mod _core {
         prompt_tokens: Option<PyReadonlyArray1<'py, i64>>,
         output_tokens: Option<PyReadonlyArray1<'py, i64>>,
         cancel: Option<Bound<'py, PyAny>>,
+        hash_offsets: Option<PyReadonlyArray1<'py, i64>>,
+        hash_ids: Option<PyReadonlyArray1<'py, i64>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let trace = request_table(arrival_s, prompt_tokens, output_tokens)?;
+        let trace = block_hashes(trace, hash_offsets, hash_ids)?;
         let json = scenario_json.to_owned();
         let (echo, mut out) = run_interruptible(py, cancel.as_ref(), move |cancel| {
             let sc = Scenario::from_json(&json, trace)?;

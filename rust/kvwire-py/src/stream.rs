@@ -134,6 +134,7 @@ pub fn table_columns(py: Python<'_>, t: RequestTable) -> PyResult<Bound<'_, PyDi
     cols.set_item("decode_start_s", t.decode_start_s.into_pyarray(py))?;
     cols.set_item("finish_s", t.finish_s.into_pyarray(py))?;
     cols.set_item("preemptions", t.preemptions.into_pyarray(py))?;
+    cols.set_item("cached_tokens", t.cached_tokens.into_pyarray(py))?;
     if !t.session.is_empty() {
         cols.set_item("session", t.session.into_pyarray(py))?;
         cols.set_item("turn", t.turn.into_pyarray(py))?;

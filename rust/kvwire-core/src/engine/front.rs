@@ -58,7 +58,7 @@ impl FrontInst {
     }
 }
 
-struct Fronts<'a>(&'a [FrontInst]);
+pub(super) struct Fronts<'a>(pub &'a [FrontInst]);
 
 impl LoadView for Fronts<'_> {
     fn instances(&self) -> usize {
@@ -77,7 +77,10 @@ impl LoadView for Fronts<'_> {
 
 impl Sim<'_> {
     pub(super) fn route_to_front(&mut self, r: u32, now: f64) {
-        let i = self.front_router.pick(&Fronts(&self.fronts));
+        let i = match self.route_by_prefix(r) {
+            Some(i) => i,
+            None => self.front_router.pick(&Fronts(&self.fronts)),
+        };
         let inst = &mut self.fronts[i];
         inst.queue.push_back(r);
         inst.queued_tokens += self.t.prompt_tokens[r as usize] as u64;
@@ -154,6 +157,8 @@ impl Sim<'_> {
         let inst = &mut self.fronts[i];
         inst.batch.clear();
         let (mut tokens, mut attention) = (0u64, 0u128);
+        // Prefix caching: prompt tokens found in this instance's cache (not computed).
+        let mut cached = 0u64;
         let mut pass = StepWork { flops: 0.0, bytes: 0.0 };
         let mut streams = false;
         for &is_local in &local {
@@ -161,7 +166,14 @@ impl Sim<'_> {
             let ri = r as usize;
             let s = t.prompt_tokens[ri] as u64;
             tokens += s;
-            attention += model.prompt_attention_flops(s);
+            if let Some(px) = self.prefix.as_deref_mut() {
+                let p = px.admit_front(i, ri, s as u32, inst.free_kv_tokens(px.front_kv_tokens));
+                t.cached_tokens[ri] = p;
+                cached += p as u64;
+                attention += model.chunk_attention_flops(s - p as u64, p as u64);
+            } else {
+                attention += model.prompt_attention_flops(s);
+            }
             t.prefill_start_s[ri] = now;
             t.prefill_instance[ri] = i as i32;
             t.local_decode[ri] = is_local;
@@ -181,14 +193,23 @@ impl Sim<'_> {
         }
         inst.queued_tokens -= tokens;
         inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(inst.dec.kv_used);
-        let mut work = model.prefill(tokens, n as u64, attention);
+        // A cached prefix: each prompt is a chunk of s − p tokens after p cached ones (`ModelCost::mixed` with
+        // no decode rows, which is `prefill` exactly when nothing is cached).
+        let computed = tokens - cached;
+        let mut work = if cached > 0 {
+            let chunks =
+                Chunks { tokens: computed, cached_tokens: cached, attention_flops: attention, last_chunks: n as u64 };
+            model.mixed(0, 0, chunks)
+        } else {
+            model.prefill(tokens, n as u64, attention)
+        };
         let mut timing = inst.timer.time(work);
         if pass.bytes > 0.0 {
             // Compression and/or layout conversion on the sender: an element-wise pass after the prefill's
             // matmuls (no overhead, no power roof; its energy is charged to this instance).
             super::add_pass(&inst.timer, pass, &mut work, &mut timing);
         }
-        inst.stats.add_step(now, work, timing, n as u64, tokens, true, inst.dec.kv_used);
+        inst.stats.add_step(now, work, timing, n as u64, computed, true, inst.dec.kv_used);
         inst.busy = true;
         inst.step = StepKind::Prefill;
         let end = now + timing.time_s;
@@ -222,6 +243,9 @@ impl Sim<'_> {
         let partial_local = partial.is_some_and(|(r, _)| self.t.local_decode[r as usize]);
         let occ = self.front_occupancy(i, partial_local as u64);
         let (mut local, mut chunks) = (Vec::new(), Vec::new());
+        // Prefix caching: each new prompt is matched (and its blocks inserted) as it is taken, in queue order.
+        let mut prefix = self.prefix.take();
+        let mut cached = Vec::new();
         let n = chunked_batch(
             partial,
             &self.fronts[i].queue,
@@ -231,9 +255,17 @@ impl Sim<'_> {
             rows,
             occ,
             |r| self.decides_local(r, now),
+            |r| {
+                let Some(px) = prefix.as_deref_mut() else { return 0 };
+                let free = self.fronts[i].free_kv_tokens(px.front_kv_tokens);
+                let p = px.admit_front(i, r as usize, self.t.prompt_tokens[r as usize], free);
+                cached.push(p);
+                p
+            },
             &mut local,
             &mut chunks,
         );
+        self.prefix = prefix;
         if chunks.is_empty() {
             return self.start_front_decode(i, now);
         }
@@ -249,7 +281,7 @@ impl Sim<'_> {
         if chunks.len() > n {
             members.extend(partial);
         }
-        for &is_local in &local {
+        for (k, &is_local) in local.iter().enumerate() {
             let Some(r) = inst.queue.pop_front() else { break };
             let ri = r as usize;
             inst.queued_tokens -= t.prompt_tokens[ri] as u64;
@@ -261,7 +293,10 @@ impl Sim<'_> {
             } else {
                 super::paged::hold_prompt(&mut inst.dec, t.prompt_tokens[ri]);
             }
-            members.push((r, 0));
+            // A cached prefix: the prompt starts as if its first `p` tokens were prefilled.
+            let p = cached.get(k).copied().unwrap_or(0);
+            t.cached_tokens[ri] = p;
+            members.push((r, p));
         }
         for (&(r, done), &c) in members.iter().zip(&chunks) {
             let ri = r as usize;

@@ -20,6 +20,7 @@ mod front;
 pub mod kernel;
 mod paged;
 mod path;
+mod prefix;
 pub mod running;
 mod sessions;
 mod stream;
@@ -199,6 +200,8 @@ struct Sim<'c> {
     admitted: Vec<u32>,
     /// A streamed run: the source of requests and where finished rows go (`None`: the whole table is held).
     stream: Option<stream::Stream<'c>>,
+    /// Prefix caching (`prefix_cache.enabled`; `None` when off).
+    prefix: Option<Box<prefix::Prefix>>,
     /// A sessions workload: the turns still to start (`None` otherwise).
     sessions: Option<Box<sessions::SessionRun>>,
 }
@@ -362,10 +365,17 @@ impl<'c> Sim<'c> {
             None => fronts[0].dec.kv_capacity,
         };
         let track_seen = sc.first_token == crate::scenario::FirstToken::Decode && !colocated;
+        let mut hashes = crate::workload::BlockHashes::default();
         let mut session_rows = None;
         let (t, n) = match requests {
             None => (RequestTable { track_seen, ..RequestTable::default() }, 0),
-            Some(Requests { trace, over_context, sessions }) => {
+            Some(Requests { mut trace, over_context, sessions }) => {
+                hashes = trace.take_hashes();
+                if let (Some(rows), true) = (&sessions, sc.prefix_cache.enabled) {
+                    // A sessions workload's turns carry their block hashes (Mooncake's layout).
+                    let (offsets, ids) = rows.block_hashes_csr(trace.prompt_tokens());
+                    hashes = crate::workload::BlockHashes::from_parts_unchecked(offsets, ids);
+                }
                 session_rows = sessions;
                 let (arrival, prompt, output) = trace.into_parts();
                 let n = arrival.len();
@@ -435,10 +445,16 @@ impl<'c> Sim<'c> {
             finished: Vec::new(),
             admitted: Vec::new(),
             stream: None,
+            prefix: None,
             sessions: None,
         };
         if let Some(rows) = session_rows {
             sim.sessions = Some(sessions::SessionRun::new(&mut sim.t, *rows)?);
+        }
+        if sc.prefix_cache.enabled {
+            let front_kv = capacity(sc, front_pool, &sim.front_model)?;
+            let rule = if colocated { sc.colocated_routing } else { sc.prefill_routing };
+            sim.init_prefix(sc.prefix_cache, hashes, front_kv, rule);
         }
         if sim.timeline_max_spans.is_some() {
             for s in sim.fronts.iter_mut().map(|f| &mut f.stats).chain(sim.backs.iter_mut().map(|b| &mut b.stats)) {
@@ -685,6 +701,7 @@ impl<'c> Sim<'c> {
             s.finish();
             instances.push(s);
         }
+        let prefix = self.prefix.as_ref().map_or_else(Default::default, |p| p.stats);
         let mut links = self.path.into_stats();
         let timeline = recorded.then(|| Timeline {
             steps: instances.iter_mut().map(|s| s.spans.take().map(|b| *b).unwrap_or_default()).collect(),
@@ -723,6 +740,7 @@ impl<'c> Sim<'c> {
                 recompute_tokens,
                 swap_bytes,
                 kv_hold,
+                prefix,
             },
         }
     }
@@ -731,7 +749,11 @@ impl<'c> Sim<'c> {
 impl Sim<'_> {
     /// KV bytes a hand-off of request `r` carries before compression.
     fn handoff_bytes(&self, r: u32) -> f64 {
-        self.plan.handoff_bytes(self.t.prompt_tokens[r as usize])
+        let p = self.t.prompt_tokens[r as usize];
+        match self.prefix.as_deref() {
+            Some(x) if x.skip => self.plan.handoff_bytes(p - x.wire_skip(r)),
+            _ => self.plan.handoff_bytes(p),
+        }
     }
 }
 

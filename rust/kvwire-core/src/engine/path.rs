@@ -137,6 +137,11 @@ impl Path {
         })
     }
 
+    /// Bytes on the wire of the network hop for a hand-off of `bytes` bytes (after any compression).
+    pub fn network_wire_bytes(&self, bytes: f64) -> f64 {
+        self.stages[self.network].cost.transfer(bytes).wire_bytes
+    }
+
     pub fn streaming(&self) -> bool {
         self.streaming
     }
@@ -199,11 +204,15 @@ impl Sim<'_> {
 
     /// Hand request `r` to the first hop.
     pub(super) fn enqueue_transfer(&mut self, r: u32, now: f64) {
+        if self.prefix.as_ref().is_some_and(|p| p.skip) {
+            self.skip_cached_on_wire(r);
+        }
         self.enter_stage(0, r, now);
     }
 
     fn enter_stage(&mut self, stage: usize, r: u32, now: f64) {
-        // (KV holding chose the decode instance before the transfer started.)
+        // (Already routed where KV holding (paged KV) chose the decode instance before the transfer started, or
+        // where `handoff.skip_cached_prefix` chose it when the transfer was queued.)
         if self.path.stages[stage].select == Select::Back && self.t.decode_instance[r as usize] < 0 {
             self.route_to_back(r);
         }
@@ -414,6 +423,9 @@ impl Sim<'_> {
         } else {
             self.route_to_back(r)
         };
+        if self.prefix.as_ref().is_some_and(|p| p.skip) {
+            self.cache_landed(r, d);
+        }
         self.deliver(r, d, now);
     }
 }

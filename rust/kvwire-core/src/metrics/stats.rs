@@ -141,6 +141,21 @@ pub struct LinkStats {
     pub spans: Option<Box<TransferSpans>>,
 }
 
+/// Prefix caching (`prefix_cache`): totals over the requests whose prefill started (all zero when off).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PrefixStats {
+    /// Σ prompt tokens of the requests prefilled.
+    pub prompt_tokens: u64,
+    /// Σ of their cached tokens (prefill compute skipped).
+    pub cached_tokens: u64,
+    /// Requests with at least one cached token.
+    pub hit_requests: u64,
+    /// Σ tokens left out of hand-offs (`handoff.skip_cached_prefix`).
+    pub link_tokens_skipped: u64,
+    /// Σ bytes those tokens would have put on the network hop (`kv-link`), after compression.
+    pub link_bytes_saved: f64,
+}
+
 /// Everything the engine measured besides the per-request table.
 #[derive(Clone, Debug, Default)]
 pub struct RunStats {
@@ -173,6 +188,8 @@ pub struct RunStats {
     pub swap_bytes: f64,
     /// Paged KV in a disaggregated run: prefill-side holding and decode-side pulls.
     pub kv_hold: KvHoldStats,
+    /// Prefix caching (`prefix_cache`): cached and prompt tokens, hits, tokens left off hand-offs.
+    pub prefix: PrefixStats,
 }
 
 /// KV holding (paged KV, disaggregated): a prefill instance holds each handed-off prompt's blocks until its
@@ -237,6 +254,7 @@ impl RunStats {
                 "prefill_held_peak_blocks": self.kv_hold.prefill_held_peak_blocks,
                 "decode_peak_blocks": self.kv_hold.decode_peak_blocks,
             },
+            "prefix_cache": self.prefix,
         })
     }
 }

@@ -44,6 +44,8 @@ pub struct RequestTable {
     pub finish_s: Vec<f64>,
     /// Times the request was preempted while decoding (paged KV; 0 otherwise).
     pub preemptions: Vec<u32>,
+    /// Leading prompt tokens found in the prefill instance's prefix cache (`prefix_cache`; 0 otherwise).
+    pub cached_tokens: Vec<u32>,
     /// A sessions workload (`workload.sessions`): each row's session (0-based, by start time) and turn
     /// (1-based); empty otherwise.
     pub session: Vec<u32>,
@@ -85,6 +87,7 @@ impl RequestTable {
             decode_start_s: try_filled(n, f64::NAN)?,
             finish_s: try_filled(n, f64::NAN)?,
             preemptions: try_filled(n, 0)?,
+            cached_tokens: try_filled(n, 0)?,
             session: Vec::new(),
             turn: Vec::new(),
             kv_hold_wait_s: try_filled(n, 0.0)?,
@@ -130,6 +133,7 @@ impl RequestTable {
         }
         self.preemptions[i] = 0;
         self.kv_hold_wait_s[i] = 0.0;
+        self.cached_tokens[i] = 0;
         if self.track_seen {
             self.first_token_seen_s[i] = f64::NAN;
         }
@@ -158,6 +162,7 @@ impl RequestTable {
         }
         self.preemptions.push(0);
         self.kv_hold_wait_s.push(0.0);
+        self.cached_tokens.push(0);
         if self.track_seen {
             self.first_token_seen_s.push(f64::NAN);
         }
@@ -186,6 +191,7 @@ impl RequestTable {
         self.finish_s.push(t.finish_s[i]);
         self.preemptions.push(t.preemptions[i]);
         self.kv_hold_wait_s.push(t.kv_hold_wait_s[i]);
+        self.cached_tokens.push(t.cached_tokens[i]);
     }
 
     pub fn len(&self) -> usize {
@@ -199,6 +205,6 @@ impl RequestTable {
     /// Bytes held by the columns (for the memory benchmark).
     pub fn heap_bytes(&self) -> usize {
         let n = self.len();
-        n * (8 + 8 + 4 + 4 + 1 + 1 + 1 + 1 + 4 + 4 + 6 * 8 + 4 + 8) + self.first_token_seen_s.len() * 8
+        n * (8 + 8 + 4 + 4 + 1 + 1 + 1 + 1 + 4 + 4 + 6 * 8 + 4 + 4 + 8) + self.first_token_seen_s.len() * 8
     }
 }

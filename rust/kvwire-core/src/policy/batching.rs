@@ -185,6 +185,10 @@ pub fn front_batch_len(
 ///
 /// Appends the chunk sizes to `chunks` (first `partial`'s, when it gets one, then the new prompts') and the
 /// new prompts' classification to `decided`; returns how many new prompts were taken.
+///
+/// `cached(r)` (prefix caching; `|_| 0` without) is called once for each new prompt taken, in queue order,
+/// when it is taken: the prompt's leading tokens already in the KV cache, which its chunks do not compute
+/// (its first chunk is then at most prompt − cached tokens).
 #[allow(clippy::too_many_arguments)]
 pub fn chunked_batch(
     partial: Option<(u32, u32)>,
@@ -195,6 +199,7 @@ pub fn chunked_batch(
     rows: u64,
     o: Occupancy,
     mut local: impl FnMut(u32) -> bool,
+    mut cached: impl FnMut(u32) -> u32,
     decided: &mut Vec<bool>,
     chunks: &mut Vec<u32>,
 ) -> usize {
@@ -219,7 +224,7 @@ pub fn chunked_batch(
         if !is_local && !locals.hold(&o, prompt[r as usize]) {
             return n;
         }
-        let c = (prompt[r as usize] as u64).min(left);
+        let c = (prompt[r as usize] as u64 - cached(r) as u64).min(left);
         chunks.push(c as u32);
         left -= c;
         decided.push(is_local);
@@ -318,9 +323,24 @@ mod tests {
     ) -> (usize, Vec<u32>) {
         let output = vec![10; prompt.len()];
         let (mut d, mut c) = (Vec::new(), Vec::new());
-        let n = chunked_batch(partial, queue, prompt, &output, budget, rows, o, |_| is_local, &mut d, &mut c);
+        let n = chunked_batch(partial, queue, prompt, &output, budget, rows, o, |_| is_local, |_| 0, &mut d, &mut c);
         assert_eq!(d, vec![is_local; n]);
         (n, c)
+    }
+
+    /// Prefix caching: a new prompt's cached tokens are not in its chunk, and `cached` is asked once per prompt
+    /// taken, in queue order (not for the prompt the budget stops before).
+    #[test]
+    fn chunked_new_prompts_skip_their_cached_tokens() {
+        let (q, prompt, output) = (q(3), [1000, 600, 50], [10; 3]);
+        let (mut d, mut c, mut asked) = (Vec::new(), Vec::new(), Vec::new());
+        let cached = |r: u32| {
+            asked.push(r);
+            [512, 100, 0][r as usize]
+        };
+        let n = chunked_batch(None, &q, &prompt, &output, 900, 0, NO_KV, |_| false, cached, &mut d, &mut c);
+        assert_eq!((n, c), (2, vec![488, 412]));
+        assert_eq!(asked, [0, 1]);
     }
 
     /// Chunked steps: decode rows take one token each first, then the unfinished prompt, then new prompts

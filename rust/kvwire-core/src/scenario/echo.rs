@@ -84,13 +84,14 @@ fn load_router(r: Rule) -> LoadRouterSpec {
     match r {
         Rule::RoundRobin => LoadRouterSpec::RoundRobin,
         // Validation maps the decode and colocated routers to these two rules only.
-        Rule::LeastLoaded | Rule::LeastQueuedTokens => LoadRouterSpec::LeastLoaded,
+        Rule::LeastLoaded | Rule::LeastQueuedTokens | Rule::PrefixAffinity { .. } => LoadRouterSpec::LeastLoaded,
     }
 }
 
 fn prefill_router(r: Rule) -> PrefillRouterSpec {
     match r {
         Rule::RoundRobin => PrefillRouterSpec::RoundRobin,
+        Rule::PrefixAffinity { .. } => PrefillRouterSpec::PrefixAffinity,
         Rule::LeastQueuedTokens | Rule::LeastLoaded => PrefillRouterSpec::LeastQueuedTokens,
     }
 }
@@ -133,6 +134,7 @@ fn handoff(plan: &HandoffPlan) -> HandoffSpec {
         decompress_at: *decompress_at,
         streaming: *streaming,
         convert,
+        skip_cached_prefix: false,
     }
 }
 
@@ -166,6 +168,7 @@ impl Scenario {
             macro_steps,
             max_steps,
             timeline_max_spans,
+            prefix_cache,
         } = self;
         let (mode, prefill, decode, colocated, link_value) = match topology {
             Topology::Disaggregated { prefill, decode } => {
@@ -231,7 +234,7 @@ impl Scenario {
             decode,
             colocated,
             link: link_value,
-            handoff: handoff(plan),
+            handoff: HandoffSpec { skip_cached_prefix: prefix_cache.skip_cached_prefix, ..handoff(plan) },
             workload,
             slo: SloSpec { ttft_s: *ttft_slo_s, tpot_s: *tpot_slo_s },
             metrics: MetricsSpec { warmup_fraction: *warmup_fraction, first_token: *first_token },
@@ -266,6 +269,7 @@ impl Scenario {
                 timeline: timeline_max_spans.is_some(),
                 timeline_max_spans: timeline_max_spans.unwrap_or(super::spec::DEFAULT_TIMELINE_MAX_SPANS),
             },
+            prefix_cache: prefix_cache.spec(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! presets resolved. Everything downstream works on the checked [`Scenario`].
 
 mod echo;
+pub mod prefix;
 pub mod spec;
 mod validate;
 
@@ -16,6 +17,7 @@ use crate::workload::{Arrivals, LengthDist, Trace};
 pub use crate::handoff::plan::{CompressAt, Conversion, ConvertAt, DecompressAt, HandoffPlan, Streaming};
 pub use crate::policy::disaggregation::Disaggregate;
 pub use crate::policy::router::Rule;
+pub use prefix::PrefixConfig;
 pub use spec::{BatchPolicy, FirstToken, KvPolicy, KvSpec, OverContext, Preemption, ScenarioSpec};
 pub use validate::MAX_DEVICES_PER_INSTANCE;
 
@@ -171,6 +173,8 @@ pub struct Scenario {
     pub max_steps: u64,
     /// `engine.timeline`: record spans, at most this many (`engine.timeline_max_spans`); `None`: off.
     pub timeline_max_spans: Option<u64>,
+    /// `prefix_cache` and `handoff.skip_cached_prefix`.
+    pub prefix_cache: PrefixConfig,
 }
 
 impl Scenario {

@@ -43,6 +43,19 @@ pub struct ScenarioSpec {
     pub router: RouterSpec,
     #[serde(default)]
     pub engine: EngineSpec,
+    #[serde(default)]
+    pub prefix_cache: PrefixCacheSpec,
+}
+
+/// `prefix_cache`: an LRU cache of prompt blocks per instance, matched by the requests' block hashes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrefixCacheSpec {
+    /// Off by default.
+    pub enabled: bool,
+    /// Cache capacity per instance, tokens; `null` / absent (default): the instance's free KV memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_tokens: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +106,8 @@ pub struct HandoffSpec {
     /// A layout conversion on the hand-off path (the engines on the two sides store KV differently).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub convert: Option<ConvertSpec>,
+    /// With `prefix_cache.enabled`: blocks the decode instance's own prefix cache holds are not sent.
+    pub skip_cached_prefix: bool,
 }
 
 /// `handoff.convert`: convert the cache from one engine layout to another on the way.
@@ -463,6 +478,8 @@ pub enum PrefillRouterSpec {
     #[default]
     LeastQueuedTokens,
     RoundRobin,
+    /// The instance holding the longest cached prefix of the request, load-bounded (`prefix_cache`).
+    PrefixAffinity,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -262,6 +262,12 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
              when its last chunk is): use streaming \"whole\" or policy \"whole\"",
         ));
     }
+    let prefix_cache = super::prefix::resolve(
+        &s.prefix_cache,
+        s.handoff.skip_cached_prefix,
+        s.router.prefill,
+        matches!(topology, Topology::Disaggregated { .. }),
+    )?;
     Ok(Scenario {
         model,
         topology,
@@ -291,12 +297,16 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         prefill_routing: match s.router.prefill {
             PrefillRouterSpec::LeastQueuedTokens => Rule::LeastQueuedTokens,
             PrefillRouterSpec::RoundRobin => Rule::RoundRobin,
+            PrefillRouterSpec::PrefixAffinity => {
+                Rule::PrefixAffinity { max_imbalance_tokens: s.scheduler.max_prefill_tokens as u64 }
+            }
         },
         decode_routing: load_routing(s.router.decode),
         colocated_routing: load_routing(s.router.colocated),
         macro_steps: s.engine.macro_steps,
         max_steps: s.engine.max_steps,
         timeline_max_spans: s.engine.timeline.then_some(s.engine.timeline_max_spans),
+        prefix_cache,
     })
 }
 

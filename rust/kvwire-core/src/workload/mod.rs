@@ -2,9 +2,12 @@
 //! a seed reproduces the reference simulator's workloads), and explicit request tables.
 
 pub mod cpython_random;
+pub mod hashes;
 pub mod sessions;
 pub mod source;
 mod trace;
+
+pub use hashes::{BlockHashes, HASH_BLOCK_TOKENS};
 
 pub use trace::Trace;
 pub(crate) use trace::{clip_to_context, over_context};

@@ -13,6 +13,8 @@ pub struct Trace {
     arrival_s: Vec<f64>,
     prompt_tokens: Vec<u32>,
     output_tokens: Vec<u32>,
+    /// Per-request prompt block hashes (Mooncake's `hash_ids`); empty: no request has blocks.
+    hashes: super::BlockHashes,
 }
 
 impl Trace {
@@ -23,17 +25,22 @@ impl Trace {
             return Err(Error::trace(path, "the request table is empty: give at least one request"));
         }
         let (prompt, output) = check_columns(path, 0, 0.0, arrival_s, prompt_tokens, output_tokens)?;
-        Ok(Trace { arrival_s: arrival_s.to_vec(), prompt_tokens: prompt, output_tokens: output })
+        Ok(Trace {
+            arrival_s: arrival_s.to_vec(),
+            prompt_tokens: prompt,
+            output_tokens: output,
+            hashes: Default::default(),
+        })
     }
 
     /// A one-request stand-in, for validating a scenario whose requests will come from a stream.
     pub(crate) fn placeholder() -> Self {
-        Trace { arrival_s: vec![0.0], prompt_tokens: vec![1], output_tokens: vec![0] }
+        Trace { arrival_s: vec![0.0], prompt_tokens: vec![1], output_tokens: vec![0], hashes: Default::default() }
     }
 
     /// Wrap columns that are valid by construction (the generators).
     pub(crate) fn from_parts_unchecked(arrival_s: Vec<f64>, prompt_tokens: Vec<u32>, output_tokens: Vec<u32>) -> Self {
-        Trace { arrival_s, prompt_tokens, output_tokens }
+        Trace { arrival_s, prompt_tokens, output_tokens, hashes: Default::default() }
     }
 
     pub fn len(&self) -> usize {
@@ -66,6 +73,23 @@ impl Trace {
         for (p, o) in self.prompt_tokens.iter_mut().zip(self.output_tokens.iter_mut()) {
             (*p, *o) = clip_to_context(max_context, *p, *o);
         }
+    }
+
+    /// Attach per-request block hashes (`offsets`, `ids`: the CSR pair of [`super::BlockHashes`]), validated
+    /// against this table's rows; errors name `{path}.hash_offsets` / `{path}.hash_ids` and the row.
+    pub fn with_hashes(mut self, path: &str, offsets: &[i64], ids: &[i64]) -> Result<Self> {
+        self.hashes = super::BlockHashes::from_columns(path, self.len(), offsets, ids)?;
+        Ok(self)
+    }
+
+    /// The per-request block hashes (empty when the table has none).
+    pub fn hashes(&self) -> &super::BlockHashes {
+        &self.hashes
+    }
+
+    /// Take the block hashes out (moved beside the result table).
+    pub(crate) fn take_hashes(&mut self) -> super::BlockHashes {
+        std::mem::take(&mut self.hashes)
     }
 
     /// Take the columns back (moved into the result table).

@@ -198,6 +198,8 @@ class SessionsResultDict(TypedDict):
     ended_early: int
     ended_by_refusal: int
     ended_by_context: int
+
+
 class KvHoldDict(TypedDict):
     """Paged KV in a disaggregated run: hand-offs pulled by decode instances, how many waited for room there
     (their prompt's KV still held on the prefill instance), the mean wait over all hand-offs and the longest,

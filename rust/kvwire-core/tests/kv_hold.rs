@@ -7,66 +7,15 @@
 //! runs; and a two-request run whose every time is composed by hand from the cost model's step and transfer
 //! times.
 
+mod common;
+use common::{merged, run, table_diff, trace};
+
 use kvwire_core::cost::model::{LmHead, ModelCost};
 use kvwire_core::metrics::table::RequestTable;
 use kvwire_core::scenario::Topology;
-use kvwire_core::{simulate, Scenario, SimOutput};
+use kvwire_core::Scenario;
 use proptest::prelude::*;
 use serde_json::{json, Value};
-
-fn run(v: &Value) -> SimOutput {
-    let text = v.to_string();
-    let sc = Scenario::from_json(&text, None).unwrap_or_else(|e| panic!("scenario invalid: {e}\n{text}"));
-    simulate(sc).unwrap_or_else(|e| panic!("run failed: {e}\n{text}"))
-}
-
-fn merged(base: &Value, extra: &Value) -> Value {
-    let mut v = base.clone();
-    for (k, x) in extra.as_object().unwrap() {
-        match (v.get_mut(k), x) {
-            (Some(Value::Object(a)), Value::Object(b)) => {
-                for (kk, xx) in b {
-                    a.insert(kk.clone(), xx.clone());
-                }
-            }
-            _ => v[k] = x.clone(),
-        }
-    }
-    v
-}
-
-/// Every column of two tables equal, floats bit for bit (NaN = NaN). Returns the first difference.
-fn table_diff(a: &RequestTable, b: &RequestTable) -> Option<&'static str> {
-    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    if (&a.rejected, &a.measured, &a.local_decode) != (&b.rejected, &b.measured, &b.local_decode) {
-        return Some("flags");
-    }
-    if (&a.prefill_instance, &a.decode_instance) != (&b.prefill_instance, &b.decode_instance) {
-        return Some("instances");
-    }
-    for (name, x, y) in [
-        ("prefill_start_s", &a.prefill_start_s, &b.prefill_start_s),
-        ("first_token_s", &a.first_token_s, &b.first_token_s),
-        ("kv_start_s", &a.kv_start_s, &b.kv_start_s),
-        ("kv_ready_s", &a.kv_ready_s, &b.kv_ready_s),
-        ("decode_start_s", &a.decode_start_s, &b.decode_start_s),
-        ("finish_s", &a.finish_s, &b.finish_s),
-        ("kv_hold_wait_s", &a.kv_hold_wait_s, &b.kv_hold_wait_s),
-    ] {
-        if bits(x) != bits(y) {
-            return Some(name);
-        }
-    }
-    None
-}
-
-fn trace(rows: &[(f64, u32, u32)]) -> Value {
-    json!({"trace": {
-        "arrival_s": rows.iter().map(|r| r.0).collect::<Vec<_>>(),
-        "prompt_tokens": rows.iter().map(|r| r.1).collect::<Vec<_>>(),
-        "output_tokens": rows.iter().map(|r| r.2).collect::<Vec<_>>(),
-    }})
-}
 
 /// The hand-off path variants the properties run: FCFS (the reference), layer-wise streaming, processor
 /// sharing with two channels, host-staged (three hops, the decode instance chosen before the last).

@@ -4,70 +4,14 @@
 //! ceiling ⌈n/b⌉ for the steps of one long prompt, the cost model's worst mixed step as a bound on the
 //! inter-token gap, and Little's law / conservation on random runs.
 
+mod common;
+use common::{merged, run, table_diff, trace};
+
 use kvwire_core::cost::model::{Chunks, LmHead, ModelCost};
-use kvwire_core::metrics::table::RequestTable;
 use kvwire_core::scenario::Topology;
-use kvwire_core::{simulate, Scenario, SimOutput};
+use kvwire_core::Scenario;
 use proptest::prelude::*;
 use serde_json::{json, Value};
-
-fn run(v: &Value) -> SimOutput {
-    let text = v.to_string();
-    let sc = Scenario::from_json(&text, None).unwrap_or_else(|e| panic!("scenario invalid: {e}\n{text}"));
-    simulate(sc).unwrap_or_else(|e| panic!("run failed: {e}\n{text}"))
-}
-
-fn merged(base: &Value, extra: &Value) -> Value {
-    let mut v = base.clone();
-    for (k, x) in extra.as_object().unwrap() {
-        match (v.get_mut(k), x) {
-            (Some(Value::Object(a)), Value::Object(b)) => {
-                for (kk, xx) in b {
-                    a.insert(kk.clone(), xx.clone());
-                }
-            }
-            _ => {
-                v[k] = x.clone();
-            }
-        }
-    }
-    v
-}
-
-/// Every column of two tables equal, floats bit for bit (NaN = NaN). Returns the first difference.
-fn table_diff(a: &RequestTable, b: &RequestTable) -> Option<String> {
-    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    if (&a.id, &a.prompt_tokens, &a.output_tokens) != (&b.id, &b.prompt_tokens, &b.output_tokens) {
-        return Some("inputs".into());
-    }
-    if (&a.rejected, &a.measured, &a.local_decode) != (&b.rejected, &b.measured, &b.local_decode) {
-        return Some("flags".into());
-    }
-    if (&a.prefill_instance, &a.decode_instance) != (&b.prefill_instance, &b.decode_instance) {
-        return Some("instances".into());
-    }
-    for (name, x, y) in [
-        ("prefill_start_s", &a.prefill_start_s, &b.prefill_start_s),
-        ("first_token_s", &a.first_token_s, &b.first_token_s),
-        ("kv_start_s", &a.kv_start_s, &b.kv_start_s),
-        ("kv_ready_s", &a.kv_ready_s, &b.kv_ready_s),
-        ("decode_start_s", &a.decode_start_s, &b.decode_start_s),
-        ("finish_s", &a.finish_s, &b.finish_s),
-    ] {
-        if bits(x) != bits(y) {
-            return Some(name.into());
-        }
-    }
-    None
-}
-
-fn trace(rows: &[(f64, u32, u32)]) -> Value {
-    json!({"trace": {
-        "arrival_s": rows.iter().map(|r| r.0).collect::<Vec<_>>(),
-        "prompt_tokens": rows.iter().map(|r| r.1).collect::<Vec<_>>(),
-        "output_tokens": rows.iter().map(|r| r.2).collect::<Vec<_>>(),
-    }})
-}
 
 const HUGE: u32 = 4_000_000_000;
 

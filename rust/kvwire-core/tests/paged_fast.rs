@@ -3,36 +3,17 @@
 //! `engine.macro_steps` (the default) and the plain one without, so a run with macro-steps off is the
 //! reference: tables, preemption counts, ITL histograms and instance totals must agree bit for bit.
 
+mod common;
+use common::{run, table_diff};
+
 use kvwire_core::metrics::table::RequestTable;
-use kvwire_core::{simulate, Scenario, SimOutput};
+use kvwire_core::SimOutput;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-fn run(v: &Value) -> SimOutput {
-    let text = v.to_string();
-    let sc = Scenario::from_json(&text, None).unwrap_or_else(|e| panic!("scenario invalid: {e}\n{text}"));
-    simulate(sc).unwrap_or_else(|e| panic!("run failed: {e}\n{text}"))
-}
-
-fn bits(v: &[f64]) -> Vec<u64> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
 /// Every per-request column of the two tables, floats as bits.
 fn same_tables(a: &RequestTable, b: &RequestTable) -> bool {
-    (&a.rejected, &a.local_decode, &a.prefill_instance, &a.decode_instance, &a.preemptions)
-        == (&b.rejected, &b.local_decode, &b.prefill_instance, &b.decode_instance, &b.preemptions)
-        && [
-            (&a.prefill_start_s, &b.prefill_start_s),
-            (&a.first_token_s, &b.first_token_s),
-            (&a.kv_start_s, &b.kv_start_s),
-            (&a.kv_ready_s, &b.kv_ready_s),
-            (&a.decode_start_s, &b.decode_start_s),
-            (&a.finish_s, &b.finish_s),
-            (&a.kv_hold_wait_s, &b.kv_hold_wait_s),
-        ]
-        .iter()
-        .all(|(x, y)| bits(x) == bits(y))
+    table_diff(a, b).is_none()
 }
 
 /// Run `v` with the fast set (macro-steps) and the plain set (step by step) and compare everything.

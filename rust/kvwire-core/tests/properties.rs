@@ -25,6 +25,8 @@
 //! `itl_percentiles_stay_below_the_max_in_a_run`, `itl_quantiles_ordered_and_within_range`,
 //! `itl_mean_within_range` (ITL histogram rounding).
 
+mod common;
+
 use kvwire_core::metrics::stats::RunStats;
 use kvwire_core::metrics::table::RequestTable;
 use kvwire_core::{simulate, Scenario, SimOutput};
@@ -1032,27 +1034,7 @@ fn bits(v: &[f64]) -> Vec<u64> {
 }
 
 fn same_table(a: &RequestTable, b: &RequestTable) -> Check {
-    ensure!(a.id == b.id, "ids differ");
-    ensure!(a.prompt_tokens == b.prompt_tokens && a.output_tokens == b.output_tokens, "lengths differ");
-    ensure!(a.rejected == b.rejected && a.measured == b.measured, "flags differ");
-    ensure!(a.prefill_instance == b.prefill_instance && a.decode_instance == b.decode_instance, "instances differ");
-    ensure!(a.local_decode == b.local_decode && a.over_context == b.over_context, "local/over-context flags differ");
-    for (name, x, y) in [
-        ("arrival_s", &a.arrival_s, &b.arrival_s),
-        ("first_token_seen_s", &a.first_token_seen_s, &b.first_token_seen_s),
-        ("prefill_start_s", &a.prefill_start_s, &b.prefill_start_s),
-        ("first_token_s", &a.first_token_s, &b.first_token_s),
-        ("kv_start_s", &a.kv_start_s, &b.kv_start_s),
-        ("kv_ready_s", &a.kv_ready_s, &b.kv_ready_s),
-        ("decode_start_s", &a.decode_start_s, &b.decode_start_s),
-        ("finish_s", &a.finish_s, &b.finish_s),
-    ] {
-        if bits(x) != bits(y) {
-            let i = (0..x.len()).find(|&i| x[i].to_bits() != y[i].to_bits()).unwrap_or(0);
-            return Err(format!("{name}[{i}] differs: {} vs {}", x[i], y[i]));
-        }
-    }
-    Ok(())
+    common::table_diff(a, b).map_or(Ok(()), Err)
 }
 
 /// Everything but the wall clock (and, with `events`, the kernel event count, which macro-steps change).

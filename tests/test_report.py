@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import kvwire
+import polars as pl
 from click.testing import CliRunner
 from kvwire.cli import main
 from kvwire.report import render
@@ -100,3 +101,34 @@ def test_readme_sample_is_the_report_of_a_real_run() -> None:
         return re.sub(r"steps in [0-9.]+ s", "steps in - s", text)
 
     assert no_wall(shown) == no_wall(out)
+
+
+def test_serving_levers_have_their_lines_only_when_on() -> None:
+    """The report says what the serving levers did, each line only when its lever is on: the prefix cache's hit
+    ratio and token counts (and with ``handoff.skip_cached_prefix`` what was left off the link), paged KV's
+    preemptions, and the hand-offs that waited for decode room; the figures are the summary's. A default run
+    has none of these lines."""
+    rows = kvwire.read_trace(MOONCAKE).head(400)
+    sc = {
+        "workload": {"external": True},
+        "prefix_cache": {"enabled": True},
+        "handoff": {"skip_cached_prefix": True},
+        "kv": {"policy": "paged", "preemption": "swap"},
+    }
+    res = kvwire.simulate(sc, requests=rows)
+    text = render(res)
+    px, pe, kh = (res.summary[k] for k in ("prefix_cache", "preemptions", "kv_hold"))  # type: ignore[literal-required]
+    assert px["cached_tokens"] > 0  # the trace's conversations reuse prefixes
+    (cache,) = [ln for ln in text.splitlines() if ln.startswith("prefix cache: ")]
+    assert f"{px['hit_token_ratio'] * 100:.1f}% of prompt tokens cached" in cache
+    assert f"({px['cached_tokens']:,} of {px['prompt_tokens']:,}; {px['hit_requests']:,} requests hit)" in cache
+    assert f"{px['link_tokens_skipped']:,} tokens, {px['link_bytes_saved'] / 1e9:,.1f} GB left off the link" in cache
+    (paged,) = [ln for ln in text.splitlines() if ln.startswith("paged KV: ")]
+    assert paged.startswith(f"paged KV: {pe['count']:,} preemptions ({pe['recompute_tokens']:,} tokens")
+    (hold,) = [ln for ln in text.splitlines() if ln.startswith("kv holding: ")]
+    assert hold.startswith(f"kv holding: {kh['waited']:,} of {kh['handoffs']:,} hand-offs waited")
+    # every completed request with a second token to decode is handed off (one token ends at prefill)
+    assert kh["handoffs"] == res.requests.filter(~pl.col("rejected") & (pl.col("output_tokens") >= 2)).height
+
+    plain = render(kvwire.simulate({"workload": {"requests": 200}}))
+    assert not any(ln.startswith(("prefix cache:", "paged KV:", "kv holding:")) for ln in plain.splitlines())

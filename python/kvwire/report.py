@@ -150,6 +150,34 @@ def _context_note(count: int, sc: dict[str, Any]) -> str:
     )
 
 
+def _levers(s: dict[str, Any], sc: dict[str, Any]) -> list[str]:
+    """The serving levers' lines, each only when its lever is on: the prefix cache's hits and what it kept off
+    the link, paged KV's preemptions, and (paged KV, disaggregated) hand-offs that waited for decode room."""
+    lines = []
+    px = s.get("prefix_cache")
+    if px and sc.get("prefix_cache", {}).get("enabled"):
+        line = (
+            f"prefix cache: {_pct(px['hit_token_ratio'])} of prompt tokens cached ({px['cached_tokens']:,} of "
+            f"{px['prompt_tokens']:,}; {px['hit_requests']:,} requests hit)"
+        )
+        if sc.get("handoff", {}).get("skip_cached_prefix"):
+            line += f"; {px['link_tokens_skipped']:,} tokens, {px['link_bytes_saved'] / 1e9:,.1f} GB left off the link"
+        lines.append(line)
+    if sc.get("kv", {}).get("policy") == "paged":
+        pe = s["preemptions"]
+        lines.append(
+            f"paged KV: {pe['count']:,} preemptions ({pe['recompute_tokens']:,} tokens prefilled again, "
+            f"{pe['swap_bytes'] / 1e9:,.1f} GB swapped)"
+        )
+        kh = s.get("kv_hold")
+        if kh and kh["handoffs"]:
+            lines.append(
+                f"kv holding: {kh['waited']:,} of {kh['handoffs']:,} hand-offs waited for decode room (mean "
+                f"{_ms(kh['wait_s_mean'])} ms over all, max {_ms(kh['wait_s_max'])} ms)"
+            )
+    return lines
+
+
 def render(res: SimResult, trace_file: str | None = None) -> str:
     """A readable report: what ran (model, pools, link with its overrides, where compression runs, the trace
     file), the latency table, SLO, throughput, utilisation, energy, hot-spot and any overload."""
@@ -230,6 +258,7 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
             f"kv link: {lk['transfers']:,} transfers, {lk['wire_gb']:,.1f} GB on the wire, mean wait "
             f"{_ms(lk['mean_wait_s'])} ms, {_num(lk['link_j_per_transfer'], '.3f')} J/transfer"
         )
+    lines.extend(_levers(s, sc))
     h = s["hotspot"]
     if h["stage"] is not None:
         pool = _pool_of(h["resource"]) if h["resource"] else None

@@ -123,4 +123,22 @@ mod tests {
         assert_eq!(e(3, &[0, 1, 1, 3], &[5, 6, -2]).path(), "requests.hash_ids[2]");
         assert_eq!(e(2, &[0, 1, 3], &[-5, 6, 2]).path(), "requests.hash_ids[0]");
     }
+
+    /// Id 0 is a valid block hash (the bound is "≥ 0", not "> 0"), and equal consecutive offsets (a
+    /// request without blocks) are accepted: both are legal CSR input a trace may carry.
+    #[test]
+    fn zero_ids_and_empty_rows_are_valid() {
+        let h = BlockHashes::from_columns("requests", 2, &[0, 0, 2], &[0, 3]).unwrap();
+        assert!(h.of(0).is_empty());
+        assert_eq!(h.of(1), &[0, 3]);
+    }
+
+    /// The unchecked constructor keeps the pair it is given: row r is `ids[offsets[r]..offsets[r + 1]]`.
+    #[test]
+    fn unchecked_parts_are_kept() {
+        let h = BlockHashes::from_parts_unchecked(vec![0, 2, 3], vec![4, 5, 6]);
+        assert_eq!(h.rows(), 2);
+        assert_eq!(h.of(0), &[4, 5]);
+        assert_eq!(h.of(1), &[6]);
+    }
 }

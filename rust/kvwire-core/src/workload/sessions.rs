@@ -407,4 +407,33 @@ mod tests {
         // 200 sessions over 3 system prompts: 2 shared system blocks each.
         assert_eq!(content.values().filter(|k| k.0 == 1).count(), 6);
     }
+
+    /// The context bound is inclusive: a turn with prompt + output exactly `max_context` is sent, one token
+    /// more is not. Fixed lengths (message 100, output 10, no system prompt) give prompts 100, 210, 320,
+    /// 430, 540 and prompt + output 110, 220, 330, 440, 550 by hand, so a 330-token context keeps turns
+    /// 1..=3 of each session and a 325-token one turns 1..=2; `first_rows` are then every 3rd (2nd) row.
+    #[test]
+    fn context_bound_is_inclusive_and_first_rows_follow_the_cut() {
+        let fixed = workload(4, 5, 0, LengthDist::Fixed { value: 100 }, LengthDist::Fixed { value: 10 });
+        let at = fixed.plan(Some(330)).unwrap();
+        assert_eq!(at.trace.prompt_tokens(), [100u32, 210, 320].repeat(4));
+        assert_eq!(at.rows.turns_over_context, 4 * 2);
+        assert_eq!(at.rows.first_rows(), [0, 3, 6, 9]);
+        let below = fixed.plan(Some(325)).unwrap();
+        assert_eq!(below.trace.prompt_tokens(), [100u32, 210].repeat(4));
+        assert_eq!(below.rows.turns_over_context, 4 * 3);
+        assert_eq!(below.rows.first_rows(), [0, 2, 4, 6]);
+        assert_eq!(fixed.plan(None).unwrap().rows.first_rows(), [0, 5, 10, 15]);
+    }
+
+    /// `mix` is SplitMix64's finaliser: fed SplitMix64's states from seed 1234567 (state += 0x9E37…7C15) it
+    /// gives the published reference outputs 6457827717110365317, 3203168211198807973, 9817491932198370423.
+    #[test]
+    fn mix_is_splitmix64() {
+        const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+        let state = |k: u64| 1_234_567u64.wrapping_add(GAMMA.wrapping_mul(k));
+        assert_eq!(mix(state(1)), 6_457_827_717_110_365_317);
+        assert_eq!(mix(state(2)), 3_203_168_211_198_807_973);
+        assert_eq!(mix(state(3)), 9_817_491_932_198_370_423);
+    }
 }

@@ -93,14 +93,13 @@ impl Sim<'_> {
 
     /// Step boundary of decode instance `d`: admit from the queue, then start a step if anything runs.
     fn back_boundary(&mut self, d: usize, now: f64) -> Option<f64> {
+        // Growth and preemption first (once per step); with KV holding, then the transfers waiting for room.
+        super::paged::prepare(&mut self.backs[d].dec, &mut self.t, self.max_batch);
         if self.hold {
-            // KV holding: growth and preemption first, then the transfers waiting for room.
-            super::paged::prepare(&mut self.backs[d].dec, &mut self.t, self.max_batch);
             self.start_pulls(d, now);
         }
         let t = &mut self.t;
         let inst = &mut self.backs[d];
-        super::paged::prepare(&mut inst.dec, t, self.max_batch);
         let occ = Occupancy {
             running: inst.dec.running.len() as u64,
             max_batch: self.max_batch,

@@ -1,25 +1,30 @@
 //! Mechanism: the cluster state machines driven by the event kernel.
 //!
-//! Topology (disaggregated): arrivals → prefill router → front (prefill) instances → hand-off path (FCFS
-//! channels, a processor-sharing link, or a host-staged chain of hops; whole or layer-wise streamed) →
-//! decode router → back (decode) instances (continuous batching, KV-capacity admission) → done. Colocated:
-//! arrivals → router → front instances that run a prefill step whenever a queued prompt is admissible and a
-//! decode step otherwise. With conditional disaggregation a front instance also decodes the requests the
-//! policy keeps local.
+//! Every instance is one [`instance::Instance`] with a role (prefill, decode, colocated), driven by one
+//! event pair (`Ev::Wake`, `Ev::StepDone`); its role decides what a step holds (`prefill.rs` for prefill
+//! and colocated instances, `decode.rs` for decode instances).
+//!
+//! Topology (disaggregated): arrivals → prefill router → prefill instances → hand-off path (FCFS channels,
+//! a processor-sharing link, or a host-staged chain of hops; whole or layer-wise streamed) → decode router
+//! → decode instances (continuous batching, KV-capacity admission) → done. Colocated: arrivals → router →
+//! colocated instances that run a prefill step whenever a queued prompt is admissible and a decode step
+//! otherwise. With conditional disaggregation a prefill instance also decodes the requests the policy keeps
+//! local.
 //!
 //! One kernel event per batch step at most (plus one per transfer, and one per streamed prefill batch);
 //! with `engine.macro_steps` the instances' step ends are kept out of the kernel's heap, in its step
-//! calendar (one slot per instance: fronts first, then backs), which the kernel merges with the heap in
+//! calendar (one slot per instance, the instance's index), which the kernel merges with the heap in
 //! exactly its `(time, priority, seq)` order — so results are identical (tested), and a run with many
 //! instances no longer pays a heap push and pop among all pending events for every batch step. The
 //! engine asks `cost` for step times, `policy` for routing/batching decisions and `handoff` for transfer
 //! costs.
 
-mod back;
-mod front;
+mod decode;
+mod instance;
 pub mod kernel;
 mod paged;
 mod path;
+mod prefill;
 mod prefix;
 pub mod running;
 mod sessions;
@@ -52,8 +57,7 @@ use crate::policy::router::Router;
 use crate::scenario::{Disaggregate, OverContext, Pool, Requests, Scenario, Topology, Workload};
 use crate::workload::source::{GeneratedSource, RequestSource, TableSource};
 
-use back::BackInst;
-use front::FrontInst;
+use instance::{Instance, Role};
 use path::Path;
 
 /// What a run returns: the per-request table and the run totals.
@@ -74,41 +78,27 @@ pub struct SimOutput {
 enum Ev {
     /// The next request of the workload arrives.
     Arrival,
-    FrontWake(u32),
-    FrontDone(u32),
+    /// Instance `i` has work queued while idle: its next step may start.
+    Wake(u32),
+    /// Instance `i`'s step ends (without `engine.macro_steps`; with it, step ends live in the kernel's step
+    /// calendar, slot `i`).
+    StepDone(u32),
     /// The first layer of front instance `i`'s in-flight prefill batch is done: its streamed hand-offs
     /// may start.
     StreamStart(u32),
     /// A transfer on an FCFS channel of a hop finished.
-    HopDone {
-        stage: u8,
-        lane: u32,
-        channel: u32,
-    },
+    HopDone { stage: u8, lane: u32, channel: u32 },
     /// The next completion on a processor-sharing link (stale if `generation` moved on).
-    SharedDone {
-        stage: u8,
-        lane: u32,
-        generation: u32,
-    },
+    SharedDone { stage: u8, lane: u32, generation: u32 },
     /// A transfer on a processor-sharing link has landed (data done + latency).
-    Landed {
-        stage: u8,
-        request: u32,
-    },
+    Landed { stage: u8, request: u32 },
     /// The next layer slice on a channel finished (per-slice streaming).
-    Slice {
-        stage: u8,
-        lane: u32,
-        channel: u32,
-    },
-    BackWake(u32),
-    BackDone(u32),
+    Slice { stage: u8, lane: u32, channel: u32 },
     /// Turn (row) `r` of a session arrives (`workload.sessions`).
     Turn(u32),
 }
 
-/// Decoding state shared by back instances and decoding front instances.
+/// Decoding state of an instance (its decode rows and KV memory); every role has one.
 struct Decoder {
     running: RunningSet,
     kv_used: u64,
@@ -166,10 +156,6 @@ struct Sim<'c> {
     q: EventQueue<Ev>,
     /// The hand-off plan (bytes per token, the sender's and receiver's passes, the hops).
     plan: HandoffPlan,
-    /// Cost constants of the front (prefill / colocated) pool and of the back (decode) pool, each with its
-    /// pool's KV format.
-    front_model: ModelCost,
-    back_model: ModelCost,
     max_prefill_tokens: u32,
     /// `scheduler.policy = "chunked"`, and its token budget per step.
     chunked: bool,
@@ -181,8 +167,10 @@ struct Sim<'c> {
     /// (`paged.rs`).
     hold: bool,
     disaggregate: Disaggregate,
-    fronts: Vec<FrontInst>,
-    backs: Vec<BackInst>,
+    /// Every instance ([`instance`]): the front pool (prefill or colocated) first, then the decode pool.
+    insts: Vec<Instance>,
+    /// The number of front instances (the index of the first decode instance).
+    n_front: usize,
     path: Path,
     front_router: Router,
     back_router: Router,
@@ -338,32 +326,29 @@ impl<'c> Sim<'c> {
         let front_decodes = colocated || matches!(sc.disaggregate, Disaggregate::Conditional { .. });
         let hold = !colocated && sc.kv.policy == crate::scenario::KvPolicy::Paged;
         let front_capacity = if front_decodes || hold { capacity(sc, front_pool, &front_model)? } else { 0 };
-        let name = if colocated { "colocated" } else { "prefill" };
-        let fronts: Vec<FrontInst> = (0..front_pool.instances)
+        let (role, name) = if colocated { (Role::Colocated, "colocated") } else { (Role::Prefill, "prefill") };
+        let mut insts: Vec<Instance> = (0..front_pool.instances)
             .map(|i| {
                 let mut stats = instance_stats(format!("{name}-{i}"), front_pool);
                 let mut dec = Decoder::new(front_capacity, sc.macro_steps, paged::Paged::of(sc, &front_model));
                 dec.rule.hold = hold;
                 stats.kv_capacity_tokens = (front_decodes || hold).then_some(dec.kv_capacity);
-                FrontInst::new(timer(sc, front_pool), dec, stats)
+                Instance::new(role, front_model.clone(), timer(sc, front_pool), dec, stats)
             })
             .collect();
-        let mut backs = Vec::new();
+        let n_front = insts.len();
         if let Some(bp) = back_pool {
             let cap = capacity(sc, bp, &back_model)?;
             for i in 0..bp.instances {
                 let mut stats = instance_stats(format!("decode-{i}"), bp);
-                stats.kv_capacity_tokens = Some(cap);
                 let dec = Decoder::new(cap, sc.macro_steps, paged::Paged::of(sc, &back_model));
                 stats.kv_capacity_tokens = Some(dec.kv_capacity);
-                backs.push(BackInst::new(timer(sc, bp), dec, stats));
+                insts.push(Instance::new(Role::Decode, back_model.clone(), timer(sc, bp), dec, stats));
             }
         }
-        // Rejection: a request whose reservation can never fit the KV cache of the pool that decodes it.
-        let reject_capacity = match back_pool {
-            Some(_) => backs[0].dec.kv_capacity,
-            None => fronts[0].dec.kv_capacity,
-        };
+        // Rejection: a request whose reservation can never fit the KV cache of the pool that decodes it (the
+        // last instance is of that pool).
+        let reject_capacity = insts.last().map_or(0, |x| x.dec.kv_capacity);
         let track_seen = sc.first_token == crate::scenario::FirstToken::Decode && !colocated;
         let mut hashes = crate::workload::BlockHashes::default();
         let mut session_rows = None;
@@ -416,11 +401,9 @@ impl<'c> Sim<'c> {
             timeline_max_spans: sc.timeline_max_spans,
             stop: None,
             t,
-            q: EventQueue::with_slots(front_pool.instances as usize + back_pool.map_or(0, |p| p.instances as usize)),
+            q: EventQueue::with_slots(insts.len()),
             path: Path::new(sc, front_pool.instances, back_pool.map_or(0, |p| p.instances))?,
             plan: sc.handoff.clone(),
-            front_model,
-            back_model,
             max_prefill_tokens: sc.max_prefill_tokens,
             chunked: sc.batch_policy == crate::scenario::BatchPolicy::Chunked,
             max_num_batched_tokens: sc.max_num_batched_tokens,
@@ -429,8 +412,8 @@ impl<'c> Sim<'c> {
             colocated,
             hold,
             disaggregate: sc.disaggregate,
-            fronts,
-            backs,
+            insts,
+            n_front,
             front_router: Router::new(if colocated { sc.colocated_routing } else { sc.prefill_routing }),
             back_router: Router::new(sc.decode_routing),
             next_arrival: 0,
@@ -452,13 +435,13 @@ impl<'c> Sim<'c> {
             sim.sessions = Some(sessions::SessionRun::new(&mut sim.t, *rows)?);
         }
         if sc.prefix_cache.enabled {
-            let front_kv = capacity(sc, front_pool, &sim.front_model)?;
+            let front_kv = capacity(sc, front_pool, &front_model)?;
             let rule = if colocated { sc.colocated_routing } else { sc.prefill_routing };
             sim.init_prefix(sc.prefix_cache, hashes, front_kv, rule);
         }
         if sim.timeline_max_spans.is_some() {
-            for s in sim.fronts.iter_mut().map(|f| &mut f.stats).chain(sim.backs.iter_mut().map(|b| &mut b.stats)) {
-                s.spans = Some(Box::default());
+            for inst in &mut sim.insts {
+                inst.stats.spans = Some(Box::default());
             }
             sim.path.record_spans();
         }
@@ -497,11 +480,8 @@ impl<'c> Sim<'c> {
             };
             match ev {
                 Ev::Arrival => self.on_arrival(now),
-                Ev::FrontWake(i) => self.on_front_wake(i as usize, now),
-                Ev::FrontDone(i) => {
-                    let end = self.front_step_end(i as usize, now);
-                    self.schedule_front(i as usize, end);
-                }
+                Ev::Wake(i) => self.on_wake(i as usize, now),
+                Ev::StepDone(i) => self.on_step_end(i as usize, now),
                 Ev::StreamStart(i) => self.on_stream_start(i as usize, now),
                 Ev::HopDone { stage, lane, channel } => {
                     self.on_hop_done(stage as usize, lane as usize, channel as usize, now)?
@@ -513,11 +493,6 @@ impl<'c> Sim<'c> {
                 Ev::Slice { stage, lane, channel } => {
                     self.on_slice(stage as usize, lane as usize, channel as usize, now)?
                 }
-                Ev::BackWake(d) => self.on_back_wake(d as usize, now),
-                Ev::BackDone(d) => {
-                    let end = self.back_step_end(d as usize, now);
-                    self.schedule_back(d as usize, end);
-                }
                 Ev::Turn(r) => self.on_turn(r, now),
             }
         }
@@ -528,19 +503,11 @@ impl<'c> Sim<'c> {
         }
     }
 
-    /// The step end of calendar slot `slot` (front instances first, then back instances): finish the step
-    /// and start the instance's next one.
+    /// The step of instance `i` (its calendar slot) ends: finish it and start the instance's next one.
     #[inline]
-    fn on_step_end(&mut self, slot: usize, now: f64) {
-        let fronts = self.fronts.len();
-        if slot < fronts {
-            let end = self.front_step_end(slot, now);
-            self.schedule_front(slot, end);
-        } else {
-            let d = slot - fronts;
-            let end = self.back_step_end(d, now);
-            self.schedule_back(d, end);
-        }
+    fn on_step_end(&mut self, i: usize, now: f64) {
+        let end = self.step_end(i, now);
+        self.schedule(i, end);
     }
 
     /// Count one unit of work; every [`CHECK_EVERY`] units, stop on cancellation or past `engine.max_steps`.
@@ -567,8 +534,7 @@ impl<'c> Sim<'c> {
 
     /// The `engine.max_steps` error, if the instances have taken more batch steps than that.
     fn over_max_steps(&self) -> Option<Error> {
-        let steps: u64 =
-            self.fronts.iter().map(|f| f.stats.steps).chain(self.backs.iter().map(|b| b.stats.steps)).sum();
+        let steps: u64 = self.insts.iter().map(|x| x.stats.steps).sum();
         (steps > self.max_steps).then(|| {
             Error::field(
                 "engine.max_steps",
@@ -585,13 +551,7 @@ impl<'c> Sim<'c> {
     /// `engine.max_steps`, so at most [`CHECK_EVERY`] units of work of spans beyond the bound are ever held).
     fn over_timeline(&self) -> Option<Error> {
         let max = self.timeline_max_spans?;
-        let steps: usize = self
-            .fronts
-            .iter()
-            .map(|f| &f.stats)
-            .chain(self.backs.iter().map(|b| &b.stats))
-            .map(|s| s.spans.as_ref().map_or(0, |x| x.len()))
-            .sum();
+        let steps: usize = self.insts.iter().map(|x| x.stats.spans.as_ref().map_or(0, |s| s.len())).sum();
         let spans = (steps + self.path.span_count()) as u64;
         (spans > max).then(|| {
             Error::field(
@@ -685,17 +645,14 @@ impl<'c> Sim<'c> {
         let mut instances = Vec::new();
         let (mut preemptions, mut recompute_tokens, mut swap_bytes) = (0, 0, 0.0);
         let mut kv_hold = crate::metrics::stats::KvHoldStats::default();
-        let fronts = self.fronts.len();
-        let decoders =
-            self.fronts.into_iter().map(|f| (f.stats, f.dec)).chain(self.backs.into_iter().map(|b| (b.stats, b.dec)));
-        for (k, (mut s, dec)) in decoders.enumerate() {
+        for Instance { role, stats: mut s, dec, .. } in self.insts {
             s.kv_end_tokens = dec.kv_used;
             if let Some(p) = dec.paged {
                 preemptions += p.preemptions;
                 recompute_tokens += p.recompute_tokens;
                 swap_bytes += p.swap_bytes;
                 if self.hold {
-                    p.add_hold_stats(&mut kv_hold, k >= fronts, s.kv_peak_tokens);
+                    p.add_hold_stats(&mut kv_hold, role == Role::Decode, s.kv_peak_tokens);
                 }
             }
             s.finish();

@@ -18,8 +18,7 @@
 
 use std::collections::VecDeque;
 
-use super::kernel::Priority;
-use super::{cols, Decoder, Ev, Sim};
+use super::{cols, Decoder, Sim};
 use crate::cost::model::{Chunks, ModelCost};
 use crate::cost::presets::{link_presets, LinkSpec};
 use crate::metrics::itl::ItlHistogram;
@@ -291,18 +290,18 @@ impl Sim<'_> {
             d if d >= 0 => d as usize,
             _ => self.route_to_back(r),
         };
-        if let Some(pg) = self.backs[d].dec.paged.as_deref_mut() {
+        if let Some(pg) = self.insts[self.n_front + d].dec.paged.as_deref_mut() {
             pg.pulls.push_back((r, now));
         }
         self.start_pulls(d, now);
     }
 
-    /// Start the transfers waiting for room on decode instance `d`, first come first, while its free blocks
+    /// Start the transfers waiting for room on decode instance `d` (of the decode pool), first come first, while its free blocks
     /// take each one's (prompt + its first decode step's slot, with the admission watermark) and no
     /// preempted sequence waits to resume. The blocks are reserved from now on.
     pub(super) fn start_pulls(&mut self, d: usize, now: f64) {
         loop {
-            let inst = &mut self.backs[d];
+            let inst = &mut self.insts[self.n_front + d];
             let dec = &mut inst.dec;
             let Some(pg) = dec.paged.as_deref_mut() else { return };
             let Some(&(r, since)) = pg.pulls.front() else { return };
@@ -331,11 +330,10 @@ impl Sim<'_> {
     pub(super) fn release_hold(&mut self, r: u32, now: f64) {
         let ri = r as usize;
         let i = self.t.prefill_instance[ri] as usize;
-        let inst = &mut self.fronts[i];
+        let inst = &mut self.insts[i];
         release_prompt(&mut inst.dec, self.t.prompt_tokens[ri]);
-        if !inst.busy && !inst.wake_pending && !inst.queue.is_empty() {
-            inst.wake_pending = true;
-            self.q.push(now, Priority::Normal, Ev::FrontWake(i as u32));
+        if !inst.queue.is_empty() {
+            self.wake(i, now);
         }
     }
 }
@@ -343,7 +341,7 @@ impl Sim<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::back::complete_decode;
+    use crate::engine::decode::complete_decode;
 
     /// Two requests of prompt 30 on a 64-token (4-block) paged instance with no watermark, both admitted
     /// (2 blocks each: prompt + first token = 31 tokens) and decoded once.

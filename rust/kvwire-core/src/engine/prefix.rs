@@ -20,8 +20,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::back::BackInst;
-use super::front::{FrontInst, Fronts};
+use super::instance::{Instance, Pool};
 use super::Sim;
 use crate::metrics::stats::PrefixStats;
 use crate::policy::router::LoadView;
@@ -182,19 +181,12 @@ fn blocks_in(tokens: u64) -> u64 {
     tokens / HASH_BLOCK_TOKENS as u64
 }
 
-impl FrontInst {
-    /// KV tokens free on this instance: its pool's KV memory after weights (`pool_kv_tokens`) less what
-    /// its running (locally decoding) requests hold. The prefix cache's capacity when
+impl Instance {
+    /// KV tokens free on this instance: `kv_tokens` (its KV memory: after weights for a front instance,
+    /// its KV capacity for a decode instance) less what its requests hold. The prefix cache's capacity when
     /// `prefix_cache.capacity_tokens` is null.
-    pub(super) fn free_kv_tokens(&self, pool_kv_tokens: u64) -> u64 {
-        pool_kv_tokens.saturating_sub(self.dec.kv_used)
-    }
-}
-
-impl BackInst {
-    /// KV tokens free on this decode instance (capacity less what running and admitted requests hold).
-    pub(super) fn free_kv_tokens(&self) -> u64 {
-        self.dec.kv_capacity.saturating_sub(self.dec.kv_used)
+    pub(super) fn free_kv_tokens(&self, kv_tokens: u64) -> u64 {
+        kv_tokens.saturating_sub(self.dec.kv_used)
     }
 }
 
@@ -258,7 +250,7 @@ impl Prefix {
 
 /// A front pool seen by the router with the cached prefix of the request being routed.
 struct WithPrefix<'a> {
-    fronts: Fronts<'a>,
+    fronts: Pool<'a>,
     matched: &'a [u64],
 }
 
@@ -286,7 +278,7 @@ impl Sim<'_> {
         if !c.enabled {
             return;
         }
-        let mut p = Prefix::new(c, hashes, front_kv_tokens, self.fronts.len(), self.backs.len());
+        let mut p = Prefix::new(c, hashes, front_kv_tokens, self.n_front, self.insts.len() - self.n_front);
         p.affinity = matches!(rule, Rule::PrefixAffinity { .. });
         self.prefix = Some(Box::new(p));
     }
@@ -299,7 +291,8 @@ impl Sim<'_> {
         let blocks = p.hashes.blocks(r as usize, prompt);
         p.matched.clear();
         p.matched.extend(p.fronts.iter().map(|c| cached_tokens(c.matched(blocks), prompt) as u64));
-        Some(self.front_router.pick(&WithPrefix { fronts: Fronts(&self.fronts), matched: &p.matched }))
+        let fronts = Pool(&self.insts[..self.n_front]);
+        Some(self.front_router.pick(&WithPrefix { fronts, matched: &p.matched }))
     }
 
     /// `handoff.skip_cached_prefix`: request `r`'s hand-off is about to be queued: choose its decode instance
@@ -330,7 +323,8 @@ impl Sim<'_> {
     /// enter that instance's cache.
     pub(super) fn cache_landed(&mut self, r: u32, d: usize) {
         let prompt = self.t.prompt_tokens[r as usize];
-        let free = self.backs[d].free_kv_tokens();
+        let inst = &self.insts[self.n_front + d];
+        let free = inst.free_kv_tokens(inst.dec.kv_capacity);
         let Some(p) = self.prefix.as_deref_mut() else { return };
         let blocks = p.hashes.blocks(r as usize, prompt);
         if !blocks.is_empty() {

@@ -1,120 +1,29 @@
-//! Front instances: the prefill pool (disaggregated) or the colocated instances. They batch whole prompts
+//! What a step holds on a front instance — a prefill instance (disaggregated) or a colocated one
+//! ([`Role::Prefill`], [`Role::Colocated`]). Prompts are batched whole,
 //! FIFO; a front instance that decodes (colocated, or requests kept local by conditional disaggregation)
 //! gives a waiting admissible prompt priority over its next decode step, as the reference's colocated
 //! instances do. With `scheduler.policy = "chunked"` a step instead holds every decode row, the unfinished
 //! prompt's next chunk and new prompts' chunks up to the token budget, in one mixed pass (Sarathi); a
 //! prompt's first token comes at the end of the step that runs its last chunk.
 
-use std::collections::VecDeque;
-
+#[cfg(doc)]
+use super::instance::Role;
+use super::instance::{Pool, StepKind};
 use super::kernel::Priority;
-use super::{cols, Decoder, Ev, Sim};
+use super::{cols, Ev, Sim};
 use crate::cost::model::{Chunks, StepWork};
-use crate::cost::roofline::StepTimer;
-use crate::metrics::stats::InstanceStats;
 use crate::policy::batching::{chunked_batch, front_batch_len, Occupancy};
 use crate::policy::disaggregation::keep_local;
-use crate::policy::router::LoadView;
 use crate::scenario::Disaggregate;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum StepKind {
-    Prefill,
-    Decode,
-    /// A chunked step; `true` when it also ran the instance's decode rows.
-    Mixed(bool),
-}
-
-pub(super) struct FrontInst {
-    pub timer: StepTimer,
-    pub queue: VecDeque<u32>,
-    pub queued_tokens: u64,
-    /// The prefill batch in flight (chunked: the requests whose last chunk is in the step in flight).
-    pub batch: Vec<u32>,
-    /// Chunked prefill: the prompt started but not finished (request, tokens prefilled once the step in
-    /// flight ends).
-    pub partial: Option<(u32, u32)>,
-    pub step: StepKind,
-    pub busy: bool,
-    pub wake_pending: bool,
-    pub dec: Decoder,
-    pub stats: InstanceStats,
-}
-
-impl FrontInst {
-    pub fn new(timer: StepTimer, dec: Decoder, stats: InstanceStats) -> Self {
-        FrontInst {
-            timer,
-            queue: VecDeque::new(),
-            queued_tokens: 0,
-            batch: Vec::new(),
-            partial: None,
-            step: StepKind::Decode,
-            busy: false,
-            wake_pending: false,
-            dec,
-            stats,
-        }
-    }
-}
-
-pub(super) struct Fronts<'a>(pub &'a [FrontInst]);
-
-impl LoadView for Fronts<'_> {
-    fn instances(&self) -> usize {
-        self.0.len()
-    }
-    fn queued_tokens(&self, i: usize) -> u64 {
-        self.0[i].queued_tokens
-    }
-    fn queued_requests(&self, i: usize) -> u64 {
-        self.0[i].queue.len() as u64
-    }
-    fn running(&self, i: usize) -> u64 {
-        self.0[i].dec.running.len() as u64
-    }
-}
-
 impl Sim<'_> {
+    /// A request arrives: the router picks its front instance.
     pub(super) fn route_to_front(&mut self, r: u32, now: f64) {
         let i = match self.route_by_prefix(r) {
             Some(i) => i,
-            None => self.front_router.pick(&Fronts(&self.fronts)),
+            None => self.front_router.pick(&Pool(&self.insts[..self.n_front])),
         };
-        let inst = &mut self.fronts[i];
-        inst.queue.push_back(r);
-        inst.queued_tokens += self.t.prompt_tokens[r as usize] as u64;
-        if !inst.busy && !inst.wake_pending {
-            inst.wake_pending = true;
-            self.q.push(now, Priority::Normal, Ev::FrontWake(i as u32));
-        }
-    }
-
-    pub(super) fn on_front_wake(&mut self, i: usize, now: f64) {
-        self.fronts[i].wake_pending = false;
-        if !self.fronts[i].busy {
-            let end = self.front_boundary(i, now);
-            self.schedule_front(i, end);
-        }
-    }
-
-    /// Schedule the end of front instance `i`'s step (`None`: it went idle): with macro-steps, run at once
-    /// while it comes strictly before every pending event ([`EventQueue::step_runs_now`]), then in the
-    /// kernel's step calendar; otherwise as a heap event.
-    ///
-    /// [`EventQueue::step_runs_now`]: super::kernel::EventQueue::step_runs_now
-    pub(super) fn schedule_front(&mut self, i: usize, mut end: Option<f64>) {
-        if self.macro_steps {
-            while let Some(e) = end {
-                if !self.q.step_runs_now(i as u32, e) || self.tick() {
-                    break;
-                }
-                end = self.front_step_end(i, e);
-            }
-            self.q.set_step(i as u32, end);
-        } else if let Some(e) = end {
-            self.q.push(e, Priority::Normal, Ev::FrontDone(i as u32));
-        }
+        self.enqueue(i, r, now);
     }
 
     /// Whether request `r` (being admitted to a prefill batch now) decodes on its front instance.
@@ -124,7 +33,7 @@ impl Sim<'_> {
             _ if self.colocated => true,
             Disaggregate::Always => false,
             Disaggregate::Conditional { .. } => {
-                keep_local(&self.disaggregate, p, o, self.link_wait_estimate(now), self.fronts[0].dec.kv_capacity)
+                keep_local(&self.disaggregate, p, o, self.link_wait_estimate(now), self.insts[0].dec.kv_capacity)
             }
         }
     }
@@ -138,7 +47,7 @@ impl Sim<'_> {
         let occ = self.front_occupancy(i, 0);
         let mut local = Vec::new();
         let n = {
-            let inst = &self.fronts[i];
+            let inst = &self.insts[i];
             front_batch_len(
                 &inst.queue,
                 &self.t.prompt_tokens,
@@ -152,9 +61,9 @@ impl Sim<'_> {
         if n == 0 {
             return self.start_front_decode(i, now);
         }
-        let model = &self.front_model;
         let t = &mut self.t;
-        let inst = &mut self.fronts[i];
+        let inst = &mut self.insts[i];
+        let model = &inst.model;
         inst.batch.clear();
         let (mut tokens, mut attention) = (0u64, 0u128);
         // Prefix caching: prompt tokens found in this instance's cache (not computed).
@@ -217,7 +126,7 @@ impl Sim<'_> {
             t.first_token_s[r as usize] = end;
         }
         if !t.first_token_seen_s.is_empty() {
-            // Seen now unless handed off (then at the end of its first decode step, `back.rs`).
+            // Seen now unless handed off (then at the end of its first decode step, `decode.rs`).
             for &r in &inst.batch {
                 t.first_token_seen_s[r as usize] = end;
             }
@@ -234,12 +143,11 @@ impl Sim<'_> {
     /// unfinished prompt's chunk and new prompts' chunks (`policy::batching::chunked_batch`); a plain decode
     /// step when no chunk fits; idle when there is nothing to do. Returns the end of the started step.
     fn chunked_boundary(&mut self, i: usize, now: f64) -> Option<f64> {
-        let partial = self.fronts[i].partial;
-        if !self.fronts[i].dec.running.is_empty() || self.fronts[i].dec.paged.as_ref().is_some_and(|p| p.has_waiting())
-        {
-            super::paged::prepare(&mut self.fronts[i].dec, &mut self.t, self.max_batch);
+        let partial = self.insts[i].partial;
+        if !self.insts[i].dec.running.is_empty() || self.insts[i].dec.paged.as_ref().is_some_and(|p| p.has_waiting()) {
+            super::paged::prepare(&mut self.insts[i].dec, &mut self.t, self.max_batch);
         }
-        let rows = self.fronts[i].dec.running.len() as u64;
+        let rows = self.insts[i].dec.running.len() as u64;
         let partial_local = partial.is_some_and(|(r, _)| self.t.local_decode[r as usize]);
         let occ = self.front_occupancy(i, partial_local as u64);
         let (mut local, mut chunks) = (Vec::new(), Vec::new());
@@ -248,7 +156,7 @@ impl Sim<'_> {
         let mut cached = Vec::new();
         let n = chunked_batch(
             partial,
-            &self.fronts[i].queue,
+            &self.insts[i].queue,
             &self.t.prompt_tokens,
             &self.t.output_tokens,
             self.max_num_batched_tokens,
@@ -257,7 +165,7 @@ impl Sim<'_> {
             |r| self.decides_local(r, now),
             |r| {
                 let Some(px) = prefix.as_deref_mut() else { return 0 };
-                let free = self.fronts[i].free_kv_tokens(px.front_kv_tokens);
+                let free = self.insts[i].free_kv_tokens(px.front_kv_tokens);
                 let p = px.admit_front(i, r as usize, self.t.prompt_tokens[r as usize], free);
                 cached.push(p);
                 p
@@ -269,9 +177,9 @@ impl Sim<'_> {
         if chunks.is_empty() {
             return self.start_front_decode(i, now);
         }
-        let model = &self.front_model;
         let t = &mut self.t;
-        let inst = &mut self.fronts[i];
+        let inst = &mut self.insts[i];
+        let model = &inst.model;
         inst.batch.clear();
         inst.partial = None;
         let mut work = Chunks::default();
@@ -348,7 +256,7 @@ impl Sim<'_> {
     /// What admission on front instance `i` depends on, with `extra` decode slots taken beside its running
     /// sequences. Preempted sequences waiting to resume keep new local requests out (no KV is free for them).
     fn front_occupancy(&self, i: usize, extra: u64) -> Occupancy {
-        let d = &self.fronts[i].dec;
+        let d = &self.insts[i].dec;
         let waiting = d.paged.as_ref().is_some_and(|p| p.has_waiting());
         Occupancy {
             running: d.running.len() as u64 + extra,
@@ -360,14 +268,14 @@ impl Sim<'_> {
     }
 
     fn start_front_decode(&mut self, i: usize, now: f64) -> Option<f64> {
-        super::paged::prepare(&mut self.fronts[i].dec, &mut self.t, self.max_batch);
-        let inst = &mut self.fronts[i];
+        super::paged::prepare(&mut self.insts[i].dec, &mut self.t, self.max_batch);
+        let inst = &mut self.insts[i];
         inst.step = StepKind::Decode;
-        let end = super::back::start_decode(
+        let end = super::decode::start_decode(
             &mut inst.dec,
             &inst.timer,
             &mut inst.stats,
-            &self.front_model,
+            &inst.model,
             &self.t.prompt_tokens,
             now,
         );
@@ -375,34 +283,17 @@ impl Sim<'_> {
         end
     }
 
-    pub(super) fn front_step_end(&mut self, i: usize, now: f64) -> Option<f64> {
-        match self.fronts[i].step {
-            StepKind::Prefill => self.prefill_done(i, now),
-            StepKind::Decode => self.front_decode_done(i, now),
-            StepKind::Mixed(decodes) => {
-                // The decode rows gain their token first; the prompts finished in this step join after.
-                if decodes {
-                    self.front_decode_done(i, now);
-                } else {
-                    super::paged::unprepare(&mut self.fronts[i].dec);
-                }
-                self.prefill_done(i, now);
-            }
-        }
-        self.front_boundary(i, now)
-    }
-
     /// The prompts of front instance `i`'s step ending now have their first token: finish, decode locally
     /// or hand off.
-    fn prefill_done(&mut self, i: usize, now: f64) {
-        let batch = std::mem::take(&mut self.fronts[i].batch);
+    pub(super) fn prefill_done(&mut self, i: usize, now: f64) {
+        let batch = std::mem::take(&mut self.insts[i].batch);
         let streaming = self.path.streaming();
         for &r in &batch {
             let ri = r as usize;
             let out = self.t.output_tokens[ri];
             if self.t.local_decode[ri] {
                 if out <= 1 {
-                    let dec = &mut self.fronts[i].dec;
+                    let dec = &mut self.insts[i].dec;
                     dec.kv_used -= dec.rule.admit(self.t.prompt_tokens[ri], out);
                     self.t.local_decode[ri] = false;
                     self.complete(r, now);
@@ -412,37 +303,26 @@ impl Sim<'_> {
                         self.t.decode_instance[ri] = i as i32;
                     }
                     let c = cols(&self.t);
-                    self.fronts[i].dec.running.admit(r, c);
+                    self.insts[i].dec.running.admit(r, c);
                 }
             } else if out <= 1 {
-                super::paged::release_prompt(&mut self.fronts[i].dec, self.t.prompt_tokens[ri]);
+                super::paged::release_prompt(&mut self.insts[i].dec, self.t.prompt_tokens[ri]);
                 self.complete(r, now);
             } else if !streaming {
                 self.hand_off(r, now);
             }
         }
-        self.fronts[i].batch = batch;
-    }
-
-    /// Front instance `i`'s decode rows have their next token.
-    fn front_decode_done(&mut self, i: usize, now: f64) {
-        let mut finished = std::mem::take(&mut self.finished);
-        super::back::complete_decode(&mut self.fronts[i].dec, &self.t, &mut self.itl, &mut finished, now);
-        for &r in &finished {
-            self.complete(r, now);
-        }
-        finished.clear();
-        self.finished = finished;
+        self.insts[i].batch = batch;
     }
 
     /// The first layer of front instance `i`'s batch is done: its hand-offs join the link queue.
     pub(super) fn on_stream_start(&mut self, i: usize, now: f64) {
-        let batch = std::mem::take(&mut self.fronts[i].batch);
+        let batch = std::mem::take(&mut self.insts[i].batch);
         for &r in &batch {
             if !self.t.local_decode[r as usize] && self.t.output_tokens[r as usize] >= 2 {
                 self.hand_off(r, now);
             }
         }
-        self.fronts[i].batch = batch;
+        self.insts[i].batch = batch;
     }
 }

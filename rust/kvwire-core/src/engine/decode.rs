@@ -1,105 +1,41 @@
-//! Back instances: the decode pool. Continuous batching with KV-capacity admission at step boundaries; a
-//! compressed hand-off may be decompressed on admission (charged to the next step).
+//! What a step holds on a decode instance ([`Role::Decode`]): continuous batching with KV-capacity admission
+//! at step boundaries; a compressed hand-off may be decompressed on admission (charged to the next step).
+//! Also the decode step itself ([`start_decode`], [`complete_decode`]), which colocated instances and
+//! prefill instances keeping requests local run on their own decode rows.
 
-use std::collections::VecDeque;
-
-use super::kernel::Priority;
-use super::{cols, Decoder, Ev, Sim};
+use super::instance::Pool;
+#[cfg(doc)]
+use super::instance::Role;
+use super::{cols, Decoder, Sim};
 use crate::cost::model::ModelCost;
 use crate::cost::roofline::StepTimer;
 use crate::metrics::itl::ItlHistogram;
 use crate::metrics::stats::InstanceStats;
 use crate::metrics::table::RequestTable;
 use crate::policy::batching::{decode_admit_len, Occupancy};
-use crate::policy::router::LoadView;
-
-pub(super) struct BackInst {
-    pub timer: StepTimer,
-    pub queue: VecDeque<u32>,
-    pub busy: bool,
-    pub wake_pending: bool,
-    pub dec: Decoder,
-    pub stats: InstanceStats,
-}
-
-impl BackInst {
-    pub fn new(timer: StepTimer, dec: Decoder, stats: InstanceStats) -> Self {
-        BackInst { timer, queue: VecDeque::new(), busy: false, wake_pending: false, dec, stats }
-    }
-}
-
-struct Backs<'a>(&'a [BackInst]);
-
-impl LoadView for Backs<'_> {
-    fn instances(&self) -> usize {
-        self.0.len()
-    }
-    fn queued_tokens(&self, _: usize) -> u64 {
-        0
-    }
-    fn queued_requests(&self, i: usize) -> u64 {
-        self.0[i].queue.len() as u64
-    }
-    fn running(&self, i: usize) -> u64 {
-        self.0[i].dec.running.len() as u64
-    }
-}
 
 impl Sim<'_> {
-    /// The decode instance for a hand-off, chosen now.
+    /// The decode instance for a hand-off, chosen now (its index in the decode pool).
     pub(super) fn route_to_back(&mut self, r: u32) -> usize {
-        let d = self.back_router.pick(&Backs(&self.backs));
+        let d = self.back_router.pick(&Pool(&self.insts[self.n_front..]));
         self.t.decode_instance[r as usize] = d as i32;
         d
     }
 
-    /// A hand-off has landed on decode instance `d`: queue it and wake the instance if idle.
+    /// A hand-off has landed on decode instance `d` (of the decode pool): queue it.
     pub(super) fn deliver(&mut self, r: u32, d: usize, now: f64) {
-        let inst = &mut self.backs[d];
-        inst.queue.push_back(r);
-        if !inst.busy && !inst.wake_pending {
-            inst.wake_pending = true;
-            self.q.push(now, Priority::Normal, Ev::BackWake(d as u32));
-        }
+        self.enqueue(self.n_front + d, r, now);
     }
 
-    pub(super) fn on_back_wake(&mut self, d: usize, now: f64) {
-        self.backs[d].wake_pending = false;
-        if !self.backs[d].busy {
-            let end = self.back_boundary(d, now);
-            self.schedule_back(d, end);
-        }
-    }
-
-    /// Schedule the end of decode instance `d`'s step (`None`: it went idle): with macro-steps, run at once
-    /// while it comes strictly before every pending event ([`EventQueue::step_runs_now`]), then in the
-    /// kernel's step calendar; otherwise as a heap event.
-    ///
-    /// [`EventQueue::step_runs_now`]: super::kernel::EventQueue::step_runs_now
-    pub(super) fn schedule_back(&mut self, d: usize, mut end: Option<f64>) {
-        if self.macro_steps {
-            let slot = (self.fronts.len() + d) as u32;
-            while let Some(e) = end {
-                if !self.q.step_runs_now(slot, e) || self.tick() {
-                    break;
-                }
-                end = self.back_step_end(d, e);
-            }
-            self.q.set_step(slot, end);
-        } else if let Some(e) = end {
-            self.q.push(e, Priority::Normal, Ev::BackDone(d as u32));
-        }
-    }
-
-    /// Step boundary of decode instance `d`: admit from the queue, then start a step if anything runs.
-    fn back_boundary(&mut self, d: usize, now: f64) -> Option<f64> {
+    /// Step boundary of decode instance `i`: admit from the queue, then start a step if anything runs.
+    pub(super) fn decode_boundary(&mut self, i: usize, now: f64) -> Option<f64> {
         // Growth and preemption first (once per step); with KV holding, then the transfers waiting for room.
-        super::paged::prepare(&mut self.backs[d].dec, &mut self.t, self.max_batch);
+        super::paged::prepare(&mut self.insts[i].dec, &mut self.t, self.max_batch);
         if self.hold {
-            self.start_pulls(d, now);
+            self.start_pulls(i - self.n_front, now);
         }
         let t = &mut self.t;
-        let inst = &mut self.backs[d];
+        let inst = &mut self.insts[i];
         let occ = Occupancy {
             running: inst.dec.running.len() as u64,
             max_batch: self.max_batch,
@@ -123,21 +59,22 @@ impl Sim<'_> {
             if seen_later {
                 self.admitted.push(r);
             }
-            let i = r as usize;
+            let ri = r as usize;
+            inst.queued_tokens -= t.prompt_tokens[ri] as u64;
             if !self.hold {
-                inst.dec.kv_used += inst.dec.rule.admit_decoding(t.prompt_tokens[i], t.output_tokens[i]);
+                inst.dec.kv_used += inst.dec.rule.admit_decoding(t.prompt_tokens[ri], t.output_tokens[ri]);
             }
-            t.decode_start_s[i] = now;
+            t.decode_start_s[ri] = now;
             inst.dec.running.admit(r, cols(t));
             if self.plan.receiver_passes() {
                 // Decompression and/or layout conversion on the receiver, in the first decode step after
                 // admission.
-                let p = t.prompt_tokens[i];
+                let p = t.prompt_tokens[ri];
                 self.plan.add_receiver_work(&mut inst.dec.pending_pass, self.plan.handoff_bytes(p), p as u64);
             }
         }
         inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(inst.dec.kv_used);
-        let end = start_decode(&mut inst.dec, &inst.timer, &mut inst.stats, &self.back_model, &t.prompt_tokens, now);
+        let end = start_decode(&mut inst.dec, &inst.timer, &mut inst.stats, &inst.model, &t.prompt_tokens, now);
         inst.busy = end.is_some();
         if let Some(e) = end {
             for &r in &self.admitted {
@@ -148,15 +85,15 @@ impl Sim<'_> {
         end
     }
 
-    pub(super) fn back_step_end(&mut self, d: usize, now: f64) -> Option<f64> {
+    /// Instance `i`'s decode rows have their next token: finished requests complete.
+    pub(super) fn decode_done(&mut self, i: usize, now: f64) {
         let mut finished = std::mem::take(&mut self.finished);
-        complete_decode(&mut self.backs[d].dec, &self.t, &mut self.itl, &mut finished, now);
+        complete_decode(&mut self.insts[i].dec, &self.t, &mut self.itl, &mut finished, now);
         for &r in &finished {
             self.complete(r, now);
         }
         finished.clear();
         self.finished = finished;
-        self.back_boundary(d, now)
     }
 }
 

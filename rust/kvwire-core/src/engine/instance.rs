@@ -140,6 +140,21 @@ impl Sim<'_> {
     /// The step of instance `i` ends now: finish it and start the next one (its end, if any).
     #[inline]
     pub(super) fn step_end(&mut self, i: usize, now: f64) -> Option<f64> {
+        match self.insts[i].role {
+            Role::Decode => self.decode_step_end(i, now),
+            Role::Prefill | Role::Colocated => self.front_step_end(i, now),
+        }
+    }
+
+    /// [`Self::step_end`] of a decode instance: its steps only decode.
+    #[inline]
+    fn decode_step_end(&mut self, i: usize, now: f64) -> Option<f64> {
+        self.decode_done(i, now);
+        self.decode_boundary(i, now)
+    }
+
+    /// [`Self::step_end`] of a prefill or colocated instance: what ends depends on what the step held.
+    fn front_step_end(&mut self, i: usize, now: f64) -> Option<f64> {
         match self.insts[i].step {
             StepKind::Decode => self.decode_done(i, now),
             StepKind::Prefill => self.prefill_done(i, now),
@@ -153,7 +168,7 @@ impl Sim<'_> {
                 self.prefill_done(i, now);
             }
         }
-        self.boundary(i, now)
+        self.front_boundary(i, now)
     }
 
     /// Schedule the end of instance `i`'s step (`None`: it went idle): with macro-steps, run at once while
@@ -162,17 +177,30 @@ impl Sim<'_> {
     ///
     /// [`EventQueue::step_runs_now`]: super::kernel::EventQueue::step_runs_now
     #[inline]
-    pub(super) fn schedule(&mut self, i: usize, mut end: Option<f64>) {
-        if self.macro_steps {
-            while let Some(e) = end {
-                if !self.q.step_runs_now(i as u32, e) || self.tick() {
-                    break;
-                }
-                end = self.step_end(i, e);
+    pub(super) fn schedule(&mut self, i: usize, end: Option<f64>) {
+        if !self.macro_steps {
+            if let Some(e) = end {
+                self.q.push(e, Priority::Normal, Ev::StepDone(i as u32));
             }
-            self.q.set_step(i as u32, end);
-        } else if let Some(e) = end {
-            self.q.push(e, Priority::Normal, Ev::StepDone(i as u32));
+            return;
         }
+        // The role is looked at once: each loop runs one role's steps.
+        match self.insts[i].role {
+            Role::Decode => self.run_steps(i, end, Self::decode_step_end),
+            Role::Prefill | Role::Colocated => self.run_steps(i, end, Self::front_step_end),
+        }
+    }
+
+    /// Macro-steps: run instance `i`'s steps (each ended by `step_end`) while the next one ends strictly
+    /// before every pending event, then put its next step end in the calendar.
+    #[inline(always)]
+    fn run_steps(&mut self, i: usize, mut end: Option<f64>, step_end: fn(&mut Self, usize, f64) -> Option<f64>) {
+        while let Some(e) = end {
+            if !self.q.step_runs_now(i as u32, e) || self.tick() {
+                break;
+            }
+            end = step_end(self, i, e);
+        }
+        self.q.set_step(i as u32, end);
     }
 }

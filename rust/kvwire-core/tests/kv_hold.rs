@@ -8,7 +8,7 @@
 //! times.
 
 mod common;
-use common::{merged, run, table_diff, trace};
+use common::{merged, run, step_by_step_diff, table_diff, trace};
 
 use kvwire_core::cost::model::{LmHead, ModelCost};
 use kvwire_core::metrics::table::RequestTable;
@@ -204,11 +204,7 @@ proptest! {
             prop_assert!(peak <= prefill_cap, "replayed prefill pool {} > {}", peak, prefill_cap);
             prop_assert!(h.prefill_held_peak_blocks * block as u64 <= prefill_cap);
         }
-        let mut plain = v.clone();
-        plain["engine"] = json!({"macro_steps": false});
-        let p = run(&plain);
-        prop_assert_eq!(table_diff(t, &p.table), None);
-        prop_assert_eq!(&o.stats.instances, &p.stats.instances);
+        prop_assert_eq!(step_by_step_diff(&v, &o), None);
     }
 }
 

@@ -5,7 +5,7 @@
 //! inter-token gap, and Little's law / conservation on random runs.
 
 mod common;
-use common::{merged, run, table_diff, trace};
+use common::{merged, run, step_by_step_diff, table_diff, trace};
 
 use kvwire_core::cost::model::{Chunks, LmHead, ModelCost};
 use kvwire_core::scenario::Topology;
@@ -113,11 +113,7 @@ proptest! {
                 prop_assert_eq!(s.prefill_tokens_sum, prefilled[k], "{}", &s.name);
             }
         }
-        let mut plain = v.clone();
-        plain["engine"] = json!({"macro_steps": false});
-        let p = run(&plain);
-        prop_assert_eq!(table_diff(t, &p.table), None);
-        prop_assert_eq!(&o.stats.instances, &p.stats.instances);
+        prop_assert_eq!(step_by_step_diff(&v, &o), None);
     }
 }
 

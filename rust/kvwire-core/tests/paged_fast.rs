@@ -4,34 +4,16 @@
 //! reference: tables, preemption counts, ITL histograms and instance totals must agree bit for bit.
 
 mod common;
-use common::{run, table_diff};
+use common::{run, step_by_step_diff};
 
-use kvwire_core::metrics::table::RequestTable;
 use kvwire_core::SimOutput;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-/// Every per-request column of the two tables, floats as bits.
-fn same_tables(a: &RequestTable, b: &RequestTable) -> bool {
-    table_diff(a, b).is_none()
-}
-
-/// Run `v` with the fast set (macro-steps) and the plain set (step by step) and compare everything.
+/// Run `v` with the fast set (macro-steps) and compare everything with the plain set (step by step).
 fn fast_and_plain(v: &Value) -> (SimOutput, bool) {
     let fast = run(v);
-    let mut p = v.clone();
-    p["engine"] = json!({"macro_steps": false});
-    let plain = run(&p);
-    let q = |o: &SimOutput| {
-        let q = o.stats.itl_quantiles();
-        (q.count, q.p50.map(f64::to_bits), q.p99.map(f64::to_bits), q.max.map(f64::to_bits), q.mean.map(f64::to_bits))
-    };
-    let same = same_tables(&fast.table, &plain.table)
-        && fast.stats.instances == plain.stats.instances
-        && (fast.stats.preemptions, fast.stats.recompute_tokens, fast.stats.swap_bytes.to_bits())
-            == (plain.stats.preemptions, plain.stats.recompute_tokens, plain.stats.swap_bytes.to_bits())
-        && q(&fast) == q(&plain)
-        && fast.stats.population_area.to_bits() == plain.stats.population_area.to_bits();
+    let same = step_by_step_diff(v, &fast).is_none();
     (fast, same)
 }
 

@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests (each test file that needs them says `mod common;`): running a
-//! scenario given as JSON, merging scenario fragments, inline request tables, and comparing two per-request
-//! tables column by column.
+//! scenario given as JSON, merging scenario fragments, inline request tables, comparing two per-request
+//! tables column by column, and comparing a run with the same scenario run step by step.
 #![allow(dead_code)] // each test crate uses a different subset
 
 use kvwire_core::metrics::table::RequestTable;
@@ -12,6 +12,33 @@ pub fn run(v: &Value) -> SimOutput {
     let text = v.to_string();
     let sc = Scenario::from_json(&text, None).unwrap_or_else(|e| panic!("scenario invalid: {e}\n{text}"));
     simulate(sc).unwrap_or_else(|e| panic!("run failed: {e}\n{text}"))
+}
+
+/// The first difference between `out` (a run of `v`) and `v` run step by step (`engine.macro_steps` off,
+/// which also uses the plain running sets): the per-request table over every column, every instance's
+/// totals, the preemption totals, the inter-token-gap quantiles and Little's-law area, floats bit for bit;
+/// `None` when they are identical.
+pub fn step_by_step_diff(v: &Value, out: &SimOutput) -> Option<String> {
+    let mut p = v.clone();
+    p["engine"]["macro_steps"] = json!(false);
+    let plain = run(&p);
+    if let Some(d) = table_diff(&out.table, &plain.table) {
+        return Some(d);
+    }
+    if out.stats.instances != plain.stats.instances {
+        return Some(format!("instances: {:?}\nvs {:?}", out.stats.instances, plain.stats.instances));
+    }
+    let totals = |o: &SimOutput| {
+        let q = o.stats.itl_quantiles();
+        let s = &o.stats;
+        (
+            (s.preemptions, s.recompute_tokens, s.swap_bytes.to_bits(), s.population_area.to_bits()),
+            (q.count, q.p50.map(f64::to_bits), q.p99.map(f64::to_bits), q.max.map(f64::to_bits)),
+            q.mean.map(f64::to_bits),
+        )
+    };
+    let (a, b) = (totals(out), totals(&plain));
+    (a != b).then(|| format!("preemptions / Little / inter-token gaps: {a:?} vs {b:?}"))
 }
 
 /// `base` with `extra`'s top-level keys laid over it; objects are merged one level deep.

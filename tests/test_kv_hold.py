@@ -9,6 +9,7 @@ from typing import Any
 import kvwire
 import polars as pl
 import pytest
+from kvwire.report import render
 
 #: 1P1D whose caches (2,592 tokens) hold one 1,500-token request at a time on each side.
 TIGHT: dict[str, Any] = {
@@ -77,3 +78,20 @@ def test_a_prompt_longer_than_the_prefill_cache_is_rejected() -> None:
     res = kvwire.simulate(sc)
     assert res.requests["rejected"].to_list() == [True, False]
     assert res.summary["requests"]["completed"] == 1
+
+
+def test_hotspot_of_a_wait_for_decode_memory_is_the_decode_pool() -> None:
+    """With three prefill instances the prompts no longer queue, so ``kv_wait_s`` is the longest stage; here it
+    is all waiting for room on the decode instance (``kv_hold.wait_s_mean`` equals the stage's mean), not for the
+    link (busy ~1% of the time), so the hot-spot names ``decode-0`` and the report says so; reserve mode on the
+    same run still gives the link for a link wait."""
+    res = kvwire.simulate({**TIGHT, "prefill": {"instances": 3}})
+    s = res.summary
+    assert s["hotspot"]["stage"] == "kv_wait_s"
+    assert s["kv_hold"]["wait_s_mean"] == pytest.approx(s["stages"]["kv_wait_s"], rel=1e-12)
+    assert s["hotspot"]["resource"] == "decode-0"
+    assert "on decode-0" in render(res)
+    slow_link = {**TIGHT, "kv": {"policy": "reserve"}, "link": "eth-25g", "prefill": {"instances": 3}}
+    slow = kvwire.simulate({**slow_link, "cost": {"mem_util": 0.9}}).summary
+    assert slow["hotspot"]["stage"] == "kv_wait_s"
+    assert slow["hotspot"]["resource"] == "kv-link"

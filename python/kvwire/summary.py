@@ -464,6 +464,14 @@ def summarise(
             "kv_transfer_s": "kv-link",
             "decode_queue_s": "decode",
         }[hot_stage]
+        hold = stats["kv_hold"]
+        if (
+            hot_stage == "kv_wait_s"
+            and hold["handoffs"]
+            and hold["wait_s_sum"] / hold["handoffs"] >= 0.5 * candidates[hot_stage]
+        ):
+            # Paged KV holding: most of the wait is for room on the decode instance, not for the link.
+            owner = "decode"
         hot_owner = "colocated" if colocated and owner != "kv-link" else owner
     util_known = {k: v for k, v in utilisation.items() if v is not None}
     hot_resource = None

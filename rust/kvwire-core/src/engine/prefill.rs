@@ -14,7 +14,7 @@ use super::{cols, Ev, Sim};
 use crate::cost::model::{Chunks, StepWork};
 use crate::policy::batching::{chunked_batch, front_batch_len, Occupancy};
 use crate::policy::disaggregation::keep_local;
-use crate::scenario::Disaggregate;
+use crate::policy::disaggregation::Disaggregate;
 
 impl Sim<'_> {
     /// A request arrives: the router picks its front instance.

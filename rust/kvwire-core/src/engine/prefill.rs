@@ -1,8 +1,7 @@
 //! What a step holds on a front instance — a prefill instance (disaggregated) or a colocated one
-//! ([`Role::Prefill`], [`Role::Colocated`]). Prompts are batched whole,
-//! FIFO; a front instance that decodes (colocated, or requests kept local by conditional disaggregation)
-//! gives a waiting admissible prompt priority over its next decode step, as the reference's colocated
-//! instances do. With `scheduler.policy = "chunked"` a step instead holds every decode row, the unfinished
+//! ([`Role::Prefill`], [`Role::Colocated`]). Prompts are batched whole, FIFO; a front instance that
+//! decodes (colocated, or requests kept local by conditional disaggregation) gives a waiting admissible
+//! prompt priority over its next decode step, as the reference's colocated instances do. With `scheduler.policy = "chunked"` a step instead holds every decode row, the unfinished
 //! prompt's next chunk and new prompts' chunks up to the token budget, in one mixed pass (Sarathi); a
 //! prompt's first token comes at the end of the step that runs its last chunk.
 

@@ -32,7 +32,7 @@ impl Sim<'_> {
     /// Inlined into the macro-step loop of a decode instance (`run_steps`), with the step's end
     /// ([`Self::decode_done`]) and [`start_decode`]: one frame per decode step. What most steps do not need
     /// (KV holding, paged KV, admissions, finished requests) is kept out of line.
-    #[inline]
+    #[inline(always)]
     pub(super) fn decode_boundary(&mut self, i: usize, now: f64) -> Option<f64> {
         // Growth and preemption first (once per step); with KV holding, then the transfers waiting for room.
         super::paged::prepare(&mut self.insts[i].dec, &mut self.t, self.max_batch);
@@ -104,7 +104,7 @@ impl Sim<'_> {
     }
 
     /// Instance `i`'s decode rows have their next token: finished requests complete.
-    #[inline]
+    #[inline(always)]
     pub(super) fn decode_done(&mut self, i: usize, now: f64) {
         complete_decode(&mut self.insts[i].dec, &self.t, &mut self.itl, &mut self.finished, now);
         if !self.finished.is_empty() {
@@ -177,7 +177,8 @@ fn start_paged_decode(
 }
 
 /// Finish a decode step at `now`: tokens, inter-token gaps, finished sequences (their KV released).
-#[inline]
+/// (Always inlined, like [`start_decode`].)
+#[inline(always)]
 pub(super) fn complete_decode(
     dec: &mut Decoder,
     t: &RequestTable,

@@ -383,8 +383,8 @@ impl RunningSet {
     /// Complete one decode step ending at `end`: every sequence gains a token. Inter-token gaps of measured
     /// sequences go to `itl` (first the continuing ones, which all waited `continuing_gap`, then each newly
     /// admitted one, which waited since its first token, in admission order). Finished requests are
-    /// appended to `finished`.
-    #[inline]
+    /// appended to `finished`. (Always inlined: the engine's decode step is one frame.)
+    #[inline(always)]
     pub fn complete_step(
         &mut self,
         end: f64,

@@ -48,7 +48,10 @@ impl Seq {
     }
 }
 
+/// (`repr(u8)`: an explicit one-byte tag, so telling the representations apart on every step is one compare
+/// rather than decoding a niche in a vector's capacity.)
 #[derive(Clone, Debug)]
+#[repr(u8)]
 enum Repr {
     /// With `block` > 0 (paged KV), `ctx` = Σ (prompt + tokens generated) and `needing` = the sequences
     /// whose next token starts a new block of `block` tokens are kept up to date (0 and unused otherwise).

@@ -33,11 +33,12 @@ pub struct Chunks {
     pub last_chunks: u64,
 }
 
-/// Round an exact count to the nearest `f64` (the common case, below 2⁶⁴, avoids the slow `u128` path).
+/// Round an exact count to the nearest `f64` (the common case, below 2⁶³, converts through `i64`: one
+/// instruction, where `u64` and `u128` conversions take several or a library call; same rounding).
 #[inline]
 fn to_f64(x: u128) -> f64 {
-    if x >> 64 == 0 {
-        x as u64 as f64
+    if x >> 63 == 0 {
+        x as i64 as f64
     } else {
         wide_to_f64(x)
     }
@@ -393,14 +394,16 @@ mod tests {
         }
     }
 
-    /// `to_f64` rounds an exact count to the nearest `f64` on both of its paths: below 2⁶⁴ (the fast
-    /// `u64` path) and at or above it (the `u128` path). Expected values are exact powers of two and
+    /// `to_f64` rounds an exact count to the nearest `f64` on both of its paths: below 2⁶³ (the fast
+    /// `i64` path) and at or above it (the `u128` path). Expected values are exact powers of two and
     /// their multiples, and Rust's correctly rounded `u128 as f64`.
     #[test]
     fn to_f64_is_exact_rounding_on_both_sides_of_2_pow_64() {
         let two64 = 18_446_744_073_709_551_616.0_f64;
         assert_eq!(to_f64(0), 0.0);
         assert_eq!(to_f64(1 << 53), 9_007_199_254_740_992.0);
+        assert_eq!(to_f64((1 << 63) - 1), 9_223_372_036_854_775_808.0); // rounds up to 2⁶³
+        assert_eq!(to_f64(1 << 63), 9_223_372_036_854_775_808.0);
         assert_eq!(to_f64(u64::MAX as u128), two64); // rounds up to 2⁶⁴
         assert_eq!(to_f64(1 << 64), two64);
         assert_eq!(to_f64(3 << 64), 3.0 * two64);

@@ -28,12 +28,40 @@ impl Sim<'_> {
     }
 
     /// Step boundary of decode instance `i`: admit from the queue, then start a step if anything runs.
+    ///
+    /// Inlined into the macro-step loop of a decode instance (`run_steps`), with the step's end
+    /// ([`Self::decode_done`]) and [`start_decode`]: one frame per decode step. What most steps do not need
+    /// (KV holding, paged KV, admissions, finished requests) is kept out of line.
+    #[inline(always)]
     pub(super) fn decode_boundary(&mut self, i: usize, now: f64) -> Option<f64> {
         // Growth and preemption first (once per step); with KV holding, then the transfers waiting for room.
         super::paged::prepare(&mut self.insts[i].dec, &mut self.t, self.max_batch);
         if self.hold {
             self.start_pulls(i - self.n_front, now);
         }
+        let inst = &mut self.insts[i];
+        if !inst.queue.is_empty() {
+            self.admit_decoding(i, now);
+        }
+        let t = &mut self.t;
+        let inst = &mut self.insts[i];
+        inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(inst.dec.kv_used);
+        let end = start_decode(&mut inst.dec, &inst.timer, &mut inst.stats, &inst.model, &t.prompt_tokens, now);
+        inst.busy = end.is_some();
+        if !self.admitted.is_empty() {
+            if let Some(e) = end {
+                for &r in &self.admitted {
+                    t.first_token_seen_s[r as usize] = e;
+                }
+            }
+            self.admitted.clear();
+        }
+        end
+    }
+
+    /// [`Self::decode_boundary`]'s admissions from decode instance `i`'s (non-empty) queue.
+    #[inline(never)]
+    fn admit_decoding(&mut self, i: usize, now: f64) {
         let t = &mut self.t;
         let inst = &mut self.insts[i];
         let occ = Occupancy {
@@ -73,22 +101,21 @@ impl Sim<'_> {
                 self.plan.add_receiver_work(&mut inst.dec.pending_pass, self.plan.handoff_bytes(p), p as u64);
             }
         }
-        inst.stats.kv_peak_tokens = inst.stats.kv_peak_tokens.max(inst.dec.kv_used);
-        let end = start_decode(&mut inst.dec, &inst.timer, &mut inst.stats, &inst.model, &t.prompt_tokens, now);
-        inst.busy = end.is_some();
-        if let Some(e) = end {
-            for &r in &self.admitted {
-                t.first_token_seen_s[r as usize] = e;
-            }
-        }
-        self.admitted.clear();
-        end
     }
 
     /// Instance `i`'s decode rows have their next token: finished requests complete.
+    #[inline(always)]
     pub(super) fn decode_done(&mut self, i: usize, now: f64) {
+        complete_decode(&mut self.insts[i].dec, &self.t, &mut self.itl, &mut self.finished, now);
+        if !self.finished.is_empty() {
+            self.complete_finished(now);
+        }
+    }
+
+    /// [`Self::decode_done`]: the requests of `self.finished` complete (and it is emptied).
+    #[inline(never)]
+    fn complete_finished(&mut self, now: f64) {
         let mut finished = std::mem::take(&mut self.finished);
-        complete_decode(&mut self.insts[i].dec, &self.t, &mut self.itl, &mut finished, now);
         for &r in &finished {
             self.complete(r, now);
         }
@@ -98,8 +125,8 @@ impl Sim<'_> {
 }
 
 /// Start a decode step over everything running (plus any pending decompression pass); `None` when nothing
-/// runs.
-#[inline]
+/// runs. (Always inlined: it is most of a decode step's work and the step is one frame.)
+#[inline(always)]
 pub(super) fn start_decode(
     dec: &mut Decoder,
     timer: &StepTimer,
@@ -150,7 +177,8 @@ fn start_paged_decode(
 }
 
 /// Finish a decode step at `now`: tokens, inter-token gaps, finished sequences (their KV released).
-#[inline]
+/// (Always inlined, like [`start_decode`].)
+#[inline(always)]
 pub(super) fn complete_decode(
     dec: &mut Decoder,
     t: &RequestTable,

@@ -9,8 +9,9 @@
 use super::instance::Role;
 use super::instance::{Pool, StepKind};
 use super::kernel::Priority;
-use super::{cols, Ev, Sim};
+use super::{cols, Decoder, Ev, Sim};
 use crate::cost::model::{Chunks, StepWork};
+use crate::metrics::table::RequestTable;
 use crate::policy::batching::{chunked_batch, front_batch_len, Occupancy};
 use crate::policy::disaggregation::keep_local;
 use crate::policy::disaggregation::Disaggregate;
@@ -82,14 +83,7 @@ impl Sim<'_> {
             } else {
                 attention += model.prompt_attention_flops(s);
             }
-            t.prefill_start_s[ri] = now;
-            t.prefill_instance[ri] = i as i32;
-            t.local_decode[ri] = is_local;
-            if is_local {
-                inst.dec.kv_used += inst.dec.rule.admit(t.prompt_tokens[ri], t.output_tokens[ri]);
-            } else {
-                super::paged::hold_prompt(&mut inst.dec, t.prompt_tokens[ri]);
-            }
+            start_prefill(&mut inst.dec, t, ri, i, now, is_local);
             if !is_local && t.output_tokens[ri] >= 2 {
                 streams = true;
                 if self.plan.sender_passes() {
@@ -192,14 +186,7 @@ impl Sim<'_> {
             let Some(r) = inst.queue.pop_front() else { break };
             let ri = r as usize;
             inst.queued_tokens -= t.prompt_tokens[ri] as u64;
-            t.prefill_start_s[ri] = now;
-            t.prefill_instance[ri] = i as i32;
-            t.local_decode[ri] = is_local;
-            if is_local {
-                inst.dec.kv_used += inst.dec.rule.admit(t.prompt_tokens[ri], t.output_tokens[ri]);
-            } else {
-                super::paged::hold_prompt(&mut inst.dec, t.prompt_tokens[ri]);
-            }
+            start_prefill(&mut inst.dec, t, ri, i, now, is_local);
             // A cached prefix: the prompt starts as if its first `p` tokens were prefilled.
             let p = cached.get(k).copied().unwrap_or(0);
             t.cached_tokens[ri] = p;
@@ -323,5 +310,19 @@ impl Sim<'_> {
             }
         }
         self.insts[i].batch = batch;
+    }
+}
+
+/// Request `ri` starts its prefill on front instance `i` (decoder `dec`) now: recorded in the table, and its
+/// KV reserved when it decodes here or its prompt's blocks held (paged KV holding) when it is handed off.
+#[inline]
+fn start_prefill(dec: &mut Decoder, t: &mut RequestTable, ri: usize, i: usize, now: f64, is_local: bool) {
+    t.prefill_start_s[ri] = now;
+    t.prefill_instance[ri] = i as i32;
+    t.local_decode[ri] = is_local;
+    if is_local {
+        dec.kv_used += dec.rule.admit(t.prompt_tokens[ri], t.output_tokens[ri]);
+    } else {
+        super::paged::hold_prompt(dec, t.prompt_tokens[ri]);
     }
 }

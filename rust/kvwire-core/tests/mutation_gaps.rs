@@ -59,7 +59,7 @@ fn instance_stats_scale_the_device_preset_by_devices_per_instance() {
 /// arriving while the first's prefill step runs, `macro_steps` off. Counted by hand, the kernel processes
 /// exactly 5 events: arrival A, wake, arrival B (the instance is busy: no wake-up is scheduled), prefill
 /// done A (which starts B's batch at once), prefill done B. Holds for the disaggregated prefill instance
-/// and for a colocated instance (there the step ends are `ColocatedDone` events).
+/// and for a colocated instance (every role has the same `Wake` / `StepDone` events).
 #[test]
 fn an_arrival_at_a_busy_instance_schedules_no_wake_up() {
     let trace = json!({"arrival_s": [0.0, 1e-6], "prompt_tokens": [100, 100], "output_tokens": [1, 1]});

@@ -22,6 +22,15 @@ impl Sim<'_> {
         d
     }
 
+    /// Request `r`'s decode instance (of the decode pool): the one already chosen for it, else one chosen
+    /// now.
+    pub(super) fn decode_instance_of(&mut self, r: u32) -> usize {
+        match self.t.decode_instance[r as usize] {
+            d if d >= 0 => d as usize,
+            _ => self.route_to_back(r),
+        }
+    }
+
     /// A hand-off has landed on decode instance `d` (of the decode pool): queue it.
     pub(super) fn deliver(&mut self, r: u32, d: usize, now: f64) {
         self.enqueue(self.n_front + d, r, now);

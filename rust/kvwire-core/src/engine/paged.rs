@@ -286,19 +286,16 @@ impl Sim<'_> {
         if !self.hold {
             return self.enqueue_transfer(r, now);
         }
-        let d = match self.t.decode_instance[r as usize] {
-            d if d >= 0 => d as usize,
-            _ => self.route_to_back(r),
-        };
+        let d = self.decode_instance_of(r);
         if let Some(pg) = self.insts[self.n_front + d].dec.paged.as_deref_mut() {
             pg.pulls.push_back((r, now));
         }
         self.start_pulls(d, now);
     }
 
-    /// Start the transfers waiting for room on decode instance `d` (of the decode pool), first come first, while its free blocks
-    /// take each one's (prompt + its first decode step's slot, with the admission watermark) and no
-    /// preempted sequence waits to resume. The blocks are reserved from now on.
+    /// Start the transfers waiting for room on decode instance `d` (of the decode pool), first come first,
+    /// while its free blocks take each one's (prompt + its first decode step's slot, with the admission
+    /// watermark) and no preempted sequence waits to resume. The blocks are reserved from now on.
     pub(super) fn start_pulls(&mut self, d: usize, now: f64) {
         loop {
             let inst = &mut self.insts[self.n_front + d];

@@ -418,11 +418,7 @@ impl Sim<'_> {
         if self.hold {
             self.release_hold(r, now);
         }
-        let d = if self.t.decode_instance[r as usize] >= 0 {
-            self.t.decode_instance[r as usize] as usize
-        } else {
-            self.route_to_back(r)
-        };
+        let d = self.decode_instance_of(r);
         if self.prefix.as_ref().is_some_and(|p| p.skip) {
             self.cache_landed(r, d);
         }

@@ -298,10 +298,7 @@ impl Sim<'_> {
     /// `handoff.skip_cached_prefix`: request `r`'s hand-off is about to be queued: choose its decode instance
     /// now and leave out the tokens that instance's cache holds.
     pub(super) fn skip_cached_on_wire(&mut self, r: u32) {
-        let d = match self.t.decode_instance[r as usize] {
-            d if d >= 0 => d as usize,
-            _ => self.route_to_back(r),
-        };
+        let d = self.decode_instance_of(r);
         let prompt = self.t.prompt_tokens[r as usize];
         let Some(p) = self.prefix.as_deref_mut() else { return };
         let blocks = p.hashes.blocks(r as usize, prompt);

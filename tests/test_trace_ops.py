@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kvwire import traces
+from kvwire.traces import ops
 
 MASK = (1 << 64) - 1
 
@@ -68,8 +69,8 @@ def test_keep_mask_is_the_splitmix64_stream(seed: int) -> None:
     xs = splitmix64(seed, 300)
     for sample in (0.1, 0.5, 0.937):
         expected = [(x >> 11) * 2.0**-53 < sample for x in xs]
-        assert traces.keep_mask(300, sample, seed).tolist() == expected
-        assert traces.keep_mask(100, sample, seed, offset=200).tolist() == expected[200:]
+        assert ops.keep_mask(300, sample, seed).tolist() == expected
+        assert ops.keep_mask(100, sample, seed, offset=200).tolist() == expected[200:]
 
 
 def test_thin_keeps_the_expected_fraction_in_order() -> None:

@@ -17,8 +17,9 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from kvwire.cli import main
+from kvwire.scenario import split_file_trace
 from kvwire.trace_formats import FORMATS
-from kvwire.trace_spec import OPTIONS, TraceFile, split_file_trace
+from kvwire.traces.spec import OPTIONS, TraceFile
 from shared_paths import DATA
 
 CODE = DATA / "azure-llm-2023" / "code.csv"

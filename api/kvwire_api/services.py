@@ -12,7 +12,7 @@ from typing import Any
 
 import kvwire
 import polars as pl
-from kvwire.trace_spec import WINDOW_OPTIONS, TraceFile
+from kvwire.traces.spec import WINDOW_OPTIONS, TraceFile
 
 from kvwire_api.config import Settings
 from kvwire_api.jobs import JobRunner

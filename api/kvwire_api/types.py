@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 import kvwire
 from kvwire.results import CeilingsDict, HandoffResultDict, PercentileRowDict, SummaryDict
 from kvwire.scenario import ScenarioDict, TraceDict, TraceFileDict, WorkloadDict
-from kvwire.trace_spec import WINDOW_OPTIONS
+from kvwire.traces.spec import WINDOW_OPTIONS
 
 
 def _with_keys(name: str, base: Any, extra: dict[str, Any], doc: str) -> Any:

@@ -11,10 +11,10 @@ decode pool — with results as Polars DataFrames.
 ['accuracy', 'energy', 'hops', 'hotspot']
 """
 
-from kvwire import layout, quant
+from typing import TYPE_CHECKING
+
+from kvwire import _moved
 from kvwire._core import __version__
-from kvwire.capacity import CapacityResult, CompareResult, SplitResult, best_split, capacity, compare
-from kvwire.ceilings import ceilings
 from kvwire.errors import (
     Cancelled,
     DoesNotFitError,
@@ -30,14 +30,28 @@ from kvwire.errors import (
     TraceFileError,
     UnknownPresetError,
 )
-from kvwire.handoff import handoff
+from kvwire.kernels import layout, quant
+from kvwire.planning.capacity import CapacityResult, CompareResult, SplitResult, best_split, capacity, compare
+from kvwire.planning.sweep import load_sweep, sweep, sweep_points
 from kvwire.presets import catalog
-from kvwire.results import HandoffResultDict, SummaryDict
-from kvwire.run import SimResult, simulate
-from kvwire.scenario import ScenarioDict, default_scenario, load_scenario, validate
-from kvwire.sweep import load_sweep, sweep, sweep_points
-from kvwire.trace_stats import trace_info
-from kvwire.traces import TraceScan, read_azure_csv, read_mooncake_jsonl, read_trace, scan_trace
+from kvwire.results.ceilings import ceilings
+from kvwire.results.handoff import handoff
+from kvwire.results.run import SimResult, simulate
+from kvwire.results.types import HandoffResultDict, SummaryDict
+from kvwire.scenario.check import validate
+from kvwire.scenario.load import default_scenario, load_scenario
+from kvwire.scenario.types import ScenarioDict
+from kvwire.traces.read import TraceScan, read_azure_csv, read_mooncake_jsonl, read_trace, scan_trace
+from kvwire.traces.stats import trace_info
+
+# The module paths of the flat package (``kvwire.run``, ``kvwire.trace_spec`` ...) name the same modules.
+_moved.alias_loaded()
+
+if not TYPE_CHECKING:  # (type checkers see only the names below)
+
+    def __getattr__(name: str) -> object:
+        return _moved.module(name)
+
 
 __all__ = [
     "Cancelled",

@@ -8,7 +8,7 @@ from typing import Annotated, Any, cast
 import anyio
 import kvwire
 import polars as pl
-from kvwire import report
+from kvwire.results import report
 from litestar import Controller, MediaType, Request, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter

@@ -10,8 +10,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from kvwire import _args, quant
 from kvwire.errors import QuantError
+from kvwire.kernels import _args, quant
 
 
 def synthetic_kv(tokens: int = 4096, heads: int = 8, head_dim: int = 128, seed: int = 0) -> npt.NDArray[np.float32]:

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kvwire.ceilings import load
-from kvwire.sessions import sessions_summary
+from kvwire.results.ceilings import load
+from kvwire.results.sessions import sessions_summary
 
 #: Percentile columns of :func:`percentiles` / keys of each ``summary["latency"][metric]``.
 QUANTILES: tuple[tuple[str, float], ...] = (

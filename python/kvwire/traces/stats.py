@@ -18,8 +18,8 @@ import numpy as np
 import polars as pl
 
 from kvwire.errors import KvwireError, TraceError
-from kvwire.trace_ops import _number, mean_rate_per_s
-from kvwire.traces import scan_trace
+from kvwire.traces.ops import _number, mean_rate_per_s
+from kvwire.traces.read import scan_trace
 
 #: Bin widths (s) tried for the rate over time, smallest first; the default is the first giving ≤ 200 bins.
 NICE_BINS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 604800)

@@ -33,8 +33,9 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from kvwire import _args, _core
+from kvwire import _core
 from kvwire.errors import QuantError
+from kvwire.kernels import _args
 from kvwire.presets import catalog
 
 #: Element formats of :func:`cast` / :func:`decode`, with their code width in bits.

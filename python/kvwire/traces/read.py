@@ -30,7 +30,8 @@ from pathlib import Path
 import polars as pl
 
 from kvwire.errors import ScenarioError, TraceError
-from kvwire.trace_formats import (
+from kvwire.traces.arrays import REQUEST_COLUMNS
+from kvwire.traces.formats import (
     FORMATS,
     MAX_TOKENS,
     SCAN_ERRORS,
@@ -44,7 +45,7 @@ from kvwire.trace_formats import (
     line_of,
     plan,
 )
-from kvwire.trace_ops import (
+from kvwire.traces.ops import (
     _number,
     keep_mask,
     mean_rate_per_s,
@@ -56,7 +57,6 @@ from kvwire.trace_ops import (
     window,
 )
 
-REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 _TOKENS = ("prompt_tokens", "output_tokens")
 
 

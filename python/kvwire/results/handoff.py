@@ -40,8 +40,8 @@ import json
 from typing import Any, Literal
 
 from kvwire import _core
-from kvwire.results import HandoffResultDict
-from kvwire.scenario import scenario_json
+from kvwire.results.types import HandoffResultDict
+from kvwire.scenario.load import scenario_json
 
 
 def handoff(

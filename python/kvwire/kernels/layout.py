@@ -46,8 +46,9 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from kvwire import _args, _core
+from kvwire import _core
 from kvwire.errors import LayoutError
+from kvwire.kernels import _args
 
 #: Buffer dtype names each layout dtype accepts (``uint16`` holds bfloat16 bits).
 _ACCEPTED = {

@@ -30,10 +30,12 @@ from typing import Any
 import polars as pl
 
 from kvwire.errors import Cancelled, ScenarioError
-from kvwire.progress import ProgressFn
-from kvwire.run import simulate
-from kvwire.scenario import load_scenario, validate, with_value
-from kvwire.sweep import flatten_summary
+from kvwire.planning.progress import ProgressFn
+from kvwire.planning.sweep import flatten_summary
+from kvwire.results.run import simulate
+from kvwire.scenario.check import validate
+from kvwire.scenario.load import load_scenario
+from kvwire.scenario.overrides import with_value
 
 #: The field :func:`capacity` searches by default.
 RATE_FIELD = "workload.arrivals.rate_per_s"
@@ -63,7 +65,7 @@ def _check(slo_attainment: float, rel_tol: float) -> None:
 
 
 def _ceilings(scenario: Mapping[str, Any]) -> dict[str, Any]:
-    from kvwire.ceilings import ceilings
+    from kvwire.results.ceilings import ceilings
 
     out: dict[str, Any] = ceilings(scenario)
     return out

@@ -20,7 +20,8 @@ from typing import Any
 import polars as pl
 
 from kvwire import _core
-from kvwire.scenario import scenario_json
+from kvwire.scenario.load import scenario_json
+from kvwire.traces.arrays import request_arrays
 
 
 def ceilings(
@@ -45,12 +46,8 @@ def ceilings(
     19.7
     """
     text = scenario_json(scenario)
-    if requests is None:
-        out = _core.ceilings_json(text)
-    else:
-        from kvwire.run import request_arrays
-
-        out = _core.ceilings_json(text, *request_arrays(requests))
+    arrays = () if requests is None else request_arrays(requests)
+    out = _core.ceilings_json(text, *arrays)
     result: dict[str, Any] = json.loads(out)
     return result
 

@@ -13,11 +13,8 @@ import numpy as np
 import polars as pl
 
 from kvwire import _core
-from kvwire.block_hashes import hash_arrays, prefix_cache_enabled, streamed_hashes_error
-from kvwire.errors import RequestsNotKeptError, ResourceError, ScenarioError, TraceError
-from kvwire.row_writer import RowWriter
-from kvwire.scenario import scenario_json
-from kvwire.summary import (
+from kvwire.errors import RequestsNotKeptError, ResourceError, ScenarioError
+from kvwire.results.summary import (
     PCT_SCHEMA,
     percentile_rows,
     requests_frame,
@@ -26,11 +23,14 @@ from kvwire.summary import (
     summarise,
     with_derived,
 )
-from kvwire.timeline import trace_dict, write_trace
-from kvwire.trace_spec import TraceFile, split_file_trace
-from kvwire.traces import TraceScan
-
-REQUEST_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+from kvwire.results.timeline import trace_dict, write_trace
+from kvwire.results.writer import RowWriter
+from kvwire.scenario.check import split_file_trace
+from kvwire.scenario.load import scenario_json
+from kvwire.traces.arrays import request_arrays
+from kvwire.traces.hashes import hash_arrays, prefix_cache_enabled, streamed_hashes_error
+from kvwire.traces.read import TraceScan
+from kvwire.traces.spec import TraceFile
 
 #: Runs of more requests than this do not keep their per-request table unless asked (``keep_requests=None``):
 #: the summary is computed in the core as requests finish, holding only those in flight. About 0.8 GB of table
@@ -238,61 +238,6 @@ class SimResult:
             f"SimResult({n} requests: {s['completed']} completed, "
             f"{s['rejected']} rejected; horizon {s['horizon_s']:.3f} s{kept})"
         )
-
-
-def _column(requests: Any, name: str, offset: int = 0) -> np.ndarray:
-    try:
-        series = requests[name]
-    except (KeyError, TypeError, pl.exceptions.ColumnNotFoundError):
-        raise TraceError(
-            f"requests.{name}: column is missing (need {', '.join(REQUEST_COLUMNS)})", f"requests.{name}"
-        ) from None
-    if isinstance(series, pl.Series):
-        if series.null_count():
-            first = offset + int(series.is_null().arg_max() or 0)
-            raise TraceError(f"requests.{name}[{first}]: null value", f"requests.{name}[{first}]")
-        if not series.dtype.is_numeric():
-            raise TraceError(f"requests.{name}: expected a numeric column, got {series.dtype}", f"requests.{name}")
-        arr = series.to_numpy()
-    else:
-        arr = np.asarray(series)
-    if arr.ndim != 1:
-        raise TraceError(f"requests.{name}: expected a 1-D column, got shape {arr.shape}", f"requests.{name}")
-    if arr.dtype.kind not in "iuf":
-        raise TraceError(f"requests.{name}: expected numbers, got dtype {arr.dtype}", f"requests.{name}")
-    if name == "arrival_s":
-        return np.ascontiguousarray(arr, dtype=np.float64)
-    if arr.dtype.kind == "f":
-        bad = ~np.isfinite(arr) | (arr != np.floor(arr))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise TraceError(
-                f"requests.{name}[{offset + i}]: token counts must be whole numbers, got {arr[i]}",
-                f"requests.{name}[{offset + i}]",
-            )
-        if np.abs(arr).max(initial=0) >= 2.0**53:
-            i = int(np.argmax(np.abs(arr) >= 2.0**53))
-            j = offset + i
-            raise TraceError(f"requests.{name}[{j}]: out of range: {arr[i]}", f"requests.{name}[{j}]")
-    elif arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max:
-        i = int(np.argmax(arr > np.iinfo(np.int64).max))
-        j = offset + i
-        raise TraceError(f"requests.{name}[{j}]: out of range: {arr[i]}", f"requests.{name}[{j}]")
-    return np.ascontiguousarray(arr, dtype=np.int64)
-
-
-def request_arrays(
-    requests: pl.DataFrame | Mapping[str, Any], offset: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The three columns of an explicit request table as the contiguous arrays the core reads (``arrival_s``
-    float64, ``prompt_tokens`` and ``output_tokens`` int64), checked here for what numpy can tell. ``offset``
-    is the table's first row number in a larger table (a chunk of a streamed run), for the errors.
-
-    Raises:
-        TraceError: a column is missing, null, not numeric, not 1-D, or holds non-whole token counts.
-    """
-    a, p, o = (_column(requests, c, offset) for c in REQUEST_COLUMNS)
-    return a, p, o
 
 
 Chunks = Callable[[], Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]]

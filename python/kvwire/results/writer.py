@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from kvwire.errors import ScenarioError
-from kvwire.summary import requests_frame
+from kvwire.results.summary import requests_frame
 
 _SUFFIXES = (".parquet", ".csv")
 

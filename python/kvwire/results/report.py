@@ -7,9 +7,9 @@ from typing import Any
 
 from kvwire import _core
 from kvwire.presets import catalog
-from kvwire.run import SimResult
-from kvwire.sessions import session_line
-from kvwire.summary import QUANTILES, prefill_token_budget
+from kvwire.results.run import SimResult
+from kvwire.results.sessions import session_line
+from kvwire.results.summary import QUANTILES, prefill_token_budget
 
 
 def _ms(x: float | None) -> str:

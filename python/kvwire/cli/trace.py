@@ -93,7 +93,7 @@ def with_trace_file(scenario: dict[str, Any], file: Path, options: dict[str, Any
 def trace_info_cmd(trace_file: Path, bin_s: float | None, as_json: bool, output: Path | None, **values: Any) -> None:
     """Describe TRACE_FILE: request count, span, rate over time, prompt/output length percentiles,
     burstiness (CV of inter-arrival times) and, for Mooncake, prefix-block reuse."""
-    from kvwire.trace_stats import plot_rate, render, trace_info
+    from kvwire.traces.stats import plot_rate, render, trace_info
 
     options = trace_spec(values)
     try:

@@ -22,8 +22,8 @@ import numpy as np
 import polars as pl
 
 from kvwire.errors import PlotError
-from kvwire.run import SimResult
-from kvwire.summary import STAGES
+from kvwire.results.run import SimResult
+from kvwire.results.summary import STAGES
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

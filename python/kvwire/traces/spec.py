@@ -6,8 +6,8 @@
                             "time_scale": 0.5, "sample": 0.25, "seed": 7}}}
 
 The Rust core knows only inline traces (``workload.trace = {arrival_s, prompt_tokens, output_tokens}``), so
-:func:`kvwire.simulate` takes the file form out of the scenario here (:func:`split_file_trace`), reads the
-file with :func:`kvwire.read_trace` and passes the table as ``requests=``; the result's ``scenario`` carries
+:func:`kvwire.simulate` takes the file form out of the scenario (:func:`kvwire.scenario.split_file_trace`),
+reads the file with :func:`kvwire.read_trace` and passes the table as ``requests=``; the result's ``scenario`` carries
 the file form again (:meth:`TraceFile.echo_into`), so ``kvwire.simulate(res.scenario)`` reads the same
 requests and reruns the same run. A relative ``file`` is relative to the scenario file's directory (or to
 the working directory for a dict); the echo holds the absolute path.
@@ -28,9 +28,9 @@ from typing import Any
 import polars as pl
 
 from kvwire.errors import ScenarioError, TraceError, TraceFileError
-from kvwire.trace_formats import FORMATS, detect
-from kvwire.trace_ops import _number, seed_value
-from kvwire.traces import TraceScan, scan_trace
+from kvwire.traces.formats import FORMATS, detect
+from kvwire.traces.ops import _number, seed_value
+from kvwire.traces.read import TraceScan, scan_trace
 
 #: The keys of the file form, in the order the echo writes them.
 OPTIONS = (
@@ -48,10 +48,13 @@ OPTIONS = (
 )
 #: The options that select and rescale requests once they are read (the rest choose how a file is read).
 WINDOW_OPTIONS = ("start_s", "duration_s", "time_scale", "rate_per_s", "sample", "seed")
-_INLINE = ("arrival_s", "prompt_tokens", "output_tokens")
-_GENERATOR = ("requests", "seed", "arrivals", "prompt_tokens", "output_tokens")
+#: The columns of an inline trace (the core's form), which the file form replaces.
+INLINE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+#: The workload's generator fields, which a trace file replaces.
+GENERATOR_KEYS = ("requests", "seed", "arrivals", "prompt_tokens", "output_tokens")
 _BURSTGPT_ONLY = ("model", "log_type", "keep_failed")
-_WHERE = "workload.trace"
+#: Where the file form sits in a scenario (the prefix of its error paths).
+WHERE = "workload.trace"
 
 
 def _strings(path: str, value: object) -> tuple[str, ...] | None:
@@ -92,14 +95,14 @@ class TraceFile:
         if unknown:
             accepted = ", ".join(f"`{k}`" for k in OPTIONS)
             raise ScenarioError(
-                f"{_WHERE}.{unknown[0]}: unknown field `{unknown[0]}`, expected one of {accepted}",
-                f"{_WHERE}.{unknown[0]}",
+                f"{WHERE}.{unknown[0]}: unknown field `{unknown[0]}`, expected one of {accepted}",
+                f"{WHERE}.{unknown[0]}",
             )
         file = spec.get("file")
         if isinstance(file, os.PathLike):
             file = os.fspath(file)
         if not isinstance(file, str) or not file.strip():
-            raise ScenarioError(f"{_WHERE}.file: expected the path of a trace file, got {file!r}", f"{_WHERE}.file")
+            raise ScenarioError(f"{WHERE}.file: expected the path of a trace file, got {file!r}", f"{WHERE}.file")
         full = Path(file).expanduser()
         if not full.is_absolute():
             full = (base_dir or Path.cwd()) / full
@@ -107,33 +110,33 @@ class TraceFile:
         if fmt not in ("auto", *FORMATS):
             accepted = ", ".join(f"`{k}`" for k in ("auto", *FORMATS))
             raise ScenarioError(
-                f"{_WHERE}.format: unknown variant `{fmt}`, expected one of {accepted}", f"{_WHERE}.format"
+                f"{WHERE}.format: unknown variant `{fmt}`, expected one of {accepted}", f"{WHERE}.format"
             )
         keep_failed = spec.get("keep_failed", False)
         if not isinstance(keep_failed, bool):
-            path = f"{_WHERE}.keep_failed"
+            path = f"{WHERE}.keep_failed"
             raise ScenarioError(f"{path}: expected true or false, got {keep_failed!r}", path)
 
         def number(key: str, *, positive: bool, at_most: float | None = None) -> float | None:
             value = spec.get(key)
-            return None if value is None else _number(f"{_WHERE}.{key}", value, positive=positive, at_most=at_most)
+            return None if value is None else _number(f"{WHERE}.{key}", value, positive=positive, at_most=at_most)
 
         if spec.get("rate_per_s") is not None and spec.get("time_scale") is not None:
-            path = f"{_WHERE}.rate_per_s"
+            path = f"{WHERE}.rate_per_s"
             raise ScenarioError(f"{path}: give either time_scale or rate_per_s, not both", path)
         seed = spec.get("seed", 0)
         return cls(
             file=os.path.abspath(full),
             format=str(fmt),
-            model=_strings(f"{_WHERE}.model", spec.get("model")),
-            log_type=_strings(f"{_WHERE}.log_type", spec.get("log_type")),
+            model=_strings(f"{WHERE}.model", spec.get("model")),
+            log_type=_strings(f"{WHERE}.log_type", spec.get("log_type")),
             keep_failed=keep_failed,
             start_s=number("start_s", positive=False) or 0.0,
             duration_s=number("duration_s", positive=True),
             time_scale=number("time_scale", positive=True) or 1.0,
             rate_per_s=number("rate_per_s", positive=True),
             sample=number("sample", positive=True, at_most=1.0) or 1.0,
-            seed=seed_value(f"{_WHERE}.seed", seed),
+            seed=seed_value(f"{WHERE}.seed", seed),
         )
 
     def scan(self) -> TraceScan:
@@ -196,8 +199,8 @@ class TraceFile:
         end = "end" if self.duration_s is None else f"{self.start_s + self.duration_s:g} s"
         window = f"[{self.start_s:g} s, {end})"
         return ScenarioError(
-            f"{_WHERE}.{key}: no requests of {self.file} are left in the window {window} with sample {self.sample:g}",
-            f"{_WHERE}.{key}",
+            f"{WHERE}.{key}: no requests of {self.file} are left in the window {window} with sample {self.sample:g}",
+            f"{WHERE}.{key}",
         )
 
     def check(self) -> None:
@@ -244,61 +247,18 @@ class TraceFile:
         kept = {
             k: v
             for k, v in (workload.items() if isinstance(workload, dict) else ())
-            if k not in ("trace", "trace_rows", "external", *_GENERATOR)
+            if k not in ("trace", "trace_rows", "external", *GENERATOR_KEYS)
         }
         return {**echo, "workload": {**kept, "trace": self.to_dict()}}
 
 
 def _prefixed(e: ScenarioError) -> ScenarioError:
     """An option error from the readers, with its path under ``workload.trace``."""
-    path = f"{_WHERE}.{e.path}" if e.path else _WHERE
+    path = f"{WHERE}.{e.path}" if e.path else WHERE
     message = str(e)
     if e.path and message.startswith(f"{e.path}:"):
         message = path + message[len(e.path) :]
     return type(e)(message, path)
 
 
-def split_file_trace(
-    scenario: Mapping[str, Any] | str | Path | None,
-) -> tuple[Mapping[str, Any] | str | Path | None, TraceFile | None]:
-    """``(scenario without the file form, the file form)``, or ``(scenario, None)`` when the scenario has
-    no ``workload.trace.file`` (an inline trace is the core's business). A scenario file is loaded here (a
-    relative trace path is relative to it).
-
-    Raises:
-        ScenarioError: the file form mixed with inline columns or with generator fields
-            (``workload.requests`` ...), or a bad option; ``path`` names the field.
-
-    >>> rest, spec = split_file_trace({"link": "eth-25g", "workload": {"trace": {"file": "t.csv"}}})
-    >>> rest, spec.file.endswith("t.csv")
-    ({'link': 'eth-25g', 'workload': {}}, True)
-    """
-    base: Path | None = None
-    if isinstance(scenario, str | Path):
-        from kvwire.scenario import load_scenario
-
-        base = Path(os.path.abspath(scenario)).parent
-        scenario = load_scenario(scenario)
-    if not isinstance(scenario, Mapping):
-        return scenario, None
-    workload = scenario.get("workload")
-    if not isinstance(workload, Mapping):
-        return scenario, None
-    trace = workload.get("trace")
-    if not isinstance(trace, Mapping) or "file" not in trace:
-        return scenario, None
-    inline = [k for k in _INLINE if k in trace]
-    if inline:
-        path = f"{_WHERE}.{inline[0]}"
-        raise ScenarioError(f"{path}: give either a trace file or the columns {', '.join(_INLINE)}, not both", path)
-    for key in _GENERATOR:
-        if key in workload:
-            raise ScenarioError(
-                f"workload.{key}: not used with a trace file ({_WHERE}.file); remove it", f"workload.{key}"
-            )
-    spec = TraceFile.from_dict(trace, base)
-    rest = {**scenario, "workload": {k: v for k, v in workload.items() if k != "trace"}}
-    return rest, spec
-
-
-__all__ = ["OPTIONS", "WINDOW_OPTIONS", "TraceFile", "split_file_trace"]
+__all__ = ["GENERATOR_KEYS", "INLINE_COLUMNS", "OPTIONS", "WHERE", "WINDOW_OPTIONS", "TraceFile"]

@@ -1,0 +1,68 @@
+"""Running a scenario and what comes back: :func:`simulate` and its :class:`SimResult` (``run``), the summary
+and percentile views (``summary``, ``sessions``), the per-request table written as it grows (``writer``), the
+text report (``report``), the timeline (``timeline``), the analytic answers that need no run (``ceilings``,
+``handoff``) and the typed shape of every result (``types``).
+
+>>> import kvwire
+>>> from kvwire.results import SummaryDict
+>>> s: SummaryDict = kvwire.simulate({"workload": {"requests": 50}}).summary
+>>> s["requests"]["total"], sorted(s["latency"])
+(50, ['e2e_s', 'handoff_s', 'itl_s', 'tpot_s', 'ttft_s'])
+"""
+
+from kvwire.results.run import SimResult, simulate
+from kvwire.results.types import (
+    AccuracyDict,
+    CeilingsDict,
+    EnergyBreakdownDict,
+    EnergyDict,
+    HandoffResultDict,
+    HopCeilingDict,
+    HopDict,
+    HotspotDict,
+    InstanceDict,
+    LatencyDict,
+    LatencyStatsDict,
+    LinkResultDict,
+    LittleDict,
+    LoadDict,
+    PercentileRowDict,
+    PreemptionsDict,
+    PrefixCacheResultDict,
+    RequestCountsDict,
+    RunStatsDict,
+    SessionsResultDict,
+    SloResultDict,
+    StagesDict,
+    SummaryDict,
+    ThroughputDict,
+)
+
+__all__ = [
+    "AccuracyDict",
+    "CeilingsDict",
+    "EnergyBreakdownDict",
+    "EnergyDict",
+    "HandoffResultDict",
+    "HopCeilingDict",
+    "HopDict",
+    "HotspotDict",
+    "InstanceDict",
+    "LatencyDict",
+    "LatencyStatsDict",
+    "LinkResultDict",
+    "LittleDict",
+    "LoadDict",
+    "PercentileRowDict",
+    "PreemptionsDict",
+    "PrefixCacheResultDict",
+    "RequestCountsDict",
+    "RunStatsDict",
+    "SessionsResultDict",
+    "SimResult",
+    "SloResultDict",
+    "StagesDict",
+    "SummaryDict",
+    "ThroughputDict",
+    "simulate",
+]

@@ -1,6 +1,6 @@
-"""Where the tests find the shared files: ``../shared`` next to the repository root (README "Data"), never an
-absolute machine path. A module that imports this fails to collect, with a message saying what is missing and
-where it was looked for, when the directory is not there.
+"""Where the tests find the repository (its root, the examples) and the shared files: ``../shared`` next to the
+repository root (README "Data"), never an absolute machine path. A module that imports this fails to collect,
+with a message saying what is missing and where it was looked for, when the directory is not there.
 """
 
 from __future__ import annotations
@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
-#: ``<repository>/../shared``: this file is ``<repository>/tests/shared_paths.py``.
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+#: The repository root: this file is ``<repository>/tests/shared_paths.py``.
+ROOT = Path(__file__).resolve().parents[1]
+#: The example scenarios and scripts (``<repository>/examples``).
+EXAMPLES = ROOT / "examples"
+#: ``<repository>/../shared``.
+SHARED = ROOT.parent / "shared"
 DATA = SHARED / "data"
 SPEC = SHARED / "spec"
 

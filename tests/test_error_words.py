@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from kvwire import layout, quant
 from kvwire.cli import main
 from kvwire.errors import MESSAGE_LIMIT, QUOTE_LIMIT, shorten
-from kvwire.quant_report import load_kv
+from kvwire.kernels.report import load_kv
 
 LAYOUT = layout.Layout("vllm_nhd", layers=1, heads=2, head_dim=8, block_size=4, dtype="float16")
 

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import runpy
-from pathlib import Path
 
 import pytest
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from shared_paths import EXAMPLES
 
 
 def test_when_to_stay_colocated_runs(capsys: pytest.CaptureFixture[str]) -> None:

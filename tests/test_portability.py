@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from shared_paths import ROOT
+
 MACHINE_PATH = re.compile(r"""["'(\s](/work/|/tmp/|/home/|/root/)""")
 
 

@@ -14,7 +14,7 @@ import json
 from functools import cache
 from typing import Any
 
-from kvwire import _core
+import kvwire._core as _core
 
 
 @cache

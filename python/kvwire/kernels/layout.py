@@ -46,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from kvwire import _core
+import kvwire._core as _core
 from kvwire.errors import LayoutError
 from kvwire.kernels import _args
 

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from kvwire import _core
+import kvwire._core as _core
 from kvwire.errors import QuantError
 from kvwire.kernels import _args
 from kvwire.presets import catalog

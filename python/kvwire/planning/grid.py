@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kvwire import _core
+import kvwire._core as _core
 from kvwire.errors import KvwireError, ScenarioError, SweepError
 from kvwire.scenario.load import _defaults, _plain, load_scenario, scenario_json
 from kvwire.scenario.overrides import with_value, with_values

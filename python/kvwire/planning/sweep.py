@@ -29,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from kvwire import _core
+import kvwire._core as _core
 from kvwire.errors import Cancelled, ScenarioError
 from kvwire.planning.grid import (
     DEFINITION_KEYS,

@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from kvwire import _core
+import kvwire._core as _core
 from kvwire.scenario.load import scenario_json
 from kvwire.traces.arrays import request_arrays
 

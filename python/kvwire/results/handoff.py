@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from kvwire import _core
+import kvwire._core as _core
 from kvwire.results.types import HandoffResultDict
 from kvwire.scenario.load import scenario_json
 

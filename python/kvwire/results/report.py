@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kvwire import _core
+import kvwire._core as _core
 from kvwire.presets import catalog
 from kvwire.results.run import SimResult
 from kvwire.results.sessions import session_line

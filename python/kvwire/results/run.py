@@ -12,7 +12,7 @@ from typing import Any, overload
 import numpy as np
 import polars as pl
 
-from kvwire import _core
+import kvwire._core as _core
 from kvwire.errors import RequestsNotKeptError, ResourceError, ScenarioError
 from kvwire.results.summary import (
     PCT_SCHEMA,

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kvwire import _core
+import kvwire._core as _core
 from kvwire.errors import ScenarioError
 from kvwire.scenario.load import load_scenario, scenario_json
 from kvwire.traces.spec import GENERATOR_KEYS, INLINE_COLUMNS, WHERE, TraceFile

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kvwire import _core
+import kvwire._core as _core
 from kvwire.errors import ScenarioError
 
 

@@ -28,11 +28,10 @@ import polars as pl
 import pytest
 from api_support import Server, running
 from browser_support import console_errors, fixed, screenshot, set_viewport, start_browser, wait_for
-from kvwire import report
+from kvwire.results import report
 from kvwire.scenario import to_toml
 from polars.testing import assert_frame_equal
-
-ROOT = Path(__file__).resolve().parents[1]
+from shared_paths import ROOT
 
 #: The article's figures for Llama-3-8B, 2,048 tokens over 25 GbE (../shared/spec/handoff.md), as the page
 #: prints them: 268.4 MB handed off, 85.9 ms on the wire, the link full at 11.6 hand-offs/s; prefill 59.0 ms

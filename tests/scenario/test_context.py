@@ -13,7 +13,7 @@ import kvwire
 import numpy as np
 import polars as pl
 import pytest
-from kvwire.report import render
+from kvwire.results.report import render
 from shared_paths import DATA
 
 MOONCAKE = DATA / "mooncake" / "conversation_trace.jsonl"

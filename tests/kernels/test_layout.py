@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kvwire import layout
-from kvwire.layout import Layout
+from kvwire.kernels.layout import Layout
 
 Array = npt.NDArray[Any]
 Buffers = Array | tuple[Array, Array]

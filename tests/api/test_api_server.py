@@ -19,8 +19,7 @@ import kvwire
 import polars as pl
 from api_support import Server, free_port, running, wait_for_job, without_wall_clock
 from polars.testing import assert_frame_equal
-
-ROOT = Path(__file__).resolve().parents[1]
+from shared_paths import ROOT
 
 
 def env_without_token(**extra: str) -> dict[str, str]:

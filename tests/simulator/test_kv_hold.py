@@ -9,7 +9,7 @@ from typing import Any
 import kvwire
 import polars as pl
 import pytest
-from kvwire.report import render
+from kvwire.results.report import render
 
 #: 1P1D whose caches (2,592 tokens) hold one 1,500-token request at a time on each side.
 TIGHT: dict[str, Any] = {

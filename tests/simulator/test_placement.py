@@ -15,7 +15,7 @@ from typing import Any
 import kvwire
 import pytest
 from kvwire import _core
-from kvwire.report import render
+from kvwire.results.report import render
 
 PROMPT = 2048
 S_BYTES = PROMPT * 131_072  # Llama-3-8B bf16 KV, 128 KiB per token

@@ -24,8 +24,8 @@ from kvwire_api.limiter import Overloaded, SimSlots, TimedOut
 from kvwire_api.store import Store, new_id
 from litestar.testing import TestClient
 from polars.testing import assert_frame_equal
+from shared_paths import DATA
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 AZURE = DATA / "azure-llm-2023" / "code.csv"
 MOONCAKE = DATA / "mooncake" / "synthetic_trace.jsonl"
 

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from kvwire.cli import main
-from kvwire.trace_stats import default_bin_s, prefix_reuse
+from kvwire.traces.stats import default_bin_s, prefix_reuse
 from shared_paths import DATA
 
 CONV = DATA / "azure-llm-2023" / "conv.csv"

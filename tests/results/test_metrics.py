@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kvwire.report import render
+from kvwire.results.report import render
 from test_properties import SETTINGS, scenarios
 
 STAGES = ("prefill_queue_s", "prefill_s", "kv_wait_s", "kv_transfer_s", "decode_queue_s", "decode_s")

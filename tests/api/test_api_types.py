@@ -20,13 +20,13 @@ import pytest
 from api_support import wait_for_job
 from kvwire.results import HandoffResultDict, SummaryDict
 from kvwire.scenario import ScenarioDict, TraceDict
-from kvwire.trace_spec import WINDOW_OPTIONS
+from kvwire.traces.spec import WINDOW_OPTIONS
 from kvwire_api import create_app
 from kvwire_api.config import Settings
 from litestar.testing import TestClient
 
 # Importing the module by name: kvwire.sweep (the attribute) is the function.
-sweep_module = __import__("kvwire.sweep", fromlist=["DEFINITION_KEYS"])
+sweep_module = __import__("kvwire.planning.sweep", fromlist=["DEFINITION_KEYS"])
 
 
 @pytest.fixture(scope="module")

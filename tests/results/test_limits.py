@@ -15,7 +15,7 @@ from pathlib import Path
 
 import kvwire
 import pytest
-from kvwire.run import BYTES_PER_REQUEST, check_memory
+from kvwire.results.run import BYTES_PER_REQUEST, check_memory
 
 CHILD = textwrap.dedent(
     """
@@ -111,7 +111,7 @@ def test_a_run_that_cannot_fit_is_refused_with_the_estimate() -> None:
 def test_simulate_checks_memory_before_running(monkeypatch: pytest.MonkeyPatch) -> None:
     """``simulate`` applies the check with the request count of the scenario (generated) or of the table
     (``requests=``), and the process keeps working afterwards."""
-    import kvwire.run as run_module
+    import kvwire.results.run as run_module
 
     monkeypatch.setattr(run_module, "available_memory_bytes", lambda: 10**6)  # 1 MB: 2,500 requests
     with pytest.raises(kvwire.ResourceError) as e:
@@ -126,7 +126,7 @@ def test_simulate_checks_memory_before_running(monkeypatch: pytest.MonkeyPatch) 
 
 def test_available_memory_is_read_on_linux() -> None:
     """On Linux the available memory is read (MemAvailable, cgroup limits) and is a positive byte count."""
-    from kvwire.run import available_memory_bytes
+    from kvwire.results.run import available_memory_bytes
 
     free = available_memory_bytes()
     if sys.platform.startswith("linux"):

@@ -18,7 +18,7 @@ import kvwire
 import numpy as np
 import polars as pl
 import pytest
-from kvwire.report import render
+from kvwire.results.report import render
 
 CONTRACT_KEYS = {
     "prefill_req_per_s",

@@ -25,8 +25,9 @@ import kvwire
 import numpy as np
 import polars as pl
 import pytest
-from kvwire.sweep import replicate_seed, t_quantile_975
+from kvwire.planning.sweep import replicate_seed, t_quantile_975
 from polars.testing import assert_frame_equal
+from shared_paths import EXAMPLES
 
 SMALL: dict[str, Any] = {"workload": {"requests": 300, "arrivals": {"rate_per_s": 8.0}}}
 GRID: dict[str, list[Any]] = {"link": ["ib-ndr", "eth-25g"], "workload.arrivals.rate_per_s": [4.0, 12.0]}
@@ -367,7 +368,7 @@ def test_out_directory_layout_and_refusals(tmp_path: Path) -> None:
 
 KILLED_SWEEP = """
 import sys, time, kvwire
-module = sys.modules["kvwire.sweep"]  # (kvwire.sweep is the function)
+module = sys.modules["kvwire.planning.sweep"]  # (kvwire.sweep is the function)
 module.FLUSH_INTERVAL_S = 0.0         # write every finished point at once, so the kill finds many parts
 run_point = module.run_point
 
@@ -460,9 +461,6 @@ def test_kvwire_sweep_cli(tmp_path: Path) -> None:
     f.write_text('[grid]\nlink = ["ib-ndr", "eth-1g"]\n')
     bad = runner.invoke(main, ["sweep", str(f), "-o", str(tmp_path / "o2")])
     assert bad.exit_code != 0 and "point 1" in bad.output and "eth-1g" in bad.output
-
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 @pytest.mark.parametrize("name", ["sweep_links.toml", "sweep_split.toml"])

@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 import pytest
 from api_support import make_client, wait_for_job
-from kvwire import report
+from kvwire.results import report
 from kvwire_api.routes.catalog import MAX_BATCH
 from kvwire_api.routes.page import STATIC_DIR
 from litestar.testing import TestClient

@@ -122,10 +122,10 @@ def test_concurrent_runs_from_threads_are_identical() -> None:
 _CHILD = """
 import json, sys
 import kvwire
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1:3]
 from test_determinism import SCENARIOS
 out = {}
-for name in sys.argv[2:]:
+for name in sys.argv[3:]:
     res = kvwire.simulate(SCENARIOS[name])
     summary = res.summary
     del summary["run"]["wall_s"]
@@ -138,9 +138,9 @@ def test_runs_in_a_fresh_process_are_identical() -> None:
     """A run in a separate interpreter (fresh process state, its own allocator and hash seeds) gives exactly
     the table and summary of the same run here: nothing depends on process-level state."""
     names = ["disaggregated-bursty-multi-decode", "colocated"]
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent  # this module, and the helpers it imports one folder up
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(here), *names],
+        [sys.executable, "-c", _CHILD, str(here), str(here.parent), *names],
         capture_output=True,
         text=True,
         check=True,

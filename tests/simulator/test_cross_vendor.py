@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import runpy
-from pathlib import Path
 from typing import Any
 
 import kvwire
 import pytest
+from shared_paths import EXAMPLES
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CV: dict[str, Any] = runpy.run_path(str(EXAMPLES / "cross_vendor.py"), run_name="cross_vendor")
 
 #: OPT-66B: 64 layers x (K, V) x 72 heads x 128 values x 2 bytes per token; the Splitwise prompt.

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from kvwire.cli import main
 from kvwire.scenario import split_file_trace
-from kvwire.trace_formats import FORMATS
+from kvwire.traces.formats import FORMATS
 from kvwire.traces.spec import OPTIONS, TraceFile
 from shared_paths import DATA
 

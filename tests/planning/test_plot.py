@@ -11,8 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from kvwire import plot
 from kvwire.cli import main
+from kvwire.planning import plot
 from matplotlib.figure import Figure
 from matplotlib.image import imread
 

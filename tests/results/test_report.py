@@ -10,8 +10,8 @@ import kvwire
 import polars as pl
 from click.testing import CliRunner
 from kvwire.cli import main
-from kvwire.report import render
-from shared_paths import DATA
+from kvwire.results.report import render
+from shared_paths import DATA, ROOT
 
 MOONCAKE = DATA / "mooncake" / "conversation_trace.jsonl"
 NAMES = ["mean", "p50", "p90", "p95", "p99", "p99.9", "max"]
@@ -90,9 +90,8 @@ def test_overloaded_replay_says_so_in_one_line() -> None:
 def test_readme_sample_is_the_report_of_a_real_run() -> None:
     """README "Quick start" shows ``kvwire run``'s output as "real output": it is exactly the report of the
     default run today (the wall-clock time aside), so it cannot drift when the report changes."""
-    from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     start = readme.index("```\nkvwire: ") + 4
     shown = readme[start : readme.index("```", start)].rstrip("\n")
     out = CliRunner().invoke(main, ["run"]).stdout.rstrip("\n")

@@ -16,7 +16,7 @@ import kvwire
 import numpy as np
 import polars as pl
 import pytest
-from kvwire.run import KEEP_REQUESTS_MAX
+from kvwire.results.run import KEEP_REQUESTS_MAX
 from shared_paths import DATA
 
 CODE = DATA / "azure-llm-2023" / "code.csv"
@@ -119,7 +119,7 @@ def test_streamed_trace_file_matches_in_memory(tmp_path: Path) -> None:
 def test_chunk_boundaries_do_not_change_results(rows: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """The requests reach the core in chunks of 1, 7, 1000 rows or all at once: the streamed summary is the
     same, bit for bit, whatever the chunking (a request table passed as ``requests=``)."""
-    import kvwire.run as run
+    import kvwire.results.run as run
 
     reqs = kvwire.read_trace(CODE).head(1500)
     sc = {"decode": {"instances": 2}}
@@ -148,7 +148,7 @@ def test_parquet_in_row_groups_equals_the_in_memory_table(tmp_path: Path) -> Non
     sc = SCENARIOS["2p3d-layer-eth"]
     exact = kvwire.simulate(sc).requests
     out = tmp_path / "requests.parquet"
-    import kvwire.run as run
+    import kvwire.results.run as run
 
     old = run.OUT_ROWS
     run.OUT_ROWS = 500
@@ -184,7 +184,7 @@ def test_requests_not_kept_says_why_and_how() -> None:
 def test_above_the_threshold_the_table_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """``keep_requests=None`` keeps the table up to KEEP_REQUESTS_MAX requests and streams above it (generated
     workloads, request tables and trace files alike); ``keep_requests=True`` overrides."""
-    import kvwire.run as run
+    import kvwire.results.run as run
 
     assert KEEP_REQUESTS_MAX == 2_000_000
     monkeypatch.setattr(run, "KEEP_REQUESTS_MAX", 150)
@@ -201,7 +201,7 @@ def test_above_the_threshold_the_table_is_not_kept(monkeypatch: pytest.MonkeyPat
 def test_bad_chunks_give_the_whole_table_errors() -> None:
     """A streamed request table with a bad row gives the error the in-memory run gives (same class, path and
     message), the row counted from the table's start even in a later chunk."""
-    import kvwire.run as run
+    import kvwire.results.run as run
 
     n = 50
     base = {"arrival_s": np.arange(n, dtype=float), "prompt_tokens": np.full(n, 10), "output_tokens": np.full(n, 3)}

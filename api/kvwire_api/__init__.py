@@ -8,8 +8,7 @@
 True
 """
 
-__version__ = "0.1.0"
-
 from kvwire_api.app import create_app
+from kvwire_api.version import __version__
 
 __all__ = ["__version__", "create_app"]

@@ -21,7 +21,6 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
-from kvwire_api import __version__
 from kvwire_api.auth import require_token
 from kvwire_api.config import Settings
 from kvwire_api.errors import EXCEPTION_HANDLERS
@@ -39,6 +38,7 @@ from kvwire_api.routes.traces import TraceController
 from kvwire_api.services import Services
 from kvwire_api.store import Store
 from kvwire_api.types import CapacityBody, HandoffBody, ScenarioBody, SplitBody, SweepBody
+from kvwire_api.version import __version__
 
 log = logging.getLogger("kvwire_api")
 

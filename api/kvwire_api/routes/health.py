@@ -6,9 +6,9 @@ import kvwire
 from litestar import get
 from litestar.di import NamedDependency
 
-from kvwire_api import __version__
 from kvwire_api.services import Services
 from kvwire_api.types import HealthDict
+from kvwire_api.version import __version__
 
 
 @get("/health", summary="Liveness and load", tags=["service"], opt={"public": True})

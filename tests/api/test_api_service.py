@@ -11,7 +11,6 @@ import io
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +36,6 @@ SCENARIOS = {
     "colocated": {"mode": "colocated", "workload": {"requests": 200}},
     "inline-trace": {"link": "eth-25g", "workload": {"trace": TRACE}},
 }
-
-
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient[Any]]:
-    with make_client(tmp_path) as c:
-        yield c
 
 
 def frame_from_json_rows(body: bytes, like: pl.DataFrame) -> pl.DataFrame:

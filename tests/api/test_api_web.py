@@ -9,7 +9,6 @@ import html.parser
 import io
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +27,6 @@ from polars.testing import assert_frame_equal
 MAX_PAGE_BYTES = 2_000_000
 #: The only absolute URL the page's files may contain: the SVG namespace (a name, never fetched).
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
-
-
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient[Any]]:
-    with make_client(tmp_path) as c:
-        yield c
 
 
 def without_wall_column(df: pl.DataFrame) -> pl.DataFrame:

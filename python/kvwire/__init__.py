@@ -11,6 +11,7 @@ decode pool — with results as Polars DataFrames.
 ['accuracy', 'energy', 'hops', 'hotspot']
 """
 
+import importlib
 from typing import TYPE_CHECKING
 
 from kvwire import _moved
@@ -42,14 +43,20 @@ from kvwire.scenario.check import validate
 from kvwire.scenario.load import default_scenario, load_scenario
 from kvwire.scenario.types import ScenarioDict
 from kvwire.traces.read import TraceScan, read_azure_csv, read_mooncake_jsonl, read_trace, scan_trace
-from kvwire.traces.stats import trace_info
 
 # The module paths of the flat package (``kvwire.run``, ``kvwire.trace_spec`` ...) name the same modules.
 _moved.alias_loaded()
 
-if not TYPE_CHECKING:  # (type checkers see only the names below)
+#: Public names imported on first use (what they need is not loaded by ``import kvwire``).
+_LAZY = {"trace_info": "kvwire.traces.stats"}
+
+if TYPE_CHECKING:
+    from kvwire.traces.stats import trace_info
+else:  # (type checkers see the import above and the names below, not a catch-all ``__getattr__``)
 
     def __getattr__(name: str) -> object:
+        if name in _LAZY:
+            return getattr(importlib.import_module(_LAZY[name]), name)
         return _moved.module(name)
 
 

@@ -14,10 +14,13 @@ the others (the CLI's, the report, the plots) are imported only when an old path
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import types
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 #: Old module path -> the module's home now.
 MOVED: dict[str, str] = {
@@ -45,8 +48,9 @@ MOVED: dict[str, str] = {
 }
 
 
-class _MovedLoader(importlib.abc.Loader):
-    """Loads an old path as the module at its new home (imported there, under its own name)."""
+class _MovedLoader:
+    """Loads an old path as the module at its new home (imported there, under its own name). A loader is any object
+    with ``create_module`` and ``exec_module`` (``importlib.abc`` is not imported: it costs ``import kvwire`` time)."""
 
     def __init__(self, new: str) -> None:
         self.new = new
@@ -62,8 +66,8 @@ class _MovedLoader(importlib.abc.Loader):
         module.__spec__ = self.home
 
 
-class MovedFinder(importlib.abc.MetaPathFinder):
-    """Finds the old module paths of :data:`MOVED` (and nothing else)."""
+class MovedFinder:
+    """Finds the old module paths of :data:`MOVED` (and nothing else): a meta path finder (``find_spec``)."""
 
     def find_spec(
         self, fullname: str, path: object = None, target: types.ModuleType | None = None
@@ -71,7 +75,7 @@ class MovedFinder(importlib.abc.MetaPathFinder):
         new = MOVED.get(fullname)
         if new is None:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _MovedLoader(new))
+        return importlib.machinery.ModuleSpec(fullname, cast("Loader", _MovedLoader(new)))
 
 
 def alias_loaded() -> None:

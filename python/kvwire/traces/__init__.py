@@ -1,7 +1,8 @@
 r"""Request traces: one module per concern of reading a public trace into the request table the simulator
 takes — detecting and scanning each file format (``formats``), reading (``read``), windowing and thinning
-(``ops``), the scenario's file form and its options (``spec``), what a trace holds (``stats``), Mooncake's block
-hashes (``hashes``) and a table as the arrays the core reads (``arrays``).
+(``ops``), the scenario's file form and its options (``spec``), what a trace holds (``stats``, behind
+``kvwire.trace_info``), Mooncake's block hashes (``hashes``) and a table as the arrays the core reads
+(``arrays``).
 
 >>> import tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
@@ -15,7 +16,6 @@ from kvwire.traces.formats import FORMATS
 from kvwire.traces.ops import mean_rate_per_s, scale_time, scale_to_rate, thin, window
 from kvwire.traces.read import TraceScan, read_azure_csv, read_mooncake_jsonl, read_trace, scan_trace
 from kvwire.traces.spec import OPTIONS, WINDOW_OPTIONS, TraceFile
-from kvwire.traces.stats import trace_info
 
 __all__ = [
     "FORMATS",
@@ -33,6 +33,5 @@ __all__ = [
     "scale_to_rate",
     "scan_trace",
     "thin",
-    "trace_info",
     "window",
 ]

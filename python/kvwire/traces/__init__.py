@@ -1,8 +1,8 @@
-r"""Request traces: one module per concern of reading a public trace into the request table the simulator
-takes — detecting and scanning each file format (``formats``), reading (``read``), windowing and thinning
-(``ops``), the scenario's file form and its options (``spec``), what a trace holds (``stats``, behind
-``kvwire.trace_info``), Mooncake's block hashes (``hashes``) and a table as the arrays the core reads
-(``arrays``).
+r"""Request traces into the request table the simulator takes: one module per format (``azure``, ``burstgpt``,
+``mooncake``, ``table`` for kvwire's own), what they share (``source``), detecting a file's format and where a
+file goes wrong (``formats``), reading (``read``), windowing and thinning (``ops``), the scenario's file form and
+its options (``spec``), what a trace holds (``stats``, behind ``kvwire.trace_info``), Mooncake's block hashes
+(``hashes``) and a table as the arrays the core reads (``arrays``).
 
 >>> import tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.csv"

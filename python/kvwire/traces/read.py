@@ -31,20 +31,7 @@ import polars as pl
 
 from kvwire.errors import ScenarioError, TraceError
 from kvwire.traces.arrays import REQUEST_COLUMNS
-from kvwire.traces.formats import (
-    FORMATS,
-    MAX_TOKENS,
-    SCAN_ERRORS,
-    TOKEN_RANGE,
-    Plan,
-    Source,
-    bad_value,
-    detect,
-    diagnose,
-    fail,
-    line_of,
-    plan,
-)
+from kvwire.traces.formats import bad_value, detect, diagnose, line_of, plan
 from kvwire.traces.ops import (
     _number,
     keep_mask,
@@ -56,6 +43,7 @@ from kvwire.traces.ops import (
     thin,
     window,
 )
+from kvwire.traces.source import FORMATS, MAX_TOKENS, SCAN_ERRORS, TOKEN_RANGE, Plan, Source, fail
 
 _TOKENS = ("prompt_tokens", "output_tokens")
 

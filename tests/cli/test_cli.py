@@ -322,3 +322,11 @@ def test_layouts_lists_every_layout() -> None:
     assert [line.split()[0] for line in out.output.splitlines()] == names
     rows = json.loads(CliRunner().invoke(main, ["layouts", "--json"]).output)
     assert [r["name"] for r in rows] == names
+
+
+def test_python_dash_m_runs_the_command_line() -> None:
+    """``python -m kvwire.cli`` is the ``kvwire`` command (the package's ``__main__``), exit status included."""
+    ok = subprocess.run([sys.executable, "-m", "kvwire.cli", "--version"], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.startswith("kvwire, version ")
+    bad = subprocess.run([sys.executable, "-m", "kvwire.cli", "no-such-command"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "No such command" in bad.stderr

@@ -2,7 +2,7 @@
 
 - Scenarios are :class:`kvwire.ScenarioDict` (``kvwire.scenario``) with one service addition that the
   contract names: ``workload.trace`` may be ``{"file": "<id of an uploaded trace>"}``. The derived types
-  below copy every annotation of the library's TypedDicts and add that key; ``tests/test_api_types.py``
+  below copy every annotation of the library's TypedDicts and add that key; ``tests/api/test_api_types.py``
   checks that the OpenAPI document equals the library's types key for key.
 - Summaries and hand-off results are :mod:`kvwire.results`' TypedDicts.
 - The hand-off request is built from :func:`kvwire.handoff`'s signature (its keyword arguments).

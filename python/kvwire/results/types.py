@@ -3,13 +3,13 @@
 These TypedDicts are the one definition of the result shapes: :attr:`kvwire.SimResult.summary` follows
 ``SummaryDict`` and :func:`kvwire.handoff` returns a ``HandoffResultDict``; the HTTP service (``kvwire-api``)
 generates its OpenAPI document from them. ``None`` stands for a figure that does not exist (never NaN).
-``tests/test_result_types.py`` checks real results against them.
+``tests/results/test_result_types.py`` checks real results against them.
 
 >>> import kvwire
->>> from kvwire.results import SummaryDict
->>> s: SummaryDict = kvwire.simulate({"workload": {"requests": 50}}).summary
->>> s["requests"]["total"], sorted(s["latency"])
-(50, ['e2e_s', 'handoff_s', 'itl_s', 'tpot_s', 'ttft_s'])
+>>> from kvwire.results import HandoffResultDict
+>>> h: HandoffResultDict = kvwire.handoff("llama3-8b", 2048)
+>>> set(h) == set(HandoffResultDict.__annotations__)
+True
 """
 
 # No ``from __future__ import annotations`` here: ``NotRequired`` must be seen when each class is created

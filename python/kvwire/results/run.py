@@ -42,7 +42,7 @@ STREAM_CHUNK_ROWS = 1 << 18
 OUT_ROWS = 1 << 18
 
 #: Memory a run holds per request at its peak — the core's table and the Polars summary built from it — with
-#: margin: measured 150-280 B per request (1M and 200k requests, peak RSS, ``benches/README.md``), taken as 400.
+#: margin: measured 150-280 B per request (1M and 200k requests, peak RSS, ``benches/HISTORY.md``), taken as 400.
 BYTES_PER_REQUEST = 400
 
 

@@ -256,7 +256,7 @@ def percentiles(df: pl.DataFrame | Columns, itl: dict[str, Any]) -> pl.DataFrame
 
     ``df`` is the per-request table or the core's raw columns (numpy arrays, NaN for a missing time); the
     figures are computed with numpy on the columns (its sort-based percentiles release the GIL), which is
-    what makes a summary cheap next to the run (``benches/README.md``, issue 10).
+    what makes a summary cheap next to the run (``benches/HISTORY.md``, issue 10).
     """
     return pl.DataFrame(percentile_rows(with_derived(_core_columns(df)), itl), schema=PCT_SCHEMA)
 

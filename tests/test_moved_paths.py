@@ -261,3 +261,8 @@ def test_unknown_attribute_is_an_attribute_error() -> None:
         _ = kvwire.no_such_thing  # type: ignore[attr-defined]
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("kvwire.no_such_module")
+
+
+def test_lazy_public_names_are_listed() -> None:
+    """``dir(kvwire)`` lists every public name, those imported on first use (``trace_info``) included."""
+    assert set(kvwire.__all__) <= set(dir(kvwire))

@@ -59,6 +59,9 @@ else:  # (type checkers see the import above and the names below, not a catch-al
             return getattr(importlib.import_module(_LAZY[name]), name)
         return _moved.module(name)
 
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "Cancelled",

@@ -31,7 +31,7 @@
 
 use serde::Serialize;
 
-use crate::cost::model::{ModelCost, StepWork};
+use crate::cost::model::StepWork;
 use crate::error::Result;
 use crate::scenario::{OverContext, Pool, Requests, Scenario, Topology, Workload};
 use crate::workload::Arrivals;
@@ -156,8 +156,8 @@ pub fn is_served(prompt: u32, output: u32, capacity: u64, refused: bool) -> bool
 /// The census of a whole table, with the decoding pool's capacity of `sc`.
 fn census(sc: &Scenario, requests: &Requests) -> Census {
     let trace = &requests.trace;
-    let capacity = decode_capacity(sc);
-    let prompts = prompt_capacity(sc);
+    let capacity = sc.decode_capacity();
+    let prompts = sc.prompt_capacity();
     let refuse = sc.over_context == OverContext::Reject;
     let mut c = Census::default();
     for (i, ((&a, &p), &o)) in
@@ -168,43 +168,10 @@ fn census(sc: &Scenario, requests: &Requests) -> Census {
     c
 }
 
-/// KV capacity (tokens) of an instance of the decoding pool of `sc`: what admission is judged against.
-pub fn decode_capacity(sc: &Scenario) -> u64 {
-    let dec_pool = sc.decode_pool();
-    let cap = capacity(sc, dec_pool, &pool_model(sc, dec_pool));
-    match sc.kv.policy {
-        // Paged KV gives out whole blocks (the engine's `Decoder::new`).
-        crate::scenario::KvPolicy::Paged => cap / sc.kv.block_size as u64 * sc.kv.block_size as u64,
-        crate::scenario::KvPolicy::Reserve => cap,
-    }
-}
-
-/// The longest prompt (tokens) a run of `sc` serves on account of its prefill instances: with paged KV in a
-/// disaggregated run a prefill instance holds each handed-off prompt's blocks until its hand-off lands, so a
-/// prompt beyond its KV capacity (whole blocks) is rejected at arrival; `u64::MAX` otherwise.
-pub fn prompt_capacity(sc: &Scenario) -> u64 {
-    match (&sc.topology, sc.kv.policy) {
-        (crate::scenario::Topology::Disaggregated { prefill, .. }, crate::scenario::KvPolicy::Paged) => {
-            let block = sc.kv.block_size as u64;
-            capacity(sc, prefill, &pool_model(sc, prefill)) / block * block
-        }
-        _ => u64::MAX,
-    }
-}
-
-fn pool_model(sc: &Scenario, p: &Pool) -> ModelCost {
-    ModelCost::new(&sc.model.spec, sc.lm_head).with_kv_ratio(p.kv_format.map_or(1.0, |f| f.ratio_vs_bf16()))
-}
-
-/// KV capacity (tokens) of an instance of `p` (at least 1: validation refused pools where nothing fits).
-fn capacity(sc: &Scenario, p: &Pool, model: &ModelCost) -> u64 {
-    p.kv_capacity(sc.mem_util, model).unwrap_or(1)
-}
-
 /// Served requests/s of a pool's prefill: k prompts of round(p̄) per step, plus `pass` (the sender's extra
 /// work per handed-off request) for the k·h handed off. Returns (rate, k).
 fn prefill_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (f64, u64) {
-    let model = pool_model(sc, p);
+    let model = sc.pool_cost(p);
     let prompt = (m.prompt.round() as u64).max(1);
     let k = (sc.max_prefill_tokens as u64 / prompt).max(1);
     let t = p.timer(sc.roofline);
@@ -219,8 +186,8 @@ fn prefill_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (f64, u64
 /// Served requests/s of a pool's decode (`None` when nothing decodes), with `pass` the receiver's extra
 /// work per handed-off request. Returns (rate, B).
 fn decode_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (Option<f64>, u64) {
-    let model = pool_model(sc, p);
-    let cap = capacity(sc, p, &model);
+    let model = sc.pool_cost(p);
+    let cap = sc.kv_capacity_tokens(p, &model);
     let per_request = (m.prompt + m.output).max(1.0);
     let b = ((cap as f64 / per_request).floor() as u64).clamp(1, sc.max_decode_batch as u64);
     if m.decode_steps <= 0.0 {

@@ -12,7 +12,7 @@ fn needed_advice(needed: Option<u32>) -> String {
         }
         None => format!(
             "not even {} devices per instance hold it: use a larger device or smaller weights",
-            crate::scenario::MAX_DEVICES_PER_INSTANCE
+            crate::limits::MAX_DEVICES_PER_INSTANCE
         ),
     }
 }

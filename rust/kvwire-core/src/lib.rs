@@ -22,6 +22,7 @@ pub mod engine;
 pub mod error;
 pub mod handoff;
 pub mod layout;
+pub mod limits;
 pub mod metrics;
 pub mod policy;
 pub mod quant;

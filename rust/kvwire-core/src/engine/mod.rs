@@ -375,7 +375,7 @@ impl<'c> Sim<'c> {
                 // fraction, in arrival order) is known before the run.
                 let mut completed = 0u64;
                 let refuse_long = sc.over_context == OverContext::Reject;
-                let prompt_capacity = crate::ceilings::prompt_capacity(sc);
+                let prompt_capacity = sc.prompt_capacity();
                 for (i, &long) in over_context.iter().enumerate() {
                     t.rejected[i] = !ever_fits(t.prompt_tokens[i], t.output_tokens[i], reject_capacity)
                         || (refuse_long && long)

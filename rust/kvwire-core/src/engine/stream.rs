@@ -19,7 +19,7 @@
 
 use std::collections::VecDeque;
 
-use crate::ceilings::{decode_capacity, is_served, Census};
+use crate::ceilings::{is_served, Census};
 use crate::error::{Error, Result};
 use crate::metrics::rows::RowSummary;
 use crate::metrics::table::RequestTable;
@@ -57,7 +57,7 @@ pub(super) struct Admission {
     clip: bool,
     refuse_long: bool,
     capacity: u64,
-    /// The longest prompt served (`ceilings::prompt_capacity`).
+    /// The longest prompt served (`Scenario::prompt_capacity`).
     prompt_capacity: u64,
 }
 
@@ -69,7 +69,7 @@ impl Admission {
             clip: sc.over_context == OverContext::Clip && max_context.is_some(),
             refuse_long: sc.over_context == OverContext::Reject,
             capacity,
-            prompt_capacity: crate::ceilings::prompt_capacity(sc),
+            prompt_capacity: sc.prompt_capacity(),
         }
     }
 
@@ -92,7 +92,7 @@ pub(super) fn census(
     source: &mut dyn RequestSource,
     cancel: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<Census> {
-    let adm = Admission::new(sc, decode_capacity(sc));
+    let adm = Admission::new(sc, sc.decode_capacity());
     let mut checker = ChunkChecker::new(source.path());
     let mut c = Census::default();
     while let Some(chunk) = source.next_chunk()? {

@@ -9,6 +9,7 @@
 //! agree to ~1e-15 relative), and percentiles within [`SKETCH_RELATIVE_ERROR`] of numpy's "linear"
 //! percentiles of the same values (`sketch.rs` proves the bound).
 
+use super::exact::ExactSum;
 use super::itl::Quantiles;
 use super::sketch::LogSketch;
 use super::table::RequestTable;
@@ -16,28 +17,6 @@ use super::table::RequestTable;
 /// Relative error bound of every percentile a [`LogSketch`] reports, against numpy's "linear" percentile of
 /// the exact (non-negative) values: 2⁻¹³ ≈ 1.22e-4 (the ITL histogram's bound too).
 pub const SKETCH_RELATIVE_ERROR: f64 = super::sketch::RELATIVE_ERROR;
-
-/// A sum kept as an unevaluated double-double (hi + lo), so that means of millions of values stay
-/// correctly rounded in practice, whatever the order of addition.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ExactSum {
-    hi: f64,
-    lo: f64,
-}
-
-impl ExactSum {
-    #[inline]
-    pub fn add(&mut self, x: f64) {
-        let t = self.hi + x;
-        let bp = t - self.hi;
-        self.lo += (self.hi - (t - bp)) + (x - bp);
-        self.hi = t;
-    }
-
-    pub fn value(&self) -> f64 {
-        self.hi + self.lo
-    }
-}
 
 /// Count, sum, min and max of a stream of values: the mean kept inside [min, max] like the table's.
 #[derive(Clone, Copy, Debug, Default)]

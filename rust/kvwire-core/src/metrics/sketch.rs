@@ -14,8 +14,8 @@
 //! [min, max], zeros are counted apart and read as 0. Count and max are exact; the mean comes from a
 //! double-double sum. Merging two sketches adds their counts (the same values recorded into one sketch).
 
+use super::exact::ExactSum;
 use super::itl::Quantiles;
-use super::rows::ExactSum;
 
 /// Mantissa bits of a bucket key.
 pub const MANTISSA_BITS: u32 = 12;

@@ -1,6 +1,7 @@
 //! The scenario: parsed once at the boundary ([`Scenario::from_json`]), validated with field-path errors,
 //! presets resolved. Everything downstream works on the checked [`Scenario`].
 
+mod capacity;
 mod echo;
 pub mod prefix;
 pub mod spec;
@@ -15,11 +16,11 @@ use crate::quant::formats::Format;
 use crate::workload::{Arrivals, LengthDist, Trace};
 
 pub use crate::handoff::plan::{CompressAt, Conversion, ConvertAt, DecompressAt, HandoffPlan, Streaming};
+pub use crate::limits::MAX_DEVICES_PER_INSTANCE;
 pub use crate::policy::disaggregation::Disaggregate;
 pub use crate::policy::router::Rule;
 pub use prefix::PrefixConfig;
 pub use spec::{BatchPolicy, FirstToken, KvPolicy, KvSpec, OverContext, Preemption, ScenarioSpec};
-pub use validate::MAX_DEVICES_PER_INSTANCE;
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
 #[derive(Clone, Debug, PartialEq)]
@@ -225,7 +226,7 @@ impl Scenario {
     /// ended at its first turn the decoding pool's KV can never hold (that turn is sent and refused).
     fn session_requests(&self, w: &crate::workload::sessions::SessionsWorkload) -> Result<Requests> {
         let mut plan = w.plan(self.model.spec.max_context_tokens)?;
-        let capacity = crate::ceilings::decode_capacity(self);
+        let capacity = self.decode_capacity();
         plan.end_at_first(|p, o| !crate::policy::batching::ever_fits(p, o, capacity));
         let over_context = crate::metrics::table::try_filled(plan.trace.len(), false)?;
         Ok(Requests { trace: plan.trace, over_context, sessions: Some(Box::new(plan.rows)) })

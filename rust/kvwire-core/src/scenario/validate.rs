@@ -18,20 +18,10 @@ use crate::cost::roofline::{kv_capacity_tokens, RooflineParams};
 use crate::error::{Error, Result};
 use crate::handoff::plan::{CompressAt, Conversion, ConvertAt, DecompressAt, HandoffPlan, NetworkLink, Streaming};
 use crate::layout::Geometry;
+use crate::limits::{MAX_CHANNELS, MAX_DEVICES_PER_INSTANCE, MAX_INSTANCES, MAX_QUANTITY, MAX_REQUESTS, MIN_RATE};
 use crate::quant::formats::{format, Format, Scheme, ALIASES, FORMATS};
 use crate::workload::sessions::{SessionsParams, SessionsWorkload};
 use crate::workload::{Arrivals, LengthDist, Trace};
-
-/// Upper bounds that keep every allocation sane. They are far beyond any real system.
-pub const MAX_REQUESTS: u64 = 100_000_000;
-pub const MAX_INSTANCES: u32 = 4096;
-pub const MAX_DEVICES_PER_INSTANCE: u32 = 1024;
-pub const MAX_CHANNELS: u32 = 4096;
-/// Largest value any positive physical quantity may take (keeps every derived quantity finite).
-pub const MAX_QUANTITY: f64 = 1e9;
-/// Smallest rate (requests/s, GB/s, TFLOP/s, TB/s, derating factor) the simulation divides by: with it and
-/// [`MAX_QUANTITY`] every simulated time stays below ~1e20 s and every energy finite.
-pub const MIN_RATE: f64 = 1e-6;
 
 pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scenario> {
     let model_value = s.model.unwrap_or_else(|| Value::String("llama3-8b".into()));

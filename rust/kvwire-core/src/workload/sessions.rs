@@ -83,7 +83,7 @@ impl SessionRows {
     }
 
     /// Every row's block hashes as a CSR pair (`ids[offsets[r]..offsets[r + 1]]` are row r's), by
-    /// [`block_hashes`], for rows of `prompt_tokens` (the plan's, or [`crate::scenario::Requests`]'s trace).
+    /// [`block_hashes`], for rows of `prompt_tokens` (the plan's, or the trace of the scenario's request table).
     pub fn block_hashes_csr(&self, prompt_tokens: &[u32]) -> (Vec<u64>, Vec<u64>) {
         let mut offsets = Vec::with_capacity(self.session.len() + 1);
         let mut ids = Vec::new();

@@ -1,0 +1,44 @@
+//! The KV capacity of a scenario's pools: the tokens an instance's memory holds beside the weights, which
+//! admission, the ceilings and a sessions workload's plan are all judged against. A fact of the resolved
+//! scenario (its model, pools, memory share and KV policy), so it lives here, below the ceilings and the engine
+//! that read it.
+
+use super::{KvPolicy, Pool, Scenario, Topology};
+use crate::cost::model::ModelCost;
+
+impl Scenario {
+    /// The cost model of `p`'s instances: the scenario's model, its KV at the pool's format's size.
+    pub fn pool_cost(&self, p: &Pool) -> ModelCost {
+        ModelCost::new(&self.model.spec, self.lm_head).with_kv_ratio(p.kv_format.map_or(1.0, |f| f.ratio_vs_bf16()))
+    }
+
+    /// KV capacity (tokens) of an instance of `p` with cost model `model` (at least 1: validation refused
+    /// pools where nothing fits).
+    pub fn kv_capacity_tokens(&self, p: &Pool, model: &ModelCost) -> u64 {
+        p.kv_capacity(self.mem_util, model).unwrap_or(1)
+    }
+
+    /// KV capacity (tokens) of an instance of the decoding pool: what admission is judged against.
+    pub fn decode_capacity(&self) -> u64 {
+        let dec_pool = self.decode_pool();
+        let cap = self.kv_capacity_tokens(dec_pool, &self.pool_cost(dec_pool));
+        match self.kv.policy {
+            // Paged KV gives out whole blocks (the engine's `Decoder::new`).
+            KvPolicy::Paged => cap / self.kv.block_size as u64 * self.kv.block_size as u64,
+            KvPolicy::Reserve => cap,
+        }
+    }
+
+    /// The longest prompt (tokens) a run serves on account of its prefill instances: with paged KV in a
+    /// disaggregated run a prefill instance holds each handed-off prompt's blocks until its hand-off lands, so
+    /// a prompt beyond its KV capacity (whole blocks) is rejected at arrival; `u64::MAX` otherwise.
+    pub fn prompt_capacity(&self) -> u64 {
+        match (&self.topology, self.kv.policy) {
+            (Topology::Disaggregated { prefill, .. }, KvPolicy::Paged) => {
+                let block = self.kv.block_size as u64;
+                self.kv_capacity_tokens(prefill, &self.pool_cost(prefill)) / block * block
+            }
+            _ => u64::MAX,
+        }
+    }
+}

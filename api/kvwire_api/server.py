@@ -49,7 +49,7 @@ def main(host: str, port: int, data_dir: Path | None) -> None:
     """Serve kvwire over HTTP: simulations, sweep and capacity jobs, the hand-off calculator.
 
     The OpenAPI document is at /schema; limits and other settings come from KVWIRE_API_* environment
-    variables (see the README's "Service" section).
+    variables (the docs' Reference → HTTP API page, docs/reference/http-api.md).
     """
     try:
         settings = Settings.from_env(host=host, port=port, data_dir=data_dir)

@@ -173,7 +173,7 @@ class PlotError(KvwireError, ValueError):
 
 class RequestsNotKeptError(KvwireError, LookupError):
     """``SimResult.requests`` of a run that did not keep its per-request table (``keep_requests=False``, or a
-    run above :data:`kvwire.run.KEEP_REQUESTS_MAX` requests); the message says how to get the table."""
+    run above :data:`kvwire.results.run.KEEP_REQUESTS_MAX` requests); the message says how to get the table."""
 
 
 class InternalError(KvwireError, RuntimeError):

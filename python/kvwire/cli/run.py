@@ -52,7 +52,7 @@ from kvwire.scenario import default_scenario, load_scenario, to_toml, with_overr
     default=None,
     help="Keep the per-request table in memory, or not (bounded memory: the summary is computed as requests "
     "finish, a trace file is read in chunks, percentiles come from a quantile sketch). Default: keep it up to "
-    "2,000,000 requests (kvwire.run.KEEP_REQUESTS_MAX).",
+    "2,000,000 requests (kvwire.results.run.KEEP_REQUESTS_MAX).",
 )
 @click.option(
     "--timeline",

@@ -194,7 +194,7 @@ class SimResult:
             )
             raise RequestsNotKeptError(
                 f"requests: this run of {n:,} requests did not keep its per-request table (keep_requests=False, "
-                f"or more than kvwire.run.KEEP_REQUESTS_MAX = {KEEP_REQUESTS_MAX:,} requests); the summary was "
+                f"or more than kvwire.results.run.KEEP_REQUESTS_MAX = {KEEP_REQUESTS_MAX:,} requests); the summary was "
                 f"computed as requests finished. To get the table, {where}",
                 "requests",
             )

@@ -38,7 +38,15 @@ from kvwire_api.routes.simulations import SimulationController
 from kvwire_api.routes.traces import TraceController
 from kvwire_api.services import Services
 from kvwire_api.store import Store
-from kvwire_api.types import CapacityBody, HandoffBody, ScenarioBody, SplitBody, SweepBody
+from kvwire_api.types import (
+    CapacityBody,
+    HandoffBody,
+    ScenarioBody,
+    ScenarioFormatBody,
+    ScenarioTextBody,
+    SplitBody,
+    SweepBody,
+)
 
 log = logging.getLogger("kvwire_api")
 
@@ -101,7 +109,11 @@ def create_app(settings: Settings) -> Litestar:
             index,
             static_router(),
         ],
-        plugins=[ClosedTypedDictPlugin(ScenarioBody, SweepBody, CapacityBody, SplitBody, HandoffBody)],
+        plugins=[
+            ClosedTypedDictPlugin(
+                ScenarioBody, SweepBody, CapacityBody, SplitBody, HandoffBody, ScenarioTextBody, ScenarioFormatBody
+            )
+        ],
         before_request=allow_header,
         lifespan=[lifespan],
         dependencies={"svc": Provide(provide_services, sync_to_thread=False)},

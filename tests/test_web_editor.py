@@ -3,10 +3,11 @@ test_web_page.py) against a real ``kvwire-api`` server on 127.0.0.1: every examp
 typing pauses, exactly what ``tomllib`` reads from the file, and switching to JSON and back gives the same object
 (the TOML as ``kvwire.scenario.to_toml`` writes it); what a run or a check sends is that object; a pause of 300 ms
 is one reading, an answer about older text never overwrites newer text; a syntax error shows tomllib's line,
-column and message."""
+column and message. The page links to the documentation site when the service serves one, and only then."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tomllib
@@ -76,8 +77,18 @@ def _env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, driver: Any) -> Iterator[Server]:
-    s = Server(tmp_path_factory.mktemp("editor") / "data", _env()).start()
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small documentation site (what ``mkdocs build`` leaves: an index.html and pages)."""
+    root = tmp_path_factory.mktemp("site")
+    page = '<!doctype html><title>kvwire documentation</title><link rel="icon" href="data:,"><h1>The guide</h1>\n'
+    (root / "index.html").write_text(page)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, driver: Any, site: Path) -> Iterator[Server]:
+    """A server with the documentation site (given by KVWIRE_DOCS_DIR)."""
+    s = Server(tmp_path_factory.mktemp("editor") / "data", {**_env(), "KVWIRE_DOCS_DIR": str(site)}).start()
     try:
         yield s
     finally:
@@ -248,4 +259,30 @@ def test_a_syntax_error_shows_tomllibs_line_and_column(driver: Any, server: Serv
     assert editor(driver) == text
     type_text(driver, text.replace("[workload.arrivals\n", "[workload.arrivals]\n"))
     wait_for(driver, lambda: check_line(driver).startswith("✓ Valid: 300 requests"), "the fixed text", 60)
+    no_console_errors(driver)
+
+
+def test_the_page_links_to_the_docs_only_when_the_service_has_them(driver: Any, server: Server, tmp_path: Path) -> None:
+    """With a site (GET /health's docs), the page's header links to /docs/, which opens the site; a service
+    without one shows no link."""
+    open_runner(driver, server)
+    wait_for(driver, lambda: js(driver, "return !!document.getElementById('docs-link')"), "the docs link")
+    assert js(driver, "return document.getElementById('docs-link').getAttribute('href')") == "/docs/"
+    driver.find_element("id", "docs-link").click()
+    wait_for(driver, lambda: driver.title == "kvwire documentation", "the documentation site")
+    assert driver.current_url == f"{server.url}/docs/"
+
+    (tmp_path / "cwd").mkdir()
+    with contextlib.chdir(tmp_path / "cwd"):  # no site/ where this one starts
+        bare = Server(tmp_path / "data", _env()).start()
+    try:
+        open_runner(driver, bare)
+        wait_for(
+            driver,
+            lambda: "simulation thread" in js(driver, "return document.getElementById('server-status').textContent"),
+            "health",
+        )
+        assert js(driver, "return document.getElementById('docs-link')") is None
+    finally:
+        bare.stop()
     no_console_errors(driver)

@@ -30,6 +30,7 @@ from kvwire_api.limiter import SimSlots
 from kvwire_api.openapi import ClosedTypedDictPlugin
 from kvwire_api.routes.catalog import CatalogController
 from kvwire_api.routes.common import provide_services
+from kvwire_api.routes.docs import docs_router
 from kvwire_api.routes.health import health
 from kvwire_api.routes.jobs import CapacityController, SplitController, SweepController
 from kvwire_api.routes.page import index, static_router
@@ -108,6 +109,7 @@ def create_app(settings: Settings) -> Litestar:
             TraceController,
             index,
             static_router(),
+            docs_router(settings.docs_dir),
         ],
         plugins=[
             ClosedTypedDictPlugin(

@@ -253,6 +253,8 @@ class HealthDict(TypedDict):
     simulations: SlotsDict
     jobs: dict[str, int]
     auth: bool
+    #: Where the service serves the documentation site (``"/docs/"``), or None when it serves none.
+    docs: str | None
 
 
 class LimitsDict(TypedDict):

@@ -193,7 +193,12 @@ def references(toks: list[tuple[str, int]]) -> list[tuple[list[str], int, bool, 
                 out.append((path, line, True, alias))
             i = j + 1
             continue
-        if _IDENT.fullmatch(t.lstrip("$")) and i + 1 < n and toks[i + 1][0] == "::" and (i == 0 or toks[i - 1][0] != "::"):
+        if (
+            _IDENT.fullmatch(t.lstrip("$"))
+            and i + 1 < n
+            and toks[i + 1][0] == "::"
+            and (i == 0 or toks[i - 1][0] != "::")
+        ):
             path, j = [t.lstrip("$")], i + 1
             while j + 1 < n and toks[j][0] == "::" and _IDENT.fullmatch(toks[j + 1][0]):
                 path.append(toks[j + 1][0])
@@ -328,7 +333,9 @@ def build_graph() -> tuple[dict[tuple[str, ...], dict[tuple[str, ...], int]], di
     return graph, files
 
 
-def room_graph(graph: dict[tuple[str, ...], dict[tuple[str, ...], int]]) -> dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...], int]]]:
+def room_graph(
+    graph: dict[tuple[str, ...], dict[tuple[str, ...], int]],
+) -> dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...], int]]]:
     """``{room: {room it names: (a file, the file it names, line)}}``; the crate root is no room."""
     rooms: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...], int]]] = defaultdict(dict)
     for src, edges in graph.items():
@@ -351,7 +358,7 @@ def circles(graph: dict) -> list[tuple[list, list]]:
     comps: list[list] = []
     counter = [0]
 
-    def visit(v) -> None:  # noqa: ANN001
+    def visit(v) -> None:
         index[v] = low[v] = counter[0]
         counter[0] += 1
         stack.append(v)
@@ -406,7 +413,7 @@ def _file_name(module: tuple[str, ...], files: dict[tuple[str, ...], Path]) -> s
     return files[module].relative_to(SRC).as_posix()
 
 
-def describe_file_circles(graph, files) -> list[str]:  # noqa: ANN001
+def describe_file_circles(graph, files) -> list[str]:
     out = []
     for members, chain in circles(graph):
         steps = [f"{_file_name(a, files)}:{graph[a][b]} names {_file_name(b, files)}" for a, b in zip(chain, chain[1:])]
@@ -419,7 +426,7 @@ def describe_file_circles(graph, files) -> list[str]:  # noqa: ANN001
     return out
 
 
-def describe_room_circles(graph, files) -> list[str]:  # noqa: ANN001
+def describe_room_circles(graph, files) -> list[str]:
     rooms = room_graph(graph)
     out = []
     for members, chain in circles(rooms):
@@ -427,7 +434,9 @@ def describe_room_circles(graph, files) -> list[str]:  # noqa: ANN001
         for a, b in zip(chain, chain[1:]):
             src, dst, line = rooms[a][b]
             steps.append(f"{a} -> {b}: {_file_name(src, files)}:{line} names {_file_name(dst, files)}")
-        out.append(f"{len(members)} rooms ({', '.join(members)}), e.g. " + " -> ".join(chain) + "\n    " + "\n    ".join(steps))
+        out.append(
+            f"{len(members)} rooms ({', '.join(members)}), e.g. " + " -> ".join(chain) + "\n    " + "\n    ".join(steps)
+        )
     return out
 
 
@@ -455,7 +464,9 @@ def test_the_reader_sees_the_core() -> None:
     assert resolve(["z", "w"], ("m",), {"z": ("m", "z")}) == ("m", "z", "w")
     assert resolve(["std", "fmt"], ("m",), {}) is None
     # Comments, strings and test modules do not count.
-    src = '// crate::a::b\n/* crate::c */ let s = "crate::d"; let c = \'x\';\n#[cfg(test)]\nmod tests { use crate::e; }\n'
+    src = (
+        "// crate::a::b\n/* crate::c */ let s = \"crate::d\"; let c = 'x';\n#[cfg(test)]\nmod tests { use crate::e; }\n"
+    )
     assert references(drop_test_modules(tokens(strip_comments_and_literals(src)))) == []
 
 

@@ -29,6 +29,7 @@ from kvwire_api.limiter import SimSlots
 from kvwire_api.openapi import ClosedTypedDictPlugin
 from kvwire_api.routes.catalog import CatalogController
 from kvwire_api.routes.common import provide_services
+from kvwire_api.routes.docs import docs_router
 from kvwire_api.routes.health import health
 from kvwire_api.routes.jobs import CapacityController, SplitController, SweepController
 from kvwire_api.routes.page import index, static_router
@@ -37,7 +38,15 @@ from kvwire_api.routes.simulations import SimulationController
 from kvwire_api.routes.traces import TraceController
 from kvwire_api.services import Services
 from kvwire_api.store import Store
-from kvwire_api.types import CapacityBody, HandoffBody, ScenarioBody, SplitBody, SweepBody
+from kvwire_api.types import (
+    CapacityBody,
+    HandoffBody,
+    ScenarioBody,
+    ScenarioFormatBody,
+    ScenarioTextBody,
+    SplitBody,
+    SweepBody,
+)
 from kvwire_api.version import __version__
 
 log = logging.getLogger("kvwire_api")
@@ -100,8 +109,13 @@ def create_app(settings: Settings) -> Litestar:
             TraceController,
             index,
             static_router(),
+            docs_router(settings.docs_dir),
         ],
-        plugins=[ClosedTypedDictPlugin(ScenarioBody, SweepBody, CapacityBody, SplitBody, HandoffBody)],
+        plugins=[
+            ClosedTypedDictPlugin(
+                ScenarioBody, SweepBody, CapacityBody, SplitBody, HandoffBody, ScenarioTextBody, ScenarioFormatBody
+            )
+        ],
         before_request=allow_header,
         lifespan=[lifespan],
         dependencies={"svc": Provide(provide_services, sync_to_thread=False)},

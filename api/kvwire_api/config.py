@@ -1,8 +1,9 @@
 """The service's settings: where it keeps its data, how it binds, and every bound it enforces.
 
 Each field can be set by keyword (tests, ``kvwire serve`` options) or by an environment variable
-``KVWIRE_API_<FIELD>`` (``KVWIRE_API_MAX_SYNC_REQUESTS=50000``); the bearer token is ``KVWIRE_API_TOKEN`` and
-the data directory ``KVWIRE_DATA_DIR``.
+``KVWIRE_API_<FIELD>`` (``KVWIRE_API_MAX_SYNC_REQUESTS=50000``); the bearer token is ``KVWIRE_API_TOKEN``, the
+data directory ``KVWIRE_DATA_DIR`` and the documentation site served under ``/docs`` ``KVWIRE_DOCS_DIR`` (by
+default ``site/`` in the current directory when it holds an ``index.html``, as ``mkdocs build`` leaves it).
 
 >>> s = Settings.from_env(data_dir="/srv/kvwire", environ={"KVWIRE_API_MAX_SWEEP_POINTS": "500"})
 >>> s.max_sweep_points, s.host
@@ -30,6 +31,20 @@ def default_data_dir(environ: Mapping[str, str] | None = None) -> Path:
         return Path(env["KVWIRE_DATA_DIR"])
     base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "kvwire"
+
+
+#: Where ``mkdocs build`` writes the site, relative to the directory the service starts in.
+DEFAULT_DOCS_DIR = Path("site")
+
+
+def default_docs_dir(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path | None:
+    """``$KVWIRE_DOCS_DIR``, else ``site/`` in ``cwd`` (default: the current directory) when it holds an
+    ``index.html``, else None (no documentation is served)."""
+    env = os.environ if environ is None else environ
+    if env.get("KVWIRE_DOCS_DIR"):
+        return Path(env["KVWIRE_DOCS_DIR"])
+    site = (cwd or Path.cwd()) / DEFAULT_DOCS_DIR
+    return site if (site / "index.html").is_file() else None
 
 
 def is_loopback(host: str) -> bool:
@@ -80,14 +95,18 @@ class Settings:
     max_runs: int = 1000
     max_jobs: int = 200
     max_traces: int = 100
+    #: A built documentation site (``mkdocs build``'s ``site/``) served under ``/docs``; None: no docs.
+    docs_dir: Path | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Settings from ``KVWIRE_API_*`` variables, then ``overrides`` (keyword values that are not None)."""
+        """Settings from ``KVWIRE_API_*`` variables, then ``overrides`` (keyword values that are not None; pass
+        ``no_docs=True`` to serve no documentation whatever the environment and the current directory hold)."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
+        no_docs = bool(overrides.pop("no_docs", False))
         for f in dataclasses.fields(cls):
-            if f.name == "data_dir":
+            if f.name in ("data_dir", "docs_dir"):
                 continue
             name = "KVWIRE_API_TOKEN" if f.name == "token" else f"KVWIRE_API_{f.name.upper()}"
             raw = env.get(name)
@@ -95,7 +114,16 @@ class Settings:
                 values[f.name] = _parse(name, raw, f.type)
         values.update({k: v for k, v in overrides.items() if v is not None})
         data_dir = values.pop("data_dir", None)
-        settings = cls(data_dir=Path(data_dir) if data_dir is not None else default_data_dir(env), **values)
+        docs_dir = values.pop("docs_dir", None)
+        if no_docs:
+            docs_dir = None
+        elif docs_dir is None:
+            docs_dir = default_docs_dir(env)
+        settings = cls(
+            data_dir=Path(data_dir) if data_dir is not None else default_data_dir(env),
+            docs_dir=Path(docs_dir) if docs_dir is not None else None,
+            **values,
+        )
         settings.check()
         return settings
 
@@ -109,6 +137,11 @@ class Settings:
             raise SettingsError(f"port: must be in 0..65535, got {self.port}")
         if self.token is not None and not self.token.strip():
             raise SettingsError("KVWIRE_API_TOKEN: must not be empty")
+        if self.docs_dir is not None and not (self.docs_dir / "index.html").is_file():
+            why = "is not a directory" if not self.docs_dir.is_dir() else "has no index.html"
+            raise SettingsError(
+                f"docs: {self.docs_dir} {why}; point it at a built documentation site (mkdocs build writes site/)"
+            )
         if not is_loopback(self.host) and not self.token:
             raise SettingsError(
                 f"refusing to bind to {self.host}: it is not a loopback address, and the service would accept "
@@ -129,4 +162,4 @@ def _parse(name: str, raw: str, annotation: Any) -> Any:
     return raw
 
 
-__all__ = ["Settings", "SettingsError", "default_data_dir", "is_loopback"]
+__all__ = ["DEFAULT_DOCS_DIR", "Settings", "SettingsError", "default_data_dir", "default_docs_dir", "is_loopback"]

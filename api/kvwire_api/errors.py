@@ -3,7 +3,8 @@
 Every error response is ``{"status_code", "detail", "path", "extra": [{"key", "message", "source"}, ...]}``:
 ``path`` is the dotted field of the first problem (``"workload.arrivals.rate_per_s"``, the same as
 ``kvwire.ScenarioError.path``), ``extra`` lists every problem (a sweep's bad points each add one, with
-``point`` and ``values``). Scenario errors are 422; malformed bodies (wrong JSON types) are 400.
+``point`` and ``values``; a scenario file's syntax error, ``line`` and ``column``). Scenario errors are 422;
+malformed bodies (wrong JSON types, text that is not TOML or JSON) are 400.
 
 >>> import kvwire
 >>> try:
@@ -17,6 +18,7 @@ Every error response is ``{"status_code", "detail", "path", "extra": [{"key", "m
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import kvwire
@@ -25,6 +27,7 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from kvwire_api.limiter import Overloaded, TimedOut
+from kvwire_api.scenario_text import TextSyntaxError
 
 log = logging.getLogger("kvwire_api")
 
@@ -53,10 +56,19 @@ def _kvwire_error(_: Request[Any, Any, Any], exc: kvwire.KvwireError) -> Respons
     return Response(error_body(exc, 422), status_code=422)
 
 
+#: msgspec's message for a required key that is absent: it names the key in the message, not in the location.
+_MISSING = re.compile(r"^Object missing required field `([^`]+)`$")
+
+
 def _body_key(item: dict[str, Any]) -> str:
-    """Litestar names the whole body ``data``; the service names it ``""`` (no field), as the library does."""
+    """Litestar names the whole body ``data``; the service names it ``""`` (no field), as the library does. A
+    missing required key is named by its own path (``total_instances``, ``scenario.x``), not its parent's."""
     key = str(item.get("key", ""))
-    return "" if key == "data" and item.get("source") == "body" else key
+    key = "" if key == "data" and item.get("source") == "body" else key
+    missing = _MISSING.match(str(item.get("message", "")))
+    if missing and item.get("source") == "body":
+        key = f"{key}.{missing.group(1)}" if key else missing.group(1)
+    return key
 
 
 def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:
@@ -76,6 +88,14 @@ def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Re
 def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     headers = dict(exc.headers or {})
     return Response(simple_body(exc.status_code, exc.detail), status_code=exc.status_code, headers=headers)
+
+
+def _text_syntax(_: Request[Any, Any, Any], exc: TextSyntaxError) -> Response[dict[str, Any]]:
+    """400 naming the body's ``text`` and, in ``extra``, the ``line`` and ``column`` where the parser stopped."""
+    item: dict[str, Any] = {"key": "text", "message": exc.message, "source": "body"}
+    if exc.line is not None:
+        item.update(line=exc.line, column=exc.column)
+    return Response({"status_code": 400, "detail": str(exc), "path": "text", "extra": [item]}, status_code=400)
 
 
 def _overloaded(_: Request[Any, Any, Any], exc: Overloaded) -> Response[dict[str, Any]]:
@@ -115,6 +135,7 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     kvwire.KvwireError: _kvwire_error,
     ValidationException: _validation_error,
     HTTPException: _http_error,
+    TextSyntaxError: _text_syntax,
     Overloaded: _overloaded,
     TimedOut: _timed_out,
     RecursionError: _too_deep,

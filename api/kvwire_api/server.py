@@ -45,17 +45,30 @@ def serve(settings: Settings) -> None:
     default=None,
     help=f"Where runs, jobs and traces are kept (default: $KVWIRE_DATA_DIR or {default_data_dir()}).",
 )
-def main(host: str, port: int, data_dir: Path | None) -> None:
-    """Serve kvwire over HTTP: simulations, sweep and capacity jobs, the hand-off calculator.
+@click.option(
+    "--docs",
+    "docs_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="A built documentation site (mkdocs build's site/) to serve under /docs (default: $KVWIRE_DOCS_DIR, "
+    "else site/ in the current directory when it holds an index.html).",
+)
+@click.option("--no-docs", is_flag=True, help="Serve no documentation, whatever --docs' default would find.")
+def main(host: str, port: int, data_dir: Path | None, docs_dir: Path | None, no_docs: bool) -> None:
+    """Serve kvwire over HTTP: simulations, sweep and capacity jobs, the hand-off calculator, the web page
+    (and the documentation site under /docs when there is one).
 
     The OpenAPI document is at /schema; limits and other settings come from KVWIRE_API_* environment
     variables (the docs' Reference → HTTP API page, docs/reference/http-api.md).
     """
+    if no_docs and docs_dir is not None:
+        raise click.UsageError("--docs and --no-docs contradict each other; give one")
     try:
-        settings = Settings.from_env(host=host, port=port, data_dir=data_dir)
+        settings = Settings.from_env(host=host, port=port, data_dir=data_dir, docs_dir=docs_dir, no_docs=no_docs)
     except SettingsError as e:
         raise click.ClickException(str(e)) from None
-    click.echo(f"kvwire-api: serving on http://{host}:{port} (data in {settings.data_dir})", err=True)
+    docs = f", docs from {settings.docs_dir} at /docs/" if settings.docs_dir is not None else ""
+    click.echo(f"kvwire-api: serving on http://{host}:{port} (data in {settings.data_dir}{docs})", err=True)
     serve(settings)
 
 

@@ -158,6 +158,39 @@ class SweepBody(TypedDict, total=False):
     replicates: int
 
 
+#: The text formats of a scenario file (``kvwire.load_scenario`` reads both).
+ScenarioTextFormat = Literal["toml", "json"]
+
+
+class ScenarioTextBody(TypedDict):
+    """A scenario file's text and its format, to be read as ``kvwire.load_scenario`` reads a ``.toml`` or
+    ``.json`` file."""
+
+    text: str
+    format: ScenarioTextFormat
+
+
+class ScenarioFormatBody(TypedDict):
+    """An object (a scenario, or any document of one: syntax only) to be written as text of ``format``."""
+
+    scenario: dict[str, Any]
+    format: ScenarioTextFormat
+
+
+class ParsedScenarioDict(TypedDict):
+    """The object a scenario file's text holds, exactly as ``kvwire.load_scenario`` reads it (not validated:
+    check it with POST /v1/scenarios/validate)."""
+
+    scenario: dict[str, Any]
+
+
+class ScenarioTextDict(TypedDict):
+    """An object written as text: TOML by ``kvwire.scenario.to_toml`` (null fields left out, as TOML has no
+    null), JSON indented by 2 spaces; both end with a newline."""
+
+    text: str
+
+
 #: ``?format=`` of a trace upload (overrides the content type).
 TraceFormatName = Literal["azure", "mooncake"]
 
@@ -220,6 +253,8 @@ class HealthDict(TypedDict):
     simulations: SlotsDict
     jobs: dict[str, int]
     auth: bool
+    #: Where the service serves the documentation site (``"/docs/"``), or None when it serves none.
+    docs: str | None
 
 
 class LimitsDict(TypedDict):
@@ -252,9 +287,14 @@ __all__ = [
     "HealthDict",
     "JobDict",
     "LimitsDict",
+    "ParsedScenarioDict",
     "PercentileRowDict",
     "RunListItemDict",
     "ScenarioBody",
+    "ScenarioFormatBody",
+    "ScenarioTextBody",
+    "ScenarioTextDict",
+    "ScenarioTextFormat",
     "SimulationDict",
     "SlotsDict",
     "SplitBody",

@@ -78,7 +78,7 @@ def test_page_is_served_with_its_files(client: TestClient[Any]) -> None:
     files = page_files(client)
     assert {"/static/app.css", "/static/favicon.svg", "/static/js/main.js"} <= set(files)
     scripts = [u for u in files if u.endswith(".js")]
-    assert len(scripts) >= 8  # main, api, ui, format, charts, schema, toml, explorer, runner, sweeps
+    assert len(scripts) >= 8  # main, api, ui, format, charts, schema, explorer, runner, sweeps
     for url in scripts:
         assert re.match(r"(text|application)/javascript", client.get(url).headers["content-type"]), url
     assert sum(len(b) for b in files.values()) <= MAX_PAGE_BYTES

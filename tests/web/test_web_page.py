@@ -3,19 +3,18 @@ Selenium against a real ``kvwire-api`` server process on 127.0.0.1. One browser 
 
 What the tests show: the explorer puts the article's 25 GbE figures on screen; a scenario run renders the
 library's numbers (percentile table, CDFs, stages, utilisation, energy, hot-spot) and downloads the library's
-request table; the editor is checked as you type (schema, then service) and its TOML reader agrees with Python's
-tomllib; invalid input shows the API's own message next to the field; a sweep shows live progress and a chart
-of the library's values, a best split its capacities; Cancel keeps a job and Delete removes it; every control
-has a name, tabs work from the keyboard, nothing overflows a phone-width screen; every view's screenshot (under
-the run's pytest temporary directory) is not blank; the console has no errors. Without Chromium the module is
-skipped, saying so."""
+request table; the editor is checked as you type (schema, then service; test_web_editor.py shows that it reads
+every example file as tomllib does); invalid input shows the API's own message next to the field; a sweep shows
+live progress and a chart of the library's values, a best split its capacities; Cancel keeps a job and Delete
+removes it; every control has a name, tabs work from the keyboard, nothing overflows a phone-width screen; every
+view's screenshot (under the run's pytest temporary directory) is not blank; the console has no errors. Without
+Chromium the module is skipped, saying so."""
 
 from __future__ import annotations
 
 import base64
 import io
 import json
-import math
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,9 +28,7 @@ import pytest
 from api_support import Server, running
 from browser_support import console_errors, fixed, screenshot, set_viewport, start_browser, wait_for
 from kvwire.results import report
-from kvwire.scenario import to_toml
 from polars.testing import assert_frame_equal
-from shared_paths import ROOT
 
 #: The article's figures for Llama-3-8B, 2,048 tokens over 25 GbE (../shared/spec/handoff.md), as the page
 #: prints them: 268.4 MB handed off, 85.9 ms on the wire, the link full at 11.6 hand-offs/s; prefill 59.0 ms
@@ -316,6 +313,7 @@ def test_editor_is_checked_as_you_type(driver: Any, server: Server) -> None:
     wait_for(driver, lambda: check().startswith("✓ Valid: 700 requests"), "a valid scenario")
 
     driver.find_element("css selector", "label:has(input[name='run-format'][value='toml'])").click()
+    wait_data(driver, "run-editor", "reading", "false", "the scenario written as TOML by the service")
     text = js(driver, "return document.getElementById('run-editor').value")
     assert tomllib.loads(text) == good
     set_editor(driver, "run-editor", '[workload]\nrequests = 300 # fewer\n[workload.arrivals]\nrate_per_s = "x"\n')
@@ -326,105 +324,6 @@ def test_editor_is_checked_as_you_type(driver: Any, server: Server) -> None:
     set_editor(driver, "run-editor", "[workload\nrequests = 300\n")
     wait_for(driver, lambda: check().startswith("TOML: line 1"), "a TOML syntax error with its line")
     no_console_errors(driver, REFUSALS)  # the service's 422 for rate -1 is logged as a failed load
-
-
-TOML_DOCS = [
-    to_toml(kvwire.default_scenario()),
-    (ROOT / "examples" / "sweep_links.toml").read_text(),
-    (ROOT / "examples" / "sweep_split.toml").read_text(),
-    r'''# every kind of value a scenario file may hold
-title = "kvwire \"quoted\" \u00e9 \t tab"
-literal = 'C:\path\no escapes'
-multi = """
-line one
-  line two \
-  joined"""
-'''  # the multi-line literal string is written apart: it is delimited by three quotes
-    + "multi_lit = '''raw \\n kept'''\n"
-    + r""""quoted key" = 1
-dotted.key.here = true
-hex = 0xDEAD_beef
-oct = 0o755
-bin = 0b1101
-big = 1_000_000
-neg = -17
-float = -3.5e-3
-exp = 6.02E23
-inf_ = inf
-minus_inf = -inf
-arr = [1, 2.5, "three", [4, 5], { six = 6 }, ]
-nested = [
-  # a comment inside
-  1,
-  2,
-]
-inline = { a = 1, b.c = "d", e = { f = [] } }
-[table.sub]
-x = 1
-[[points]]
-n = 1
-[[points]]
-n = 2
-[points.detail]
-ok = false
-""",
-]
-BAD_TOML = [
-    "a = 1\na = 2\n",
-    'a = "unterminated\n',
-    "a = 01\n",
-    "[t]\n[t]\n",
-    "a = [1 2]\n",
-    "= 1\n",
-    "a = 1\nb = 2 3\n",
-]
-
-
-def test_toml_reader_agrees_with_tomllib(driver: Any, server: Server) -> None:
-    """The page's TOML reader (static/js/toml.js) reads real scenario files and a document with every kind of
-    value exactly as Python's tomllib does; what it writes tomllib reads back to the same object; documents
-    tomllib refuses it refuses too, naming the line; a date (no scenario field is one) is refused by name."""
-    open_page(driver, server, "#explorer")
-    out = driver.execute_async_script(
-        """const [docs, bad, done] = arguments;
-        import('/static/js/toml.js').then(m => {
-          const read = t => { try { return {ok: m.parse(t)}; } catch (e) { return {err: e.message}; } };
-          // JSON has no infinities: send them as the strings "Infinity" and "-Infinity"
-          const finite = (k, x) => (typeof x === 'number' && !isFinite(x) ? String(x) : x);
-          const enc = v => JSON.parse(JSON.stringify(v, finite));
-          const doc = t => {
-            const r = read(t);
-            if (!r.ok) return r;
-            const text = m.stringify(r.ok);
-            return {ok: enc(r.ok), again: enc(m.parse(text)), text};
-          };
-          done({docs: docs.map(doc), bad: bad.map(read)});
-        });""",
-        TOML_DOCS,
-        [*BAD_TOML, "when = 1979-05-27\n"],
-    )
-
-    def plain(v: Any) -> Any:  # as the page encodes non-finite floats for JSON
-        if isinstance(v, float) and not math.isfinite(v):
-            return "Infinity" if v > 0 else "-Infinity"
-        if isinstance(v, dict):
-            return {k: plain(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [plain(x) for x in v]
-        return v
-
-    for text, got in zip(TOML_DOCS, out["docs"], strict=True):
-        assert "ok" in got, got
-        want = plain(tomllib.loads(text))
-        assert got["ok"] == want
-        assert got["again"] == want
-        assert plain(tomllib.loads(got["text"])) == want
-    for text, got in zip(BAD_TOML, out["bad"][:-1], strict=True):
-        with pytest.raises(tomllib.TOMLDecodeError):
-            tomllib.loads(text)
-        assert "err" in got and got["err"].startswith("line "), (text, got)
-    assert out["bad"][-1] == {"err": "line 1, column 8: dates and times are not supported in a scenario"}
-    no_console_errors(driver)
 
 
 # --------------------------------------------------------------------------------------------------

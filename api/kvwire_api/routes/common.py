@@ -23,11 +23,13 @@ _DESCRIPTIONS = {
 }
 
 
-def errors(*codes: int) -> dict[int, ResponseSpec]:
-    """OpenAPI descriptions of the error responses an endpoint can give (401 is added to all of them)."""
+def errors(*codes: int, described: dict[int, str] | None = None) -> dict[int, ResponseSpec]:
+    """OpenAPI descriptions of the error responses an endpoint can give (401 is added to all of them);
+    ``described`` replaces the usual description of a code where the endpoint means more by it."""
+    text = {**_DESCRIPTIONS, **(described or {})}
     return {
-        c: ResponseSpec(data_container=ErrorDict, description=_DESCRIPTIONS[c], generate_examples=False)
-        for c in sorted({401, *codes})
+        c: ResponseSpec(data_container=ErrorDict, description=text[c], generate_examples=False)
+        for c in sorted({401, *codes, *(described or {})})
     }
 
 

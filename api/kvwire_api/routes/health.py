@@ -6,6 +6,7 @@ import kvwire
 from litestar import get
 from litestar.di import NamedDependency
 
+from kvwire_api.routes.docs import DOCS_PATH
 from kvwire_api.services import Services
 from kvwire_api.types import HealthDict
 from kvwire_api.version import __version__
@@ -27,6 +28,7 @@ async def health(svc: NamedDependency[Services]) -> HealthDict:
         },
         "jobs": svc.runner.counts(),
         "auth": svc.settings.token is not None,
+        "docs": DOCS_PATH if svc.settings.docs_dir is not None else None,
     }
 
 

@@ -1,5 +1,6 @@
 // The page: three views behind tabs (hand-off explorer, scenario runner, sweeps), chosen by the URL's hash
-// (#explorer, #run?s=<scenario>, #run?id=<run>, #sweeps?job=<kind>/<id>), so every view can be linked to.
+// (#explorer, #run?s=<scenario>, #run?id=<run>, #sweeps?job=<kind>/<id>), so every view can be linked to; a link
+// to the documentation site when the service serves one (GET /health's `docs`).
 
 import { get } from "./api.js";
 import { mountExplorer } from "./explorer.js";
@@ -49,6 +50,10 @@ async function health() {
     const h = await get("/health");
     status.textContent = `kvwire ${h.kvwire_version} · ${h.simulations.threads} simulation thread${h.simulations.threads === 1 ? "" : "s"}`;
     status.classList.remove("down");
+    // the documentation site, when the service serves one (kvwire serve --docs DIR)
+    if (typeof h.docs === "string" && h.docs.startsWith("/") && !document.getElementById("docs-link")) {
+      status.before(el("a", { class: "docs-link", id: "docs-link", href: h.docs }, "Documentation"));
+    }
   } catch (e) {
     status.textContent = "service not answering";
     status.classList.add("down");

@@ -1,5 +1,8 @@
 // The scenario runner: a form for the common fields and a JSON/TOML editor for all of them (one scenario behind
-// both), checked as you type against the OpenAPI schema and then by the service (POST /v1/scenarios/validate);
+// both). The editor's text is read by the service as the library reads a scenario file (POST /v1/scenarios/parse,
+// 300 ms after the last key; TOML is written by POST /v1/scenarios/format), so the page and the library never
+// disagree on a file; the scenario is checked against the OpenAPI schema and then by the service
+// (POST /v1/scenarios/validate);
 // a run (POST /v1/simulations) shows the percentile table, TTFT/TPOT CDFs, stage breakdown, utilisation,
 // energy, the report's hot-spot sentence and downloads; the URL carries the scenario, so it can be shared.
 
@@ -7,7 +10,6 @@ import { ApiError, downloadLink, get, getText, post } from "./api.js";
 import { barChart, lineChart, PALETTE } from "./charts.js";
 import { compact, fixed, int, pct } from "./format.js";
 import { SchemaChecker } from "./schema.js";
-import * as toml from "./toml.js";
 import { clearErrors, debounce, el, field, figure, getPath, problemList, setPath, showErrors } from "./ui.js";
 
 const FIRST = { link: "eth-25g", workload: { requests: 2000, arrivals: { rate_per_s: 10 } } };
@@ -20,6 +22,9 @@ const STAGES = [
 ];
 const ENERGY = [["static_j", "static"], ["compute_j", "compute"], ["memory_j", "memory"], ["link_j", "link"], ["transit_j", "in transit"], ["convert_j", "conversion"]];
 const MAX_SHARE_CHARS = 16_000;
+/** How long the editor waits after the last key before the service reads its text. */
+const READ_DELAY_MS = 300;
+const FORMAT_NAMES = { json: "JSON", toml: "TOML" };
 const HOT = "#d9480f";
 const CALM = "#4e79a7";
 
@@ -41,6 +46,15 @@ export function mountRunner(root, { catalog, defaults, openapi }) {
   let scenario = structuredClone(FIRST);
   let format = "json";
   let syntaxError = null;
+  // Every change of the scenario or of the editor's text counts one edit; an answer of the service about the
+  // text (parse, format) is used only if no edit came after its request: the last answer wins, a stale one never
+  // overwrites a newer edit.
+  let edits = 0;
+  // Readings and writings of the editor's text under way (or waiting for the typing to pause): while any is,
+  // the editor's data-reading is "true" and a run first waits for them.
+  let pending = 0;
+  let readTimer = null;
+  let reading = Promise.resolve();
 
   // ------------------------------------------------------------ the form
   const def = (path) => {
@@ -85,6 +99,7 @@ export function mountRunner(root, { catalog, defaults, openapi }) {
     class: "code", id: "run-editor", spellcheck: "false", autocomplete: "off", "aria-describedby": "run-check run-editor-errors",
     rows: 16,
   });
+  editor.dataset.reading = "false";
   const fmtChoice = el("div", { class: "choices", role: "radiogroup", "aria-label": "Editor format" },
     el("label", {}, el("input", { type: "radio", name: "run-format", value: "json", checked: true }), "JSON"),
     el("label", {}, el("input", { type: "radio", name: "run-format", value: "toml" }), "TOML"));
@@ -125,13 +140,83 @@ export function mountRunner(root, { catalog, defaults, openapi }) {
     linkGroup.hidden = colocated;
   }
 
-  function renderEditor() {
-    try {
-      editor.value = format === "toml" ? toml.stringify(scenario) : `${JSON.stringify(scenario, null, 2)}\n`;
-    } catch (e) {
-      editor.value = `${JSON.stringify(scenario, null, 2)}\n`;
-    }
+  function begin() {
+    pending += 1;
+    editor.dataset.reading = "true";
+  }
+  function end() {
+    pending -= 1;
+    if (pending === 0) editor.dataset.reading = "false";
+  }
+
+  /** Write the scenario into the editor: JSON here, TOML by the service (kvwire.scenario.to_toml). */
+  async function renderEditor() {
+    const my = ++edits;
     syntaxError = null;
+    if (format !== "toml") {
+      editor.value = `${JSON.stringify(scenario, null, 2)}\n`;
+      return;
+    }
+    begin();
+    try {
+      const { data } = await post("/v1/scenarios/format", { scenario, format: "toml" });
+      if (my === edits) editor.value = data.text;
+    } catch (e) {
+      if (my !== edits) return;
+      // TOML cannot hold this scenario (or the service did not answer): show it as JSON, and say why
+      format = "json";
+      fmtChoice.querySelector('input[value="json"]').checked = true;
+      editor.value = `${JSON.stringify(scenario, null, 2)}\n`;
+      setCheck("bad", `Shown as JSON: ${e instanceof ApiError ? `TOML cannot hold this scenario (${e.detail})` : `the service did not answer: ${e.message}`}`);
+    } finally {
+      end();
+    }
+  }
+
+  /** The editor's syntax error as the page shows it: "TOML: line 3, column 7: Expected ']' …". */
+  function syntaxMessage(fmt, e) {
+    const name = FORMAT_NAMES[fmt];
+    if (!(e instanceof ApiError)) return `${name}: the service did not answer: ${e.message}`;
+    const at = e.extra.find((x) => x && x.key === "text" && Number.isInteger(x.line));
+    if (at) return `${name}: line ${at.line}, column ${at.column}: ${at.message}`;
+    if (e.path === "text" && e.extra.length && e.extra[0].message) return `${name}: ${e.extra[0].message}`;
+    return `${name}: ${e.detail}`;
+  }
+
+  /** Read the editor's text with the service (as kvwire.load_scenario reads a file), then check it. */
+  async function readEditor() {
+    const my = edits;
+    const fmt = format;
+    try {
+      const { data } = await post("/v1/scenarios/parse", { text: editor.value, format: fmt });
+      if (my !== edits) return; // a newer edit: its own reading follows
+      scenario = data.scenario;
+      syntaxError = null;
+      fillForm();
+    } catch (e) {
+      if (my !== edits) return;
+      syntaxError = syntaxMessage(fmt, e);
+    } finally {
+      end();
+    }
+    runCheck();
+  }
+  function startReading() {
+    readTimer = null;
+    reading = readEditor();
+    return reading;
+  }
+  /** Wait until the scenario is what the editor says (a pending reading is started at once). */
+  async function settle() {
+    for (;;) {
+      if (readTimer !== null) {
+        clearTimeout(readTimer);
+        startReading();
+      }
+      const r = reading;
+      await r;
+      if (readTimer === null && r === reading) return;
+    }
   }
 
   function readField(c) {
@@ -156,25 +241,28 @@ export function mountRunner(root, { catalog, defaults, openapi }) {
   form.addEventListener("submit", (e) => e.preventDefault());
 
   editor.addEventListener("input", () => {
-    try {
-      const parsed = format === "toml" ? toml.parse(editor.value) : JSON.parse(editor.value);
-      if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("a scenario is an object");
-      scenario = parsed;
-      syntaxError = null;
-      fillForm();
-    } catch (e) {
-      syntaxError = `${format === "toml" ? "TOML" : "JSON"}: ${e.message}`;
-    }
-    checkLater();
+    edits += 1;
+    if (readTimer === null) begin();
+    else clearTimeout(readTimer);
+    readTimer = setTimeout(startReading, READ_DELAY_MS);
+    checkSeq += 1; // an answer of the service about the text before this edit is stale
+    setCheck("busy", "Checking…");
   });
-  fmtChoice.addEventListener("change", (e) => {
-    if (syntaxError) {
-      // keep the text the user is fixing; switch back
-      fmtChoice.querySelector(`input[value="${format}"]`).checked = true;
-      return;
+  fmtChoice.addEventListener("change", async (e) => {
+    const want = e.target.value;
+    begin();
+    try {
+      await settle();
+      if (syntaxError) {
+        // keep the text the user is fixing; switch back
+        fmtChoice.querySelector(`input[value="${format}"]`).checked = true;
+        return;
+      }
+      format = want;
+      renderEditor();
+    } finally {
+      end();
     }
-    format = e.target.value;
-    renderEditor();
   });
 
   // ------------------------------------------------------------ checking as you type
@@ -235,6 +323,7 @@ export function mountRunner(root, { catalog, defaults, openapi }) {
 
   // ------------------------------------------------------------ running
   async function run() {
+    await settle();
     if (syntaxError || checker.check(scenario, "ScenarioBody").length) {
       await runCheck();
       return;

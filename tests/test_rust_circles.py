@@ -27,6 +27,7 @@ A failure names each circle as a chain of files (or rooms) and, for every step, 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -250,7 +251,7 @@ def resolve(names: list[str], here: tuple[str, ...], local: dict[str, tuple[str,
 def _declared_modules(toks: list[tuple[str, int]], here: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """Modules the tokens declare (``mod x;``, ``pub mod x;``, ``pub(crate) mod x;``): bare ``x::...`` names them."""
     return {
-        toks[k + 1][0]: here + (toks[k + 1][0],)
+        toks[k + 1][0]: (*here, toks[k + 1][0])
         for k in range(len(toks) - 2)
         if toks[k][0] == "mod" and toks[k + 2][0] == ";"
     }
@@ -401,7 +402,7 @@ def _one_cycle(graph: dict, comp: set) -> list:
                     chain = [v]
                     while prev[chain[-1]] is not None:
                         chain.append(prev[chain[-1]])
-                    return chain[::-1] + [start]
+                    return [*chain[::-1], start]
                 if w not in prev:
                     prev[w] = v
                     nxt.append(w)
@@ -416,7 +417,9 @@ def _file_name(module: tuple[str, ...], files: dict[tuple[str, ...], Path]) -> s
 def describe_file_circles(graph, files) -> list[str]:
     out = []
     for members, chain in circles(graph):
-        steps = [f"{_file_name(a, files)}:{graph[a][b]} names {_file_name(b, files)}" for a, b in zip(chain, chain[1:])]
+        steps = [
+            f"{_file_name(a, files)}:{graph[a][b]} names {_file_name(b, files)}" for a, b in itertools.pairwise(chain)
+        ]
         out.append(
             f"{len(members)} files ({', '.join(_file_name(m, files) for m in members)}), e.g. "
             + " -> ".join(_file_name(m, files) for m in chain)
@@ -431,7 +434,7 @@ def describe_room_circles(graph, files) -> list[str]:
     out = []
     for members, chain in circles(rooms):
         steps = []
-        for a, b in zip(chain, chain[1:]):
+        for a, b in itertools.pairwise(chain):
             src, dst, line = rooms[a][b]
             steps.append(f"{a} -> {b}: {_file_name(src, files)}:{line} names {_file_name(dst, files)}")
         out.append(

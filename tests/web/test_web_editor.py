@@ -18,7 +18,7 @@ from typing import Any
 import kvwire
 import pytest
 from api_support import Server
-from browser_support import console_errors, set_viewport, start_browser, wait_for
+from browser_support import console_errors, set_viewport, wait_for
 from kvwire.scenario import to_toml
 from shared_paths import EXAMPLES as EXAMPLES_DIR
 
@@ -52,15 +52,6 @@ if (!window.__spied) {
   };
 }
 """
-
-
-@pytest.fixture(scope="module")
-def driver() -> Iterator[Any]:
-    d = start_browser()
-    try:
-        yield d
-    finally:
-        d.quit()
 
 
 def _env() -> dict[str, str]:

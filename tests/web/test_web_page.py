@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 import pytest
 from api_support import Server, running
-from browser_support import console_errors, fixed, screenshot, set_viewport, start_browser, wait_for
+from browser_support import console_errors, fixed, screenshot, set_viewport, wait_for
 from kvwire.results import report
 from polars.testing import assert_frame_equal
 
@@ -47,15 +47,6 @@ ARTICLE = {
 PAGE_BYTES = 2_000_000
 
 RUN = {"link": "eth-25g", "workload": {"requests": 1500, "arrivals": {"rate_per_s": 11}}}
-
-
-@pytest.fixture(scope="module")
-def driver() -> Iterator[Any]:
-    d = start_browser()
-    try:
-        yield d
-    finally:
-        d.quit()
 
 
 @pytest.fixture(scope="module")

@@ -3,33 +3,38 @@
 The check reads every ``*.rs`` file under ``rust/kvwire-core/src`` (standalone: the standard library only, no
 ``kvwire`` import, no compiler) and collects the module paths each file names:
 
-* ``use`` trees, groups included (``use crate::{a::b, c::{d, e as f}};``), and inline paths anywhere in the code
-  (``crate::a::b::f(...)``, ``super::x::Y``, ``self::z``, ``$crate::...`` in macros);
+* ``crate::``, ``super::`` and ``self::`` paths in ``use`` trees, groups included (``use crate::{a::b, c::{d, e as
+  f}};``), and inline anywhere in the code (``crate::a::b::f(...)``, ``super::x::Y``, ``self::z``, ``$crate::``
+  in macros, ``crate::name!`` of an exported macro);
 * ``super::`` (repeated or not) and ``self::`` resolved against the file's own module (``foo/mod.rs`` is module
   ``foo``, ``foo/bar.rs`` is ``foo::bar``);
-* a bare path whose first name is a module the file declares (``mod bar;`` then ``bar::X`` or ``pub use bar::X``)
-  or a module the file imported by name (``use crate::quant;`` then ``quant::block::X``): these name files too.
+* bare paths through a module the file imported by name (``use crate::quant;`` then ``quant::block::X``).
 
-Comments (doc links included), string and character literals are skipped, and so are ``#[cfg(test)] mod ... {
-}`` blocks: a file's unit tests are not part of what the file depends on (they may build a scenario to test a
-leaf). Each path maps to the file it names: the deepest ``a/b.rs`` or ``a/b/mod.rs`` that exists along it
+A parent's bare paths into the modules it declares (``mod bar;`` then ``pub use bar::X`` or ``bar::f()``) are
+containment, not dependence, and make no edge: a room's ``mod.rs`` re-exports its parts and an ``impl`` may be
+split over its files. Comments (doc links included), string and character literals are skipped, and so are
+``#[cfg(test)] mod ... { }`` blocks: a file's unit tests are not part of what the file depends on (they may build
+a scenario to test a leaf); other ``#[cfg(test)]`` items count.
+
+Each path names the file it goes through: the deepest ``a/b.rs`` or ``a/b/mod.rs`` that exists along it
 (``crate::workload::Arrivals`` names ``workload/mod.rs``, ``crate::workload::trace::Trace`` names
-``workload/trace.rs``); a path to the crate root (``crate::Result``) names ``lib.rs``.
+``workload/trace.rs``, ``crate::Result`` names ``lib.rs``); where that file only imports the name (``lib.rs``
+says ``pub use error::{Error, Result}``), the path names the file the import points at too, and so on.
 
-Two graphs are built from those references and both must be acyclic:
+Three checks, each naming what it finds with the file and line of every step:
 
-* the file graph (a file naming itself is not an edge);
-* the room graph: a room is a top-level module (``scenario``, ``engine``, ``workload``, ``error``, ...), a file's
-  room is the first name of its module path; ``lib.rs`` (the crate root, re-exports only) is no room.
-
-A failure names each circle as a chain of files (or rooms) and, for every step, the line that makes it.
+* the file graph has no circle (a file naming itself is no edge);
+* the room graph has no circle: a room is a top-level module (``scenario``, ``engine``, ``workload``, ``error``,
+  ...), a file's room the first name of its module path; ``lib.rs`` (the crate root, re-exports only) is no room;
+* no room names a room on a higher floor (``FLOORS``, after ``shared/spec/architecture.md``).
 """
 
 from __future__ import annotations
 
-import itertools
+import functools
 import re
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 
 #: ``<repository>/tests/test_rust_circles.py`` -> ``<repository>/rust/kvwire-core/src``.
@@ -233,18 +238,16 @@ def file_of(module: tuple[str, ...], files: dict[tuple[str, ...], Path]) -> tupl
 
 def resolve(names: list[str], here: tuple[str, ...], local: dict[str, tuple[str, ...]]) -> tuple[str, ...] | None:
     """The absolute module path ``names`` points into, from module ``here``; ``None`` for another crate."""
-    first = names[0]
+    first, rest = names[0], tuple(n for n in names[1:] if n not in ("self", "super"))
     if first == "crate":
-        return tuple(names[1:])
+        return rest
     if first == "self":
-        return here + tuple(names[1:])
+        return here + rest
     if first == "super":
-        base, k = here, 0
-        while k < len(names) and names[k] == "super":
-            base, k = base[:-1], k + 1
-        return base + tuple(n for n in names[k:] if n != "self")
+        ups = next((k for k, n in enumerate(names) if n != "super"), len(names))  # `super::super::x`: 2
+        return here[: max(len(here) - ups, 0)] + rest
     if first in local:
-        return local[first] + tuple(names[1:])
+        return local[first] + rest
     return None
 
 
@@ -270,11 +273,14 @@ def _exported_macros(toks: list[tuple[str, int]]) -> list[str]:
     return out
 
 
+@functools.cache
 def build_graph() -> tuple[dict[tuple[str, ...], dict[tuple[str, ...], int]], dict[tuple[str, ...], Path]]:
     """``{file module: {named file module: first line naming it}}`` and ``{file module: path}``.
 
-    A path through a name a file only imports (``crate::X`` where ``lib.rs`` has ``pub use error::X``) is followed
-    to the file that imported name points at: re-exporting is not depending.
+    A path names the file it goes through and, where that file only imports the name (``crate::Result``, with
+    ``lib.rs`` saying ``pub use error::Result``), also the file the import points at, and so on: naming
+    ``crate::scenario::X`` depends on ``scenario/`` even when ``scenario/`` re-exports ``X`` from below. Read once
+    per session (the tests share it and do not change it).
     """
     files = {module_of(p): p for p in sorted(SRC.rglob("*.rs"))}
     parsed = {}
@@ -307,14 +313,17 @@ def build_graph() -> tuple[dict[tuple[str, ...], dict[tuple[str, ...], int]], di
                     imported[here].add(alias or target[-1])
         binds[here] = b
 
-    def land(target: tuple[str, ...], seen: frozenset = frozenset()) -> tuple[str, ...]:
-        if len(target) == 1 and target[0] in macros and target not in files:
-            return macros[target[0]]
+    def land(
+        target: tuple[str, ...], seen: frozenset[tuple[tuple[str, ...], str]] = frozenset()
+    ) -> list[tuple[str, ...]]:
+        """The file ``target`` names, then, through every name that file only imports, the files it leads to."""
         dest = file_of(target, files)
         rest = target[len(dest) :]
+        if not dest and len(rest) == 1 and rest[0] in macros:  # `crate::name!` of a `#[macro_export]`
+            return [dest, macros[rest[0]]]
         if rest and rest[0] in binds[dest] and (dest, rest[0]) not in seen:
-            return land(binds[dest][rest[0]] + rest[1:], seen | {(dest, rest[0])})
-        return dest
+            return [dest, *land(binds[dest][rest[0]] + rest[1:], seen | {(dest, rest[0])})]
+        return [dest]
 
     graph: dict[tuple[str, ...], dict[tuple[str, ...], int]] = {}
     for here, (local, refs) in parsed.items():
@@ -327,9 +336,9 @@ def build_graph() -> tuple[dict[tuple[str, ...], dict[tuple[str, ...], int]], di
             target = resolve(names, here, local)
             if target is None:
                 continue
-            dest = land(target)
-            if dest != here and dest not in edges:
-                edges[dest] = line
+            for dest in land(target):
+                if dest != here and dest not in edges:
+                    edges[dest] = line
         graph[here] = edges
     return graph, files
 
@@ -349,9 +358,13 @@ def room_graph(
     return dict(rooms)
 
 
-def circles(graph: dict) -> list[tuple[list, list]]:
-    """Each strongly connected component with more than one node (Tarjan): its sorted nodes and one shortest
-    closed chain through the smallest of them."""
+#: At most this many circles are spelled out per tangle (strongly connected component).
+MAX_CHAINS = 12
+
+
+def circles(graph: dict) -> list[tuple[list, list[list]]]:
+    """Each strongly connected component with more than one node (Tarjan): its sorted nodes and the distinct
+    shortest closed chains through each of them (so that separate circles tangled together all show)."""
     index: dict = {}
     low: dict = {}
     stack: list = []
@@ -384,12 +397,19 @@ def circles(graph: dict) -> list[tuple[list, list]]:
     for v in sorted(graph):
         if v not in index:
             visit(v)
-    return [(sorted(c), _one_cycle(graph, set(c))) for c in comps]
+    out = []
+    for comp in comps:
+        chains: dict[tuple, list] = {}
+        for start in sorted(comp):
+            chain = _one_cycle(graph, set(comp), start)
+            k = chain.index(min(chain[:-1]))
+            chains.setdefault(tuple(chain[k:-1] + chain[:k]), chain)
+        out.append((sorted(comp), sorted(chains.values(), key=lambda c: (len(c), c))[:MAX_CHAINS]))
+    return out
 
 
-def _one_cycle(graph: dict, comp: set) -> list:
-    """A shortest closed chain through the smallest node of a strongly connected component."""
-    start = min(comp)
+def _one_cycle(graph: dict, comp: set, start: object) -> list:
+    """A shortest closed chain through ``start`` inside a strongly connected component."""
     prev = {start: None}
     frontier = [start]
     while frontier:
@@ -416,30 +436,28 @@ def _file_name(module: tuple[str, ...], files: dict[tuple[str, ...], Path]) -> s
 
 def describe_file_circles(graph, files) -> list[str]:
     out = []
-    for members, chain in circles(graph):
-        steps = [
-            f"{_file_name(a, files)}:{graph[a][b]} names {_file_name(b, files)}" for a, b in itertools.pairwise(chain)
-        ]
-        out.append(
-            f"{len(members)} files ({', '.join(_file_name(m, files) for m in members)}), e.g. "
-            + " -> ".join(_file_name(m, files) for m in chain)
-            + "\n    "
-            + "\n    ".join(steps)
-        )
+    for members, chains in circles(graph):
+        lines = [f"{len(members)} files tangled ({', '.join(_file_name(m, files) for m in members)}):"]
+        for chain in chains:
+            lines.append("  " + " -> ".join(_file_name(m, files) for m in chain))
+            lines += [
+                f"      {_file_name(a, files)}:{graph[a][b]} names {_file_name(b, files)}" for a, b in pairwise(chain)
+            ]
+        out.append("\n    ".join(lines))
     return out
 
 
 def describe_room_circles(graph, files) -> list[str]:
     rooms = room_graph(graph)
     out = []
-    for members, chain in circles(rooms):
-        steps = []
-        for a, b in itertools.pairwise(chain):
-            src, dst, line = rooms[a][b]
-            steps.append(f"{a} -> {b}: {_file_name(src, files)}:{line} names {_file_name(dst, files)}")
-        out.append(
-            f"{len(members)} rooms ({', '.join(members)}), e.g. " + " -> ".join(chain) + "\n    " + "\n    ".join(steps)
-        )
+    for members, chains in circles(rooms):
+        lines = [f"{len(members)} rooms tangled ({', '.join(members)}):"]
+        for chain in chains:
+            lines.append("  " + " -> ".join(chain))
+            for a, b in pairwise(chain):
+                src, dst, line = rooms[a][b]
+                lines.append(f"      {a} -> {b}: {_file_name(src, files)}:{line} names {_file_name(dst, files)}")
+        out.append("\n    ".join(lines))
     return out
 
 
@@ -463,13 +481,14 @@ def test_the_reader_sees_the_core() -> None:
         (["super", "x", "Y"], None),
     ]
     assert resolve(["super", "x", "Y"], ("m", "n"), {}) == ("m", "x", "Y")
+    assert resolve(["super", "super", "g"], ("m", "n"), {}) == ("g",)
+    assert resolve(["crate", "c", "self"], ("m",), {}) == ("c",)
     assert resolve(["self", "x"], ("m",), {}) == ("m", "x")
     assert resolve(["z", "w"], ("m",), {"z": ("m", "z")}) == ("m", "z", "w")
     assert resolve(["std", "fmt"], ("m",), {}) is None
     # Comments, strings and test modules do not count.
-    src = (
-        "// crate::a::b\n/* crate::c */ let s = \"crate::d\"; let c = 'x';\n#[cfg(test)]\nmod tests { use crate::e; }\n"
-    )
+    src = "// crate::a::b\n/* crate::c */ let s = \"crate::d\"; let c = 'x';\n"
+    src += "#[cfg(test)]\nmod tests { use crate::e; }\n"
     assert references(drop_test_modules(tokens(strip_comments_and_literals(src)))) == []
 
 
@@ -483,6 +502,45 @@ def test_no_room_circles() -> None:
     graph, files = build_graph()
     found = describe_room_circles(graph, files)
     assert not found, "import circles between rooms of rust/kvwire-core/src:\n  " + "\n  ".join(found)
+
+
+#: The floors of ``rust/kvwire-core/src`` (``shared/spec/architecture.md``), ground first: a room may name rooms
+#: of its own floor or lower, never higher. A new room takes its place here.
+FLOORS: dict[str, int] = {
+    # The ground: imports nothing of the crate.
+    "error": 0,
+    "limits": 0,
+    # The leaves: physics, number formats, layouts, workload, metrics, policy (the ground and each other).
+    "cost": 1,
+    "quant": 1,
+    "layout": 1,
+    "workload": 1,
+    "metrics": 1,
+    "policy": 1,
+    # The hand-off path (byte counts from quant/layout, compute time from cost) and the preset catalogue.
+    "handoff": 2,
+    "catalog": 2,
+    # The validated scenario and what it derives (its pools' KV capacity, its request table).
+    "scenario": 3,
+    # Analysis of a scenario, then the engine on top.
+    "ceilings": 4,
+    "engine": 5,
+}
+
+
+def test_no_room_names_a_higher_floor() -> None:
+    graph, files = build_graph()
+    rooms = room_graph(graph)
+    unplaced = sorted(set(rooms) - set(FLOORS))
+    assert not unplaced, f"rooms of rust/kvwire-core/src without a floor in FLOORS: {unplaced}; give each one"
+    up = [
+        f"{a} (floor {FLOORS[a]}) -> {b} (floor {FLOORS[b]}): {_file_name(src, files)}:{line} names "
+        f"{_file_name(dst, files)}"
+        for a, edges in sorted(rooms.items())
+        for b, (src, dst, line) in sorted(edges.items())
+        if FLOORS[b] > FLOORS[a]
+    ]
+    assert not up, "rooms of rust/kvwire-core/src naming a higher floor:\n  " + "\n  ".join(up)
 
 
 if __name__ == "__main__":  # a look at the graph: `python tests/test_rust_circles.py`

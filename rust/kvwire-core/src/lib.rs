@@ -10,10 +10,13 @@
 //! assert_eq!(out.stats.completed, 50);
 //! ```
 //!
-//! Layout: `scenario` (validated input), `engine` (mechanism: event kernel and state machines), `policy`
-//! (routers, batching, admission), `cost` (physics: roofline, presets), `handoff` (link model, transfer
-//! cost), `quant` (format table), `layout` (engine
-//! KV layouts and conversions), `workload` (arrivals, lengths, traces), `metrics` (result columns, totals).
+//! Layout, from the ground up (a room imports only rooms below it; `tests/test_rust_circles.py` checks it):
+//! `error` (the one error type) and `limits` (the bounds a scenario may ask for); the leaves `cost` (physics:
+//! roofline, presets), `quant` (format table), `layout` (engine KV layouts and conversions), `workload`
+//! (arrivals, lengths, traces), `metrics` (result columns, totals), `policy` (routers, batching, admission);
+//! `handoff` (link model, transfer cost) and `catalog` (the presets listed); `scenario` (validated input and
+//! what it derives: its pools' KV capacity, its request table); `ceilings` (analytic capacity); `engine`
+//! (mechanism: event kernel and state machines).
 
 pub mod catalog;
 pub mod ceilings;

@@ -103,7 +103,7 @@ def scale_factor(src_dtype: str, dst_dtype: str) -> float:
     exact; back, the scale is halved and every value up to 224·scale is exact (vLLM on gfx942 scales by
     amax/224) while ±240·scale saturates to ±224·scale. E5M2 ↔ E5M2FNUZ keeps the scale: E5M2 → E5M2FNUZ is
     exact, and E5M2FNUZ → E5M2 rounds values below 2^-14·scale to nearest even. NaN stays NaN; E5M2's ±Inf
-    saturates to ±max. ``README.md`` ("fp8 flavours") has the table.
+    saturates to ±max. ``docs/reference/layouts.md`` ("fp8 flavours") has the table.
 
     >>> scale_factor("fp8_e4m3", "fp8_e4m3fnuz"), scale_factor("fp8_e5m2fnuz", "fp8_e5m2")
     (2.0, 1.0)

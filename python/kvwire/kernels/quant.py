@@ -21,7 +21,8 @@ the axis divided by the block size. Codes keep the input's shape for 8-bit forma
 in element order (FP4/INT4: element 2i in the low nibble; FP6: four codes per three bytes, little-endian).
 
 Exact rules (NaN/Inf, saturation, scale rules, rounding) are documented per format in
-``rust/kvwire-core/src/quant/minifloat.rs`` and ``schemes.rs`` and summarised in ``README.md``.
+``rust/kvwire-core/src/quant/minifloat.rs`` and ``schemes.rs`` and summarised in
+``docs/reference/kv-formats.md``.
 """
 
 from __future__ import annotations

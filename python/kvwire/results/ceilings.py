@@ -1,6 +1,6 @@
 """Analytic capacity ceilings: the largest arrival rate each resource (prefill pool, decode pool, KV link,
 colocated pool) sustains at the workload's mean prompt and output lengths, computed by the Rust core from the
-cost model and the hand-off path's transfer costs (README "Capacity ceilings" gives the formulas).
+cost model and the hand-off path's transfer costs (``docs/concepts/ceilings.md`` gives the formulas).
 
 >>> import kvwire
 >>> c = kvwire.ceilings({"link": "eth-25g"})

@@ -110,7 +110,7 @@ class SimResult:
     """The outcome of one run.
 
     Attributes:
-        requests: one row per request (Polars DataFrame), see the README for the columns.
+        requests: one row per request (Polars DataFrame), see ``docs/reference/requests.md`` for the columns.
         summary: the summary dict (JSON-serialisable; ``None`` where a figure does not exist, never NaN).
         scenario: the resolved scenario that ran (presets expanded, defaults filled).
         stats: the core's raw run totals (per instance, link, ITL).

@@ -2,7 +2,7 @@
 
 The core sends one row per turn that arrives (columns ``session``, ``turn``), session-major; a session ends
 early when its next turn would exceed the model's context (never sent) or when a turn is refused (the refused
-turn is a row with ``rejected``; the later ones are never sent). See README "Sessions".
+turn is a row with ``rejected``; the later ones are never sent). See ``docs/concepts/sessions.md``.
 """
 
 from __future__ import annotations

@@ -398,7 +398,7 @@ def summarise(
     *,
     figures: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The summary dict of ``README.md`` ("Summary"), JSON-serialisable, with no NaN anywhere.
+    """The summary dict of ``docs/reference/summary.md``, JSON-serialisable, with no NaN anywhere.
 
     ``df`` is the per-request table or the core's raw columns; ``pct`` the :func:`percentiles` table (or its
     rows). Computed with numpy on the columns, without building the Polars table. ``ceilings`` (the core's

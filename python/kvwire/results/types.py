@@ -182,7 +182,7 @@ class PrefixCacheResultDict(TypedDict):
 
 
 class SessionsResultDict(TypedDict):
-    """A sessions workload (``workload.sessions``; README "Sessions"): turns planned (count x turns), sent
+    """A sessions workload (``workload.sessions``; ``docs/concepts/sessions.md``): turns planned (count x turns), sent
     (rows of the table, refused ones included), not sent (a session ended first) and refused; sessions that
     completed every turn, and those that ended early, by a refused turn or by the model's context."""
 
@@ -261,7 +261,7 @@ class LoadDict(CeilingsDict):
 
 
 class SummaryDict(TypedDict):
-    """The summary of one run (``README.md``, "Summary"); JSON-serialisable, ``None`` where a figure does not
+    """The summary of one run (``docs/reference/summary.md``); JSON-serialisable, ``None`` where a figure does not
     exist. ``utilisation`` and ``instances`` are keyed by resource (``prefill-0``, ``decode-0``, ``kv-link``,
     ``colocated-0``, ...); ``link`` is ``None`` in colocated mode."""
 

@@ -112,7 +112,7 @@ class _SessionsRequired(TypedDict):
 
 
 class SessionsDict(_SessionsRequired, total=False):
-    """``workload.sessions``: closed-loop multi-turn sessions (README "Sessions")."""
+    """``workload.sessions``: closed-loop multi-turn sessions (``docs/concepts/sessions.md``)."""
 
     think_s: float
     system_prompts: int

@@ -42,3 +42,47 @@ impl Scenario {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The capacities against the pool's own KV capacity recomputed here from the cost model: whole blocks
+    //! (rounded down) under paged KV, the pool's capacity under reserve, and no prompt limit unless a
+    //! disaggregated prefill pool holds paged blocks.
+    use crate::cost::model::ModelCost;
+    use crate::scenario::{Pool, Scenario};
+
+    fn scenario(json: &str) -> Scenario {
+        Scenario::from_json(json, None).expect("a valid scenario")
+    }
+
+    /// The pool's KV capacity in tokens, from the model and the pool's format (not through `pool_cost`).
+    fn raw_capacity(sc: &Scenario, p: &Pool) -> u64 {
+        let ratio = p.kv_format.map_or(1.0, |f| f.ratio_vs_bf16());
+        let model = ModelCost::new(&sc.model.spec, sc.lm_head).with_kv_ratio(ratio);
+        p.kv_capacity(sc.mem_util, &model).expect("the model fits")
+    }
+
+    #[test]
+    fn decode_capacity_is_the_pool_capacity_in_whole_blocks() {
+        let reserve = scenario("{}");
+        assert_eq!(reserve.decode_capacity(), raw_capacity(&reserve, reserve.decode_pool()));
+        for block in [16u64, 7, 1000] {
+            let sc = scenario(&format!(r#"{{"kv": {{"policy": "paged", "block_size": {block}}}}}"#));
+            let cap = raw_capacity(&sc, sc.decode_pool());
+            assert!(cap % block != 0 || block == 16, "block {block}: pick sizes that do not divide {cap}");
+            assert_eq!(sc.decode_capacity(), cap - cap % block, "block {block}");
+        }
+    }
+
+    #[test]
+    fn only_a_paged_disaggregated_prefill_pool_limits_prompts() {
+        assert_eq!(scenario("{}").prompt_capacity(), u64::MAX);
+        assert_eq!(scenario(r#"{"mode": "colocated", "kv": {"policy": "paged"}}"#).prompt_capacity(), u64::MAX);
+        for block in [16u64, 7] {
+            let sc = scenario(&format!(r#"{{"kv": {{"policy": "paged", "block_size": {block}}}}}"#));
+            let cap = raw_capacity(&sc, sc.prefill_pool());
+            assert_eq!(sc.prompt_capacity(), cap - cap % block, "block {block}");
+            assert!(sc.prompt_capacity() < u64::MAX);
+        }
+    }
+}

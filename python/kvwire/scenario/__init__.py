@@ -17,8 +17,6 @@ from kvwire.scenario.load import (
     scenario_json,
     to_toml,
 )
-from kvwire.scenario.load import _defaults as _defaults
-from kvwire.scenario.load import _plain as _plain
 from kvwire.scenario.overrides import (
     GENERATOR_FIELDS,
     KIND_FIELDS,

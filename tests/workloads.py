@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import polars as pl
 
@@ -24,6 +25,14 @@ LENGTH_HI = 32768
 #: The reference simulator's switches that differ from kvwire's defaults: the LM head is charged on every
 #: prompt token (handoff.md "reference configuration"). Warm-up 0.1 and the TDP roof are kvwire defaults.
 REFERENCE_COST = {"prefill_lm_head": "all"}
+
+
+def reference_rule(scenario: dict[str, Any]) -> dict[str, Any]:
+    """``scenario`` with TTFT ending at the first token out of prefill (``metrics.first_token = "prefill"``,
+    the reference simulator's rule, kvwire's default before issue 23) unless it names a rule itself: the
+    reference's figures are measured by that rule."""
+    metrics = {"first_token": "prefill", **scenario.get("metrics", {})}
+    return {**scenario, "metrics": metrics}
 
 
 def draw_length(rng: random.Random, mean: float, cv: float, lo: int = LENGTH_LO, hi: int = LENGTH_HI) -> int:
@@ -71,4 +80,4 @@ def reference_workload(
     )
 
 
-__all__ = ["LENGTH_HI", "LENGTH_LO", "REFERENCE_COST", "draw_length", "reference_workload"]
+__all__ = ["LENGTH_HI", "LENGTH_LO", "REFERENCE_COST", "draw_length", "reference_rule", "reference_workload"]

@@ -73,7 +73,7 @@ def test_run_without_file_prints_the_report() -> None:
     for col in ("mean", "p50", "p90", "p95", "p99", "p99.9", "max"):
         assert col in out
     for line in ("SLO (", "throughput:", "utilisation (busy", "occupancy:", "load (offered / ceiling):", "energy:",
-                 "hot-spot:", "kv link:", "ttft ends at the first token out of prefill"):  # fmt: skip
+                 "hot-spot:", "kv link:", "ttft ends when the decode side has the KV"):  # fmt: skip
         assert line in out, line
     for res in ("prefill-0", "decode-0", "kv-link"):
         assert res in out

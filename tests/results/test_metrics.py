@@ -192,8 +192,12 @@ def test_first_token_at_decode_includes_the_handoff() -> None:
     d5 = one_request("decode", 5).requests.row(0, named=True)
     assert d5["kv_ready_s"] < d5["first_token_seen_s"] < d5["finish_s"]
     assert d5["tpot_s"] == pytest.approx((d5["finish_s"] - d5["first_token_seen_s"]) / 4, rel=1e-15)
-    assert "ttft ends at the first decode step" in render(dec)
-    assert "ttft ends at the first token out of prefill" in render(pre)
+    assert 'ttft ends when the decode side has the KV and runs its first step (metrics.first_token "decode"' in render(
+        dec
+    )
+    assert 'ttft ends at the first token out of prefill, before the hand-off (metrics.first_token "prefill"' in render(
+        pre
+    )
 
 
 def test_first_token_at_decode_leaves_unhanded_requests_alone() -> None:

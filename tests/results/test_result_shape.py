@@ -209,16 +209,26 @@ def test_colocated_rows_have_no_handoff(coloc: kvwire.SimResult) -> None:
 
 
 def test_derived_columns_follow_their_definitions(result: kvwire.SimResult) -> None:
-    """ttft = first_token - arrival; tpot = (finish - first_token)/(output - 1) for output ≥ 2 (null below);
-    e2e = finish - arrival; handoff = kv_ready - first_token."""
+    """ttft = seen - arrival, where seen is the first token as the user sees it (``first_token_seen_s``:
+    ``metrics.first_token``, by default the end of the first decode step of a handed-off request, else
+    ``first_token_s``); tpot = (finish - seen)/(output - 1) for output ≥ 2 (null below); e2e = finish -
+    arrival; handoff = kv_ready - first_token (out of prefill). The seen column is checked against its own
+    definition: ≥ first_token, equal to it where nothing was handed off, and at or after kv_ready otherwise."""
     df = result.requests
     a, ft, fin = col(df, "arrival_s"), col(df, "first_token_s"), col(df, "finish_s")
+    seen = col(df, "first_token_seen_s")
     out = df["output_tokens"].to_numpy().astype(float)
-    np.testing.assert_allclose(col(df, "ttft_s"), ft - a, rtol=1e-15, atol=0, equal_nan=True)
+    kr = col(df, "kv_ready_s")
+    done = ~np.isnan(ft)
+    assert (seen[done] >= ft[done]).all()
+    handed = done & ~np.isnan(kr)
+    np.testing.assert_array_equal(seen[done & ~handed], ft[done & ~handed])
+    assert (seen[handed] >= kr[handed]).all()
+    np.testing.assert_allclose(col(df, "ttft_s"), seen - a, rtol=1e-15, atol=0, equal_nan=True)
     np.testing.assert_allclose(col(df, "e2e_s"), fin - a, rtol=1e-15, atol=0, equal_nan=True)
-    np.testing.assert_allclose(col(df, "handoff_s"), col(df, "kv_ready_s") - ft, rtol=1e-15, equal_nan=True)
+    np.testing.assert_allclose(col(df, "handoff_s"), kr - ft, rtol=1e-15, equal_nan=True)
     with np.errstate(divide="ignore", invalid="ignore"):
-        tpot = np.where(out >= 2, (fin - ft) / (out - 1), np.nan)
+        tpot = np.where(out >= 2, (fin - seen) / (out - 1), np.nan)
     np.testing.assert_allclose(col(df, "tpot_s"), tpot, rtol=1e-15, atol=0, equal_nan=True)
 
 
@@ -357,11 +367,12 @@ def test_percentiles_equal_numpy(result: kvwire.SimResult) -> None:
 
 
 def test_itl_count_and_mean_closed_form(result: kvwire.SimResult) -> None:
-    """ITL: output - 1 gaps per measured request that decodes, whose sum is finish - first_token, so the ITL
-    count is Σ(output - 1) and its mean Σ(finish - first_token)/Σ(output - 1); the max gap ≥ the max TPOT."""
+    """ITL: output - 1 gaps per measured request that decodes, whose sum is finish - the first token as seen
+    (``first_token_seen_s``; with the default rule a handed-off request's first gap is 0), so the ITL count is
+    Σ(output - 1) and its mean Σ(finish - seen)/Σ(output - 1); the max gap ≥ the max TPOT."""
     m = result.requests.filter(pl.col("measured") & (pl.col("output_tokens") >= 2))
     gaps = int((m["output_tokens"].cast(pl.Int64) - 1).sum())
-    total = float((col(m, "finish_s") - col(m, "first_token_s")).sum())
+    total = float((col(m, "finish_s") - col(m, "first_token_seen_s")).sum())
     row = result.percentiles().filter(pl.col("metric") == "itl_s").row(0, named=True)
     if "count" in row:
         assert row["count"] == gaps

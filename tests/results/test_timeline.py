@@ -220,7 +220,7 @@ def test_cli_writes_the_timeline(tmp_path: Path) -> None:
     trace = json.loads(out.read_text())
     check_schema(trace)
     steps = sum(1 for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "step")
-    assert steps == json.loads(r.output)["summary"]["run"]["steps"]
+    assert steps == json.loads(r.stdout)["summary"]["run"]["steps"]
     bad = CliRunner().invoke(
         main, ["run", "--set", "engine.timeline_max_spans=10", "--timeline", str(tmp_path / "u.json")]
     )

@@ -66,7 +66,8 @@ def test_mooncake_replay_counts_and_reports_long_requests() -> None:
     line = next(ln for ln in render(res).splitlines() if ln.startswith("context:"))
     assert line == (
         "context: 5,570 requests exceed Llama-3-8B's 8,192-token context (prompt + output); run as given "
-        '(workload.over_context "warn")'
+        '(workload.over_context "warn"); a longer-context model fits more of them: deepseek-v3 (163,840 tokens), '
+        "llama3.2-1b (131,072 tokens), mixtral-8x7b (32,768 tokens)"
     )
 
 

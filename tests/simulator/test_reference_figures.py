@@ -21,7 +21,7 @@ from typing import Any
 import kvwire
 import polars as pl
 import pytest
-from workloads import REFERENCE_COST, reference_workload
+from workloads import REFERENCE_COST, reference_rule, reference_workload
 
 _RUNS: dict[str, kvwire.SimResult] = {}
 
@@ -32,7 +32,7 @@ def reference_run(rate: float = 8.0, **overrides: Any) -> kvwire.SimResult:
     Results are memoised per scenario (the runs are deterministic), so figures sharing a configuration
     share one simulation.
     """
-    scenario: dict[str, Any] = {"cost": dict(REFERENCE_COST), **overrides}
+    scenario: dict[str, Any] = reference_rule({"cost": dict(REFERENCE_COST), **overrides})
     key = json.dumps([rate, scenario], sort_keys=True)
     if key not in _RUNS:
         _RUNS[key] = kvwire.simulate(scenario, requests=reference_workload(rate))

@@ -3,11 +3,11 @@ that fills the link), across vendors with ``--decode-device`` and ``--convert``.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
+from kvwire.cli.output import dumps
 from kvwire.errors import KvwireError
 
 
@@ -111,7 +111,7 @@ def handoff_cmd(
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
     if as_json:
-        click.echo(json.dumps(h, indent=2))
+        click.echo(dumps(h))
         return
     pool = device if devices_per_instance == 1 else f"{devices_per_instance} x {device}"
     where = "" if compression == "none" else f" ({'on the sender' if compress_at == 'sender' else 'in transit'})"

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
+from kvwire.cli.output import dumps
 from kvwire.cli.trace import trace_options, trace_spec, with_trace_file
 from kvwire.errors import KvwireError
 from kvwire.presets import catalog
@@ -94,11 +94,16 @@ def run_cmd(
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
     if as_json:
-        click.echo(json.dumps({"summary": res.summary, "scenario": res.scenario}, indent=2))
+        click.echo(dumps({"summary": res.summary, "scenario": res.scenario}))
     else:
         if not scenario_file:
             click.echo("(built-in default scenario; `kvwire scenario` prints it)\n", err=True)
         click.echo(render(res, trace_file=trace_file.name if trace_file else None))
+    # What was written, on stderr (stdout stays the report or the JSON).
+    if requests_file is not None:
+        click.echo(f"wrote {res.summary['requests']['total']:,} request rows to {requests_file}", err=True)
+    if timeline_file is not None:
+        click.echo(f"wrote the timeline to {timeline_file}", err=True)
 
 
 def transfer_layer(lk: dict[str, Any]) -> str:
@@ -129,7 +134,7 @@ def presets_cmd(as_json: bool) -> None:
     """List the model, device and link presets and the hand-off formats."""
     cat = catalog()
     if as_json:
-        click.echo(json.dumps(cat, indent=2))
+        click.echo(dumps(cat))
         return
     click.echo("models:")
     for k, m in cat["models"].items():
@@ -166,7 +171,7 @@ def scenario_cmd(as_toml: bool) -> None:
     """Print the built-in default scenario (a starting point for a scenario file)."""
     sc = default_scenario()
     if not as_toml:
-        click.echo(json.dumps(sc, indent=2))
+        click.echo(dumps(sc))
         return
     click.echo(to_toml(sc), nl=False)
 

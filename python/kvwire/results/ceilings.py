@@ -52,18 +52,40 @@ def ceilings(
     return result
 
 
+def _rate(x: float) -> str:
+    """A rate for the note: two decimals, or three significant digits beyond ten million (``4.49e+307``)."""
+    return f"{x:.3g}" if abs(x) >= 1e7 else f"{x:,.2f}"
+
+
 def load(ceiling: Mapping[str, Any]) -> dict[str, Any]:
     """The summary's ``load`` entry: the ceilings plus ``load_factor`` (offered load / each resource's ceiling,
     ``None`` when the offered rate is undefined), ``overloaded`` (the workload's mean arrival rate exceeds the
     binding resource's ceiling, so its queue grows for as long as arrivals last) and ``overload_note`` (the
-    report's one-line sentence, ``None`` when not overloaded).
+    report's one-line sentence, ``None`` when not overloaded). When every request was rejected at arrival
+    (``admitted_fraction`` 0), ``all_rejected`` is true, nothing is overloaded, ``load_factor`` is ``None``
+    and the note says what happened instead.
 
     >>> print(load({"binding": "kv-link", "ceiling_req_per_s": 11.6, "offered_req_per_s": 14.0})["overload_note"])
     overloaded: 14.00 req/s offered exceeds the kv-link ceiling of 11.60 req/s (its queue grows for as long as
     arrivals last)
+    >>> print(load({"binding": "prefill", "ceiling_req_per_s": 2.1e-05, "offered_req_per_s": 1.0,
+    ...             "admitted_fraction": 0.0})["overload_note"])  # doctest: +ELLIPSIS
+    nothing was served: every request was rejected at arrival ...
     """
     out = dict(ceiling)
     offered, limit = out.get("offered_req_per_s"), out["ceiling_req_per_s"]
+    if out.get("admitted_fraction") == 0.0:
+        # Nothing reached the pools: no resource carried any load, and nothing queued.
+        out["load_factor"] = None
+        out["overloaded"] = False
+        out["all_rejected"] = True
+        out["overload_note"] = (
+            "nothing was served: every request was rejected at arrival (its prompt and output exceed the KV "
+            "capacity), so no resource carried load; the ceilings are for requests of this size, were they "
+            "admitted (a larger-memory device, more devices per instance or shorter requests fit)"
+        )
+        return out
+    out["all_rejected"] = False
     named = {
         "prefill": out.get("prefill_req_per_s"),
         "decode": out.get("decode_req_per_s"),
@@ -78,9 +100,9 @@ def load(ceiling: Mapping[str, Any]) -> dict[str, Any]:
     over = offered is not None and offered > limit
     out["overloaded"] = over
     out["overload_note"] = (
-        f"overloaded: {offered:,.2f} req/s offered exceeds the {out['binding']} ceiling of {limit:,.2f} req/s "
-        "(its queue grows for as long as arrivals last)"
-        if over
+        f"overloaded: {_rate(float(offered))} req/s offered exceeds the {out['binding']} ceiling of "
+        f"{_rate(limit)} req/s (its queue grows for as long as arrivals last)"
+        if over and offered is not None
         else None
     )
     return out

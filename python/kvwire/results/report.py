@@ -21,7 +21,22 @@ def _pct(x: float | None) -> str:
 
 
 def _num(x: float | None, fmt: str = ",.2f") -> str:
-    return "-" if x is None else format(x, fmt)
+    """``x`` in ``fmt``; beyond ten million in three significant digits (``9.01e+307``), so that a rate over a
+    vanishing window is not printed with 300 digits."""
+    if x is None:
+        return "-"
+    return f"{x:.3g}" if abs(x) >= 1e7 else format(x, fmt)
+
+
+def _dur(x: float | None) -> str:
+    """A duration in ms, or in s from 100 s on (a hot spot of a long replay is not 1,448,804.6 ms).
+
+    >>> _dur(0.0123), _dur(1448.8046), _dur(None)
+    ('12.3 ms', '1,448.8 s', '-')
+    """
+    if x is None:
+        return "-"
+    return f"{x:,.1f} s" if x >= 100.0 else f"{x * 1e3:,.1f} ms"
 
 
 def _named(obj: Any, section: str, by_name: bool = False) -> str:
@@ -118,10 +133,10 @@ def _occupancy(name: str, inst: dict[str, Any], sc: dict[str, Any]) -> str:
     if inst.get("decode_batch_occupancy") is not None:
         mean = inst["decode_batch_occupancy"] * sc["scheduler"]["max_decode_batch"]
         parts.append(f"batch {mean:,.1f} of {sc['scheduler']['max_decode_batch']:,}")
-    if inst.get("prefill_token_occupancy") is not None:
-        parts.append(
-            f"prefill tokens {_pct(inst['prefill_token_occupancy'])} of {prefill_token_budget(sc['scheduler']):,}"
-        )
+    occ = inst.get("prefill_token_occupancy")
+    if occ is not None:
+        over = " (over 100%: prompts longer than the budget ran alone, one per step)" if occ > 1.0 else ""
+        parts.append(f"prefill tokens {_pct(occ)} of {prefill_token_budget(sc['scheduler']):,}{over}")
     if inst.get("kv_occupancy_mean") is not None:
         parts.append(f"KV mean {_pct(inst['kv_occupancy_mean'])}, peak {_pct(inst['kv_occupancy_peak'])} of capacity")
     return f"{name} {', '.join(parts)}" if parts else ""
@@ -140,14 +155,27 @@ def _pool_of(resource: str) -> str:
     return "kv-link"
 
 
-def _context_note(count: int, sc: dict[str, Any]) -> str:
-    """One line on the requests longer than the model's context and what was done with them."""
+def _context_note(count: int, total: int, sc: dict[str, Any]) -> str:
+    """One line on the requests longer than the model's context and what was done with them; when they are
+    many (1% of the requests or more), the catalogue's models with a longer context."""
     mode = sc["workload"].get("over_context", "warn")
     done = {"warn": "run as given", "reject": "rejected", "clip": "clipped to fit"}[mode]
-    return (
-        f"context: {count:,} requests exceed {sc['model']['name']}'s {sc['model']['max_context_tokens']:,}-token "
+    context = int(sc["model"]["max_context_tokens"])
+    line = (
+        f"context: {count:,} requests exceed {sc['model']['name']}'s {context:,}-token "
         f'context (prompt + output); {done} (workload.over_context "{mode}")'
     )
+    if total and count >= 0.01 * total:
+        longer = sorted(
+            ((int(m["max_context_tokens"]), k) for k, m in catalog()["models"].items()
+             if int(m["max_context_tokens"]) > context),
+            reverse=True,
+        )  # fmt: skip
+        if longer:
+            line += "; a longer-context model fits more of them: " + ", ".join(
+                f"{k} ({c:,} tokens)" for c, k in longer[:3]
+            )
+    return line
 
 
 def _levers(s: dict[str, Any], sc: dict[str, Any]) -> list[str]:
@@ -194,20 +222,27 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
     ]
     if s.get("sessions"):
         lines.append(session_line(s["sessions"]))
-    if s.get("load") and s["load"]["overloaded"]:
+    if s.get("load") and (s["load"]["overloaded"] or s["load"].get("all_rejected")):
         lines.append(s["load"]["overload_note"])
     if r.get("over_context"):
-        lines.append(_context_note(r["over_context"], sc))
+        lines.append(_context_note(r["over_context"], r["total"], sc))
     lines.append("")
     names = ["mean", *[n for n, _ in QUANTILES], "max"]
     lines.extend(_latency_table(s["latency"], names))
     lines.append("")
-    first = sc["metrics"].get("first_token", "prefill")
-    lines.append(
-        'ttft ends at the first token out of prefill (metrics.first_token "prefill", the reference\'s)'
-        if first == "prefill"
-        else 'ttft ends at the first decode step, after the KV has landed (metrics.first_token "decode")'
-    )
+    first = sc["metrics"].get("first_token", "decode")
+    if sc["mode"] == "colocated":
+        lines.append("ttft ends at the first token out of prefill (colocated: no hand-off)")
+    elif first == "prefill":
+        lines.append(
+            'ttft ends at the first token out of prefill, before the hand-off (metrics.first_token "prefill", '
+            "the reference's rule)"
+        )
+    else:
+        lines.append(
+            'ttft ends when the decode side has the KV and runs its first step (metrics.first_token "decode", '
+            'the default; "prefill" gives the reference\'s rule)'
+        )
     acc = s.get("accuracy")
     if acc and not acc["requests_kept"]:
         lines.append(
@@ -226,18 +261,26 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
         f"throughput: {_num(t['req_per_s'])} req/s, {_num(t['output_tokens_per_s'], ',.0f')} output tokens/s "
         f"(over the run, {t['window_s']:,.1f} s to the last completion)"
     )
-    lines.append("utilisation (busy: share of the run with a step or transfer running): " + _list(
-        f"{k} {_pct(v)}" for k, v in s["utilisation"].items()
-    ))  # fmt: skip
-    occupancy = [_occupancy(k, v, sc) for k, v in s["instances"].items()]
-    if any(occupancy):
-        lines.append("occupancy: " + _list((o for o in occupancy if o), sep="; "))
+    # Load first: how close each resource is to its ceiling. Busy time reads ~100% for any decoding instance
+    # (a step runs whenever one sequence does), so each busy share is shown with its pool's load beside it.
     load: dict[str, Any] = s.get("load") or {}
-    factors: dict[str, float] = load.get("load_factor") or {}
+    # A load factor too large for a float (an offered rate over a vanishing window) is None: left out here.
+    factors: dict[str, float] = {k: v for k, v in (load.get("load_factor") or {}).items() if v is not None}
     if factors:
         lines.append("load (offered / ceiling): " + ", ".join(
             f"{k} {_pct(v)} of {_num(_ceiling(load, k))} req/s" for k, v in factors.items()
         ))  # fmt: skip
+
+    def busy(k: str, v: float | None) -> str:
+        pool = _pool_of(k)
+        return f"{k} {_pct(v)}" + (f" (load {_pct(factors[pool])})" if pool in factors else "")
+
+    lines.append("utilisation (busy: share of the run with a step or transfer running, not headroom): " + _list(
+        busy(k, v) for k, v in s["utilisation"].items()
+    ))  # fmt: skip
+    occupancy = [_occupancy(k, v, sc) for k, v in s["instances"].items()]
+    if any(occupancy):
+        lines.append("occupancy: " + _list((o for o in occupancy if o), sep="; "))
     e = s["energy"]
     b = e["breakdown"]
     total = e["total_j"] or 0.0
@@ -264,7 +307,7 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
         pool = _pool_of(h["resource"]) if h["resource"] else None
         where = f" on {h['resource']}" if h["resource"] else ""
         at = f"; {pool} at {_pct(factors[pool])} of its ceiling" if pool in factors else ""
-        lines.append(f"hot-spot: {h['stage'].removesuffix('_s')} (mean {_ms(s['stages'][h['stage']])} ms){where}{at}")
+        lines.append(f"hot-spot: {h['stage'].removesuffix('_s')} (mean {_dur(s['stages'][h['stage']])}){where}{at}")
     near = {k: v for k, v in factors.items() if v >= 0.9}
     if near:
         lines.append("near capacity (offered load >= 90% of the ceiling): " + ", ".join(

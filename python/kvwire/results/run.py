@@ -153,7 +153,9 @@ class SimResult:
         https://ui.perfetto.dev or ``chrome://tracing``.
 
         Raises:
-            ScenarioError: the run did not record a timeline (``engine.timeline`` was not true).
+            ScenarioError: the run did not record a timeline (``engine.timeline`` was not true), or ``path``
+                is not a path or cannot be written (nothing is left behind).
+            ResourceError: the trace as a dict would not fit in the memory available (pass a ``path``).
 
         >>> import kvwire
         >>> res = kvwire.simulate({"workload": {"requests": 20}, "engine": {"timeline": True}})
@@ -168,7 +170,7 @@ class SimResult:
                 "engine.timeline",
             )
         if path is None:
-            return trace_dict(self._timeline, self.stats)
+            return trace_dict(self._timeline, self.stats, available_memory_bytes())
         return write_trace(path, self._timeline, self.stats)
 
     @property

@@ -253,10 +253,13 @@ class CeilingsDict(TypedDict):
 
 
 class LoadDict(CeilingsDict):
-    """The summary's ``load``: the ceilings with the overload verdict (``overload_note`` is the report's line)."""
+    """The summary's ``load``: the ceilings with the overload verdict (``overload_note`` is the report's line;
+    ``all_rejected``: every request was rejected at arrival, so nothing carried load). A load factor too large
+    for a float is ``None``."""
 
-    load_factor: dict[str, float] | None
+    load_factor: dict[str, float | None] | None
     overloaded: bool
+    all_rejected: bool
     overload_note: str | None
 
 

@@ -64,17 +64,20 @@ class RowWriter:
                 "out",
             ) from None
 
-    def _failed(self, e: OSError) -> ScenarioError:
-        return ScenarioError(f"out: cannot write {self.path}: {e.strerror or e}", "out")
+    def _failed(self, e: Exception) -> ScenarioError:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        return ScenarioError(f"out: cannot write {self.path}: {why}", "out")
 
     def whole(self, df: pl.DataFrame) -> None:
-        """Write a whole table at once (a run that kept it)."""
+        """Write a whole table at once (a run that kept it); on failure (a full disk: Polars reports it as a
+        ``ComputeError`` for Parquet) the partial file is removed and a :class:`ScenarioError` names ``out``."""
         try:
             if self._csv:
                 df.write_csv(self._tmp)
             else:
                 df.write_parquet(self._tmp)
-        except OSError as e:
+        except (OSError, pl.exceptions.PolarsError) as e:
+            self._tmp.unlink(missing_ok=True)
             raise self._failed(e) from None
         self.rows = df.height
         self._file = "whole"
@@ -96,7 +99,7 @@ class RowWriter:
                 if self._writer is None:
                     self._writer = pq.ParquetWriter(self._tmp, table.schema)
                 self._writer.write_table(table, row_group_size=max(1, table.num_rows))
-        except OSError as e:
+        except (OSError, pl.exceptions.PolarsError) as e:
             raise self._failed(e) from None
         self.rows += df.height
 

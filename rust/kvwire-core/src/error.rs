@@ -4,14 +4,16 @@
 
 use thiserror::Error;
 
-/// The advice closing a [`Error::DoesNotFit`] message.
-fn needed_advice(needed: Option<u32>) -> String {
+/// The advice closing a [`Error::DoesNotFit`] message: the fields to change, as `--set` spells them.
+fn needed_advice(path: &str, needed: Option<u32>) -> String {
     match needed {
-        Some(n) => {
-            format!("it needs at least {n} devices per instance (devices_per_instance = {n}), or a larger device")
-        }
+        Some(n) => format!(
+            "it needs at least {n} devices per instance: set {path}.devices_per_instance = {n} (--set \
+             {path}.devices_per_instance={n}), or a larger device ({path}.device)"
+        ),
         None => format!(
-            "not even {} devices per instance hold it: use a larger device or smaller weights",
+            "not even {} devices per instance hold it: use a larger device ({path}.device) or a smaller \
+             model (model)",
             crate::limits::MAX_DEVICES_PER_INSTANCE
         ),
     }
@@ -23,7 +25,7 @@ fn needed_advice(needed: Option<u32>) -> String {
 #[error(
     "{path}: model {model:?} does not fit on {devices}x {device:?}: {weights_gb:.1} GB of weights \
      against {usable_gb:.1} GB usable ({mem_util} of {hbm_gb:.1} GB {memory}); {}",
-    needed_advice(*devices_needed)
+    needed_advice(path, *devices_needed)
 )]
 pub struct DoesNotFit {
     pub path: String,

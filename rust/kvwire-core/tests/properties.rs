@@ -180,6 +180,8 @@ struct Gen {
     dvfs: bool,
     overhead: f64,
     macro_steps: bool,
+    /// `metrics.first_token`: "prefill" (the reference's rule) or "decode" (the default).
+    first_token: &'static str,
 }
 
 fn scenario_gen(max_requests: u64, max_rows: usize) -> impl Strategy<Value = Gen> {
@@ -202,6 +204,7 @@ fn scenario_gen(max_requests: u64, max_rows: usize) -> impl Strategy<Value = Gen
         prop::bool::weighted(0.2),
         prop_oneof![4 => Just(0.0005), 1 => Just(0.0), 1 => 0.0f64..0.01],
         any::<bool>(),
+        prop::sample::select(&["prefill", "decode"][..]),
     );
     (pools, prop::sample::select(&MODELS[..]), link, work_gen(max_requests, max_rows), sched, routers, cost).prop_map(
         |(
@@ -211,7 +214,7 @@ fn scenario_gen(max_requests: u64, max_rows: usize) -> impl Strategy<Value = Gen
             work,
             (warmup, mem_util, max_prefill_tokens, max_decode_batch),
             routers,
-            (lm_head, enforce_tdp, dvfs, overhead, macro_steps),
+            (lm_head, enforce_tdp, dvfs, overhead, macro_steps, first_token),
         )| Gen {
             colocated,
             model,
@@ -231,6 +234,7 @@ fn scenario_gen(max_requests: u64, max_rows: usize) -> impl Strategy<Value = Gen
             dvfs,
             overhead,
             macro_steps,
+            first_token,
         },
     )
 }
@@ -240,7 +244,7 @@ impl Gen {
     fn base(&self) -> Value {
         let mut v = json!({
             "model": self.model,
-            "metrics": {"warmup_fraction": self.warmup},
+            "metrics": {"warmup_fraction": self.warmup, "first_token": self.first_token},
             "cost": {
                 "mem_util": self.mem_util, "prefill_lm_head": self.lm_head, "enforce_tdp": self.enforce_tdp,
                 "dvfs": self.dvfs, "step_overhead_s": self.overhead,
@@ -645,12 +649,14 @@ fn check_totals(o: &SimOutput, f: &Facts) -> Check {
         s.static_j
     );
     // ITL: one gap per token after the first of every measured request; the gaps of a request add up to
-    // finish − first_token, so the exact mean is known.
+    // finish − the first token as the user sees it (metrics.first_token: out of prefill, or at the end of
+    // the first decode step, whose gap is then 0), so the exact mean is known.
+    let seen = if t.first_token_seen_s.is_empty() { &t.first_token_s } else { &t.first_token_seen_s };
     let (mut count, mut sum, mut max_span) = (0u64, 0.0f64, 0.0f64);
     for i in finished(t).filter(|&i| t.measured[i] && t.output_tokens[i] >= 2) {
         count += t.output_tokens[i] as u64 - 1;
-        sum += t.finish_s[i] - t.first_token_s[i];
-        max_span = max_span.max(t.finish_s[i] - t.first_token_s[i]);
+        sum += t.finish_s[i] - seen[i];
+        max_span = max_span.max(t.finish_s[i] - seen[i]);
     }
     let q = s.itl_quantiles();
     ensure!(q.count == count, "ITL count {} != Σ(output − 1) {count}", q.count);

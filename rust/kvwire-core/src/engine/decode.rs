@@ -123,8 +123,15 @@ impl Sim<'_> {
 
     /// [`Self::decode_done`]: the requests of `self.finished` complete (and it is emptied).
     #[inline(never)]
+    ///
+    /// They complete in ascending request row (the completion-order rule of [`super::kernel`]): the fast
+    /// running set yields a step's finishers in its heap's order and the plain one in its vector's, and what
+    /// a completion schedules (a session's next turn) must not depend on which representation ran.
     fn complete_finished(&mut self, now: f64) {
         let mut finished = std::mem::take(&mut self.finished);
+        if finished.len() > 1 {
+            finished.sort_unstable();
+        }
         for &r in &finished {
             self.complete(r, now);
         }

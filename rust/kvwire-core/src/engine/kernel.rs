@@ -6,6 +6,14 @@
 //! scheduled. Times are `f64` seconds compared with `total_cmp`; NaN times are refused at push (debug) and
 //! never produced by the engine, whose step costs are finite by validation.
 //!
+//! **Completion-order rule** (the engine's, on top of the tie-break): the requests that finish at the end of
+//! one decode step complete in ascending request row (the request table's order; a sessions workload's
+//! rows are session-major), whichever running-set representation ran the step. So the events a completion
+//! schedules — a session's next turn, `think_s` after the finish — are pushed in row order, and turns that
+//! become due at the same instant arrive, are routed and are served in row order with `engine.macro_steps`
+//! on and off alike. (A prefill step's zero- and one-token outputs complete in the step's batch order, which
+//! both paths share.)
+//!
 //! **Step calendar.** Besides the heap, the queue holds at most one pending *step end* per slot (an
 //! instance) in a winner tree over the slots, outside the heap ([`EventQueue::set_step`]). A step end is a
 //! `Normal` event whose `seq` comes from the same counter as the heap's, at the moment it is scheduled, and

@@ -5,7 +5,8 @@
 //! [`crate::workload::sessions`]). Turn 1 of each session arrives at the session's start; the sessions are
 //! started one after the other in start order (one pending start event at a time, as the open-loop
 //! arrivals). When a turn finishes (its last token), the next turn of its session arrives `think_s` later
-//! ([`super::Ev::Turn`]). A refused turn ends its session: the plan has no row after it. The open-loop
+//! ([`super::Ev::Turn`]); turns due at the same instant arrive in row order (the completion-order rule of
+//! [`super::kernel`]). A refused turn ends its session: the plan has no row after it. The open-loop
 //! arrival path is untouched: these functions run only for a sessions workload.
 
 use super::kernel::Priority;
@@ -106,6 +107,45 @@ mod tests {
                 "output_tokens": {{"dist": "uniform", "min": 0, "max": 300}}, "sessions": {sessions}}}}}"#
         );
         crate::engine::simulate(Scenario::from_json(&json, None).unwrap()).unwrap()
+    }
+
+    /// Macro-steps on and off agree on a sessions workload, bit for bit. The issue's reproduction: turns of
+    /// sessions 1 and 5 finish in one decode step, their next turns are due at the same instant, and the
+    /// fast running set (macro-steps on) used to yield the finishers in the opposite order of the plain one,
+    /// so the two paths served the turns in opposite order (finish times differed from row 8 on).
+    #[test]
+    fn macro_steps_on_and_off_agree_with_same_instant_turns() {
+        let sim = |macro_steps: bool| {
+            let json = format!(
+                r#"{{"workload": {{"sessions": {{"count": 7, "turns": 3, "think_s": 1.0}}}},
+                    "engine": {{"macro_steps": {macro_steps}}}}}"#
+            );
+            crate::engine::simulate(Scenario::from_json(&json, None).unwrap()).unwrap()
+        };
+        let (on, off) = (sim(true), sim(false));
+        let (a, b) = (&on.table, &off.table);
+        // The premise: two turns arrive at the same instant.
+        let mut arrivals: Vec<u64> = a.arrival_s.iter().map(|x| x.to_bits()).collect();
+        arrivals.sort_unstable();
+        assert!(arrivals.windows(2).any(|w| w[0] == w[1]), "no two turns arrive together");
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (name, x, y) in [
+            ("arrival_s", &a.arrival_s, &b.arrival_s),
+            ("prefill_start_s", &a.prefill_start_s, &b.prefill_start_s),
+            ("first_token_s", &a.first_token_s, &b.first_token_s),
+            ("decode_start_s", &a.decode_start_s, &b.decode_start_s),
+            ("finish_s", &a.finish_s, &b.finish_s),
+        ] {
+            assert_eq!(bits(x), bits(y), "{name}");
+        }
+        // Of the two same-instant turns, the lower row is routed (starts prefill) no later.
+        let mut rows: Vec<usize> = (0..a.len()).collect();
+        rows.sort_by(|&i, &j| a.arrival_s[i].total_cmp(&a.arrival_s[j]).then(i.cmp(&j)));
+        for w in rows.windows(2) {
+            if a.arrival_s[w[0]] == a.arrival_s[w[1]] {
+                assert!(a.prefill_start_s[w[0]] <= a.prefill_start_s[w[1]], "rows {w:?}");
+            }
+        }
     }
 
     /// The engine's closed loop: turn k + 1 arrives exactly `think_s` after turn k's finish (outputs of 0 and

@@ -297,7 +297,7 @@ pub struct MetricsSpec {
 
 impl Default for MetricsSpec {
     fn default() -> Self {
-        MetricsSpec { warmup_fraction: 0.1, first_token: FirstToken::Prefill }
+        MetricsSpec { warmup_fraction: 0.1, first_token: FirstToken::Decode }
     }
 }
 
@@ -306,11 +306,13 @@ impl Default for MetricsSpec {
 #[serde(rename_all = "lowercase")]
 pub enum FirstToken {
     /// At the end of its prefill step, before the hand-off (the reference simulator's and DistServe's
-    /// definition). Default.
-    #[default]
+    /// definition; the default until the user's view became it).
     Prefill,
     /// At the end of its first decode step, after the KV has landed (vLLM's P/D proxy, Dynamo): TTFT includes
-    /// the hand-off and the decode queue.
+    /// the hand-off and the decode queue. Default: it is where a user of a disaggregated deployment sees
+    /// the first token (in a colocated run, and for requests decoded where they were prefilled, the two
+    /// rules coincide).
+    #[default]
     Decode,
 }
 

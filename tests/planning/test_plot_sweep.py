@@ -125,6 +125,12 @@ def test_where_filters_and_names_unknown_fields(real: pl.DataFrame) -> None:
         ({"aggregate": "median"}, "aggregate", "mean, min, max"),
         ({"first_token": "first"}, "first_token", "'prefill' or 'decode'"),
         ({"facet": "run.wall_s", "by": ["link", "decode.instances"]}, "facet", "more than 12 panels"),
+        ({"metrics": ["hotspot.resource"]}, "hotspot.resource", "not numbers"),
+        ({"max_series": 0}, "max_series", ">= 1"),
+        ({"where": [5]}, "where", "expected FIELD=VALUE"),
+        ({"where": ["decode.instances=none"]}, "decode.instances", "one of: 1, 2"),
+        ({"where": ['link={"preset": 1}']}, "link", "link is one of"),
+        ({"where": ["point=-1"]}, "point", "no row has point=-1"),
     ],
 )
 def test_hostile_options_are_plot_errors(real: pl.DataFrame, kwargs: dict[str, Any], path: str, words: str) -> None:
@@ -133,6 +139,18 @@ def test_hostile_options_are_plot_errors(real: pl.DataFrame, kwargs: dict[str, A
     with pytest.raises(plot.PlotError) as info:
         plot.metric_vs(real, **args)
     assert info.value.path == path and words in str(info.value)
+
+
+def test_tables_that_cannot_be_drawn_are_plot_errors(real: pl.DataFrame) -> None:
+    """No rows, not a DataFrame, a table with no swept fields and no x: PlotErrors naming the argument."""
+    for table, x, path in (
+        (real.head(0), RATE, "table"),
+        ({"a": [1]}, RATE, "table"),
+        (real.drop("replicate"), None, "x"),
+    ):
+        with pytest.raises(plot.PlotError) as info:
+            plot.metric_vs(table, x)  # type: ignore[arg-type]
+        assert info.value.path == path
 
 
 def test_categorical_link_axis_in_bandwidth_order_as_points(real: pl.DataFrame) -> None:

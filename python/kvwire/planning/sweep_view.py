@@ -309,6 +309,10 @@ def sweep_view(
         raise PlotError("metrics: name at least one summary column", "metrics")
     if aggregate is not None and aggregate not in AGGREGATES:
         raise PlotError(f"aggregate: expected one of {', '.join(AGGREGATES)}, got {aggregate!r}", "aggregate")
+    if isinstance(max_series, bool) or not isinstance(max_series, int) or max_series < 1:
+        raise PlotError(f"max_series: expected a whole number >= 1, got {max_series!r}", "max_series")
+    if table.height == 0:
+        raise PlotError("table: the sweep table has no rows to draw", "table")
     if first_token not in (None, "prefill", "decode", "varies"):
         raise PlotError(f"first_token: expected 'prefill' or 'decode', got {first_token!r}", "first_token")
     swept = swept_fields(table)
@@ -323,6 +327,10 @@ def sweep_view(
         if name is not None and name not in table.columns:
             raise PlotError(f"{name}: no such column in the sweep table ({what}); the swept fields are "
                             f"{_known(table)}", name)  # fmt: skip
+    for m in metrics:
+        if not (table.schema[m].is_numeric() or table.schema[m] == pl.Boolean or table.schema[m] == pl.Null):
+            raise PlotError(f"metrics: {m} holds {table.schema[m]} values, not numbers; name a numeric summary "
+                            f"column", m)  # fmt: skip
     if facet == x:
         raise PlotError(f"facet: {facet} is already the x axis", "facet")
     varying = {c for c in table.columns if c in swept or c == x} - fixed

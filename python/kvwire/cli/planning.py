@@ -272,11 +272,19 @@ PLOT_KINDS = ("cdf", "sweep", "split", "stages")
 @click.option("-o", "--output", "out_file", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Image file: .png or .svg.")  # fmt: skip
 @click.option("--metric", multiple=True, help="cdf: ttft_s (default), tpot_s, e2e_s, handoff_s; sweep: columns.")
-@click.option("--x", "x_field", default=None, help="sweep: the swept field on the x axis (default: the first).")
-@click.option("--by", multiple=True, help="sweep: columns telling configurations apart (default: other swept).")
+@click.option("--x", "x_field", default=None, metavar="FIELD",
+              help="sweep: the field on the x axis (default: the first swept one); text fields (links, models) "
+              "are drawn as points per category, links ordered by bandwidth.")  # fmt: skip
+@click.option("--by", multiple=True, metavar="FIELD",
+              help="sweep: fields telling the lines apart (default: the other swept fields that vary).")  # fmt: skip
+@click.option("--facet", default=None, metavar="FIELD", help="sweep: one row of panels per value of FIELD.")
+@click.option("--where", multiple=True, metavar="FIELD=VALUE",
+              help="sweep, stages: keep only the rows with FIELD=VALUE (repeatable).")  # fmt: skip
+@click.option("--aggregate", type=click.Choice(("mean", "min", "max")), default=None,
+              help="sweep: combine the points of fields varying beyond --x/--by/--facet (else refused).")  # fmt: skip
 def plot_cmd(
     results: tuple[Path, ...], kind: str, out_file: Path, metric: tuple[str, ...], x_field: str | None,
-    by: tuple[str, ...],
+    by: tuple[str, ...], facet: str | None, where: tuple[str, ...], aggregate: str | None,
 ) -> None:  # fmt: skip
     """Draw RESULTS (sweep directories, .parquet/.csv tables or .json results) into a PNG or SVG file."""
     if out_file.suffix.lower() not in (".png", ".svg"):
@@ -285,6 +293,11 @@ def plot_cmd(
         from kvwire.planning import plot
     except ImportError as e:  # pragma: no cover - the extra is missing
         raise click.ClickException(f"plots need matplotlib: pip install 'kvwire[plot]' ({e})") from None
+    sweep_only = [n for n, v in (("--x", x_field), ("--by", by), ("--facet", facet), ("--aggregate", aggregate)) if v]
+    if kind != "sweep" and sweep_only:
+        raise click.UsageError(f"{', '.join(sweep_only)}: only for --kind sweep")
+    if kind not in ("sweep", "stages") and where:
+        raise click.UsageError("--where: only for --kind sweep or stages")
     try:
         tables = [plot.read_table(p) for p in results]
         if kind == "cdf":
@@ -297,19 +310,19 @@ def plot_cmd(
             if not isinstance(table, pl.DataFrame):
                 raise click.ClickException(f"{results[0]}: expected a sweep table (a directory or .parquet)")
             if kind == "stages":
-                fig = plot.stage_breakdown(table)
+                fig = plot.stage_breakdown(table, where=list(where))
             else:
-                swept = table.columns[1 : table.columns.index("replicate")] if "replicate" in table.columns else []
-                x = x_field or (swept[0] if swept else None)
-                if x is None:
-                    raise click.ClickException("--x: name the swept field for the x axis")
-                kwargs: dict[str, Any] = {"by": list(by) if by else None}
+                rule = plot.sweep_first_token(results[0])
+                kwargs: dict[str, Any] = {"by": list(by) if by else None, "facet": facet, "where": list(where),
+                                          "aggregate": aggregate, "first_token": rule}  # fmt: skip
                 if metric:
                     kwargs["metrics"] = list(metric)
-                fig = plot.metric_vs(table, x, **kwargs)
+                fig = plot.metric_vs(table, x_field, **kwargs)
         fig.savefig(out_file)
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
+    except OSError as e:
+        raise click.ClickException(f"-o {out_file}: cannot write: {e.strerror or e}") from None
     click.echo(f"wrote {out_file}", err=True)
 
 

@@ -22,6 +22,15 @@ import numpy as np
 import polars as pl
 
 from kvwire.errors import PlotError
+from kvwire.planning.sweep_view import (
+    FIRST_TOKEN_SHORT,
+    FIRST_TOKEN_WORDS,
+    MAX_SERIES,
+    SweepView,
+    filter_rows,
+    sweep_view,
+    value_text,
+)
 from kvwire.results.run import SimResult
 from kvwire.results.summary import STAGES
 
@@ -58,13 +67,15 @@ STAGE_LABELS = {
 }
 
 
-def _figure(width_in: float = 7.0, height_in: float = 4.5, ncols: int = 1) -> Figure:
+def _figure(width_in: float = 7.0, height_in: float = 4.5, ncols: int = 1, nrows: int = 1) -> Figure:
+    """A figure of ``nrows`` x ``ncols`` panels (none for ``nrows=0``), constrained layout."""
     try:
         from matplotlib.figure import Figure
     except ImportError:  # pragma: no cover - the extra is missing
         raise PlotError("plots need matplotlib: pip install 'kvwire[plot]'", "matplotlib") from None
     fig = Figure(figsize=(width_in * ncols if ncols > 1 else width_in, height_in), layout="constrained")
-    fig.subplots(1, ncols, squeeze=False)
+    if nrows:
+        fig.subplots(nrows, ncols, squeeze=False)
     return fig
 
 
@@ -131,59 +142,129 @@ def latency_cdf(
     return fig  # type: ignore[return-value]
 
 
-def _series_keys(df: pl.DataFrame, by: Sequence[str]) -> list[tuple[Any, ...]]:
-    return df.select(by).unique(maintain_order=True).rows() if by else [()]
+#: Markers and dashes cycled with the colours, so that lines that coincide stay distinguishable.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h", "p")
+DASHES = ("-", "--", "-.", ":")
+#: Width of a categorical x position the points of the lines are spread over (points beside each other).
+DODGE = 0.5
+
+
+def _style(i: int) -> dict[str, Any]:
+    """Line ``i``'s colour, dash, and a hollow marker of its own shape, each a little smaller than the one before:
+    lines and points that coincide still show every marker (one inside the other) and the dashes alternate."""
+    return {
+        "color": f"C{i % 10}", "linestyle": DASHES[i % len(DASHES)], "marker": MARKERS[i % len(MARKERS)],
+        "markersize": max(3.5, 9.0 - 0.8 * i), "markerfacecolor": "none", "markeredgewidth": 1.4,
+    }  # fmt: skip
+
+
+def _first_token_note(view: SweepView) -> str | None:
+    if view.first_token in FIRST_TOKEN_WORDS:
+        return FIRST_TOKEN_WORDS[view.first_token]
+    if view.first_token == "varies":
+        return "TTFT ends where each point's metrics.first_token says (the points differ)"
+    return None
 
 
 def metric_vs(
     table: pl.DataFrame,
-    x: str,
+    x: str | None = None,
     metrics: Sequence[str] = ("slo.attainment", "latency.ttft_s.p99", "latency.tpot_s.p99"),
     *,
     by: str | Sequence[str] | None = None,
+    facet: str | None = None,
+    where: Mapping[str, Any] | Sequence[str] | str | None = None,
+    aggregate: str | None = None,
+    first_token: str | None = None,
+    max_series: int = MAX_SERIES,
 ) -> Figure:
-    """Summary metrics against a swept field, one line per configuration (one panel per metric).
+    """Summary metrics against a swept field, one line per configuration (a column of panels per metric, a
+    row per ``facet`` value).
 
     Args:
         table: a :func:`kvwire.sweep` table.
-        x: the swept field on the x axis (a column, e.g. ``"workload.arrivals.rate_per_s"``).
+        x: the field on the x axis (default: the first swept field not filtered by ``where``). A numeric
+            field is drawn as lines; a categorical one (link presets, models, JSON values) as points at
+            each category, side by side, in a meaningful order (links by bandwidth, numbers numerically).
         metrics: summary columns, one panel each (default: SLO attainment, TTFT p99, TPOT p99).
-        by: column(s) telling the configurations apart (default: the other swept columns).
+        by: field(s) telling the lines apart (default: every other swept field that varies).
+        facet: a field drawn as one row of panels per value.
+        where: keep only the rows with these values: ``{"link": "ib-ndr"}`` or ``["link=ib-ndr"]``.
+        aggregate: ``"mean"``, ``"min"`` or ``"max"`` over the fields that vary beyond ``x``, ``by`` and
+            ``facet``; without it such fields are refused (a line would join different configurations).
+        first_token: the TTFT rule of the sweep (``"prefill"`` or ``"decode"``) when the table has no
+            ``metrics.first_token`` column; the TTFT panels say it.
+        max_series: the most lines one panel may hold (more is refused, naming the fields to facet on).
 
-    With replicates, each line is the mean over replicates with its 95% interval as error bars.
+    With replicates, each point is the mean over replicates with a 95% interval that stays inside what the
+    quantity can be: a Wilson score interval for SLO attainment, a t interval clipped at 0 (and 1 for busy
+    shares) otherwise (:mod:`kvwire.planning.intervals`). The legend is outside the panels.
+
+    Raises:
+        PlotError: an unknown field or metric (naming it and the swept fields), a filter that keeps no row, a
+            field varying beyond ``x``/``by``/``facet`` (naming it), too many lines or panels.
     """
-    for c in (x, *metrics):
-        if c not in table.columns:
-            raise PlotError(f"{c}: no such column in the sweep table", c)
-    if by is None:
-        swept = table.columns[1 : table.columns.index("replicate")] if "replicate" in table.columns else []
-        by = [c for c in swept if c != x]
-    by = [by] if isinstance(by, str) else list(by)
-    replicated = "replicate" in table.columns and table["replicate"].max() not in (None, 0)
-    rows = table.filter(pl.col("replicate") == 0) if replicated else table
-    fig = _figure(5.0, 4.2, ncols=len(metrics))
-    for ax, metric in zip(fig.axes, metrics, strict=True):
-        ylabel, scale = _label(metric)
-        for key in _series_keys(rows, by):
-            sel = rows
-            for c, v in zip(by, key, strict=True):
-                sel = sel.filter(pl.col(c).is_null() if v is None else pl.col(c) == v)
-            sel = sel.sort(x)
-            col = f"{metric}:mean" if replicated else metric
-            xs, ys = sel[x].to_numpy(), sel[col].cast(pl.Float64).to_numpy() * scale
-            label = ", ".join(f"{c}={v}" for c, v in zip(by, key, strict=True)) or None
-            if replicated:
-                err = sel[f"{metric}:ci95"].cast(pl.Float64).fill_null(0.0).to_numpy() * scale
-                ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
-            else:
-                ax.plot(xs, ys, marker="o", label=label)
-        ax.set_xlabel(_label(x)[0])
-        ax.set_ylabel(ylabel)
-        ax.set_title(ylabel.split(" (")[0])
-        ax.grid(True, alpha=0.3)
-        if by:
-            ax.legend(fontsize="small")
+    view = sweep_view(table, x, metrics, by=by, facet=facet, where=where, aggregate=aggregate,
+                      first_token=first_token, max_series=max_series)  # fmt: skip
+    nrows, ncols = len(view.facet_values), len(view.metrics)
+    fig = _figure(4.6 * ncols + 1.8, 3.4 * nrows + 0.6, nrows=0)
+    grid = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey="col")
+    note = _first_token_note(view)
+    handles: dict[str, Any] = {}
+    for r, fv in enumerate(view.facet_values):
+        for c, metric in enumerate(view.metrics):
+            ax = grid[r][c]
+            ylabel, scale = _label(metric)
+            lines = view.lines(metric, fv)
+            for i, line in enumerate(lines):
+                style = _style(i)
+                if view.categorical:
+                    offset = (i - (len(lines) - 1) / 2) * (DODGE / max(1, len(lines))) if len(lines) > 1 else 0.0
+                    xs = np.array([view.categories.index(v) for v in line.x], dtype=float) + offset
+                    style["linestyle"] = "none"
+                else:
+                    xs = np.array(line.x, dtype=float)
+                ys = line.centre * scale
+                if view.replicated:
+                    err = np.vstack([ys - line.low * scale, line.high * scale - ys])
+                    h = ax.errorbar(xs, ys, yerr=np.nan_to_num(err), capsize=3, label=line.label or None, **style)
+                else:
+                    (h,) = ax.plot(xs, ys, label=line.label or None, **style)
+                if line.label:
+                    handles.setdefault(line.label, h)
+            if view.categorical:
+                ax.set_xticks(range(len(view.categories)), [value_text(v) for v in view.categories])
+                ax.set_xlim(-0.5, len(view.categories) - 0.5)
+                if len(view.categories) > 4:
+                    ax.tick_params(axis="x", labelrotation=30)
+            if r == nrows - 1:
+                ax.set_xlabel(_label(view.x)[0])
+            ax.set_ylabel(ylabel)
+            title = ylabel.split(" (")[0]
+            if view.first_token in FIRST_TOKEN_SHORT and metric.startswith(("latency.ttft_s", "slo.")):
+                title += f" ({FIRST_TOKEN_SHORT[view.first_token]})"
+            if view.facet is not None:
+                title += f"\n{view.facet}={value_text(fv)}"
+            ax.set_title(title, fontsize="medium")
+            ax.grid(True, alpha=0.3)
+    suptitle = _sweep_title(view)
+    if note and any(m.startswith(("latency.ttft_s", "slo.")) for m in view.metrics):
+        suptitle = f"{suptitle}\n{note}" if suptitle else note
+    if suptitle:
+        fig.suptitle(suptitle, fontsize="small")
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize="small",
+                   title=", ".join(view.by) if view.by else None, title_fontsize="small")  # fmt: skip
     return fig
+
+
+def _sweep_title(view: SweepView) -> str:
+    parts = [f"{n}={value_text(v)}" for n, v in view.where]
+    if view.aggregated_over:
+        parts.append(f"{view.aggregate} over {', '.join(view.aggregated_over)}")
+    if view.replicated:
+        parts.append("mean of replicates, 95% interval")
+    return "; ".join(parts)
 
 
 def capacity_vs_split(split: Any) -> Figure:
@@ -210,7 +291,10 @@ def capacity_vs_split(split: Any) -> Figure:
 
 
 def stage_breakdown(
-    results: pl.DataFrame | Mapping[str, SimResult] | Sequence[SimResult], *, label: str | Sequence[str] | None = None
+    results: pl.DataFrame | Mapping[str, SimResult] | Sequence[SimResult],
+    *,
+    label: str | Sequence[str] | None = None,
+    where: Mapping[str, Any] | Sequence[str] | str | None = None,
 ) -> Figure:
     """Mean time per request in each stage (prefill queue, prefill, KV queue, transfer, decode queue, decode),
     one stacked bar per run or sweep point.
@@ -218,9 +302,10 @@ def stage_breakdown(
     Args:
         results: a sweep table (``stages.*`` columns), or runs as a list or ``{label: SimResult}``.
         label: for a sweep table, the column(s) naming each bar (default: the swept columns).
+        where: for a sweep table, keep only the rows with these values (as :func:`metric_vs`).
     """
     if isinstance(results, pl.DataFrame):
-        table = results
+        table = filter_rows(results, where)
         if label is None:
             swept = table.columns[1 : table.columns.index("replicate")] if "replicate" in table.columns else []
             label = swept or ["point"]
@@ -268,4 +353,22 @@ def read_table(path: str | Path) -> pl.DataFrame | dict[str, Any]:
         raise PlotError(f"{path}: cannot read results: {e}", str(path)) from None
 
 
-__all__ = ["PlotError", "capacity_vs_split", "latency_cdf", "metric_vs", "read_table", "stage_breakdown"]
+def sweep_first_token(path: str | Path) -> str | None:
+    """The TTFT rule a sweep directory's base scenario names (``metrics.first_token`` in its ``manifest.json``:
+    ``"prefill"`` or ``"decode"``), or None when the base does not name it or ``path`` is no sweep directory."""
+    manifest = Path(path) / "manifest.json"
+    try:
+        doc = json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file() else None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    base = doc.get("definition", {}).get("base") if isinstance(doc, dict) else None
+    if not isinstance(base, dict):
+        return None
+    metrics = base.get("metrics")
+    rule = metrics.get("first_token") if isinstance(metrics, dict) else base.get("metrics.first_token")
+    return rule if rule in ("prefill", "decode") else None
+
+
+__all__ = [
+    "PlotError", "capacity_vs_split", "latency_cdf", "metric_vs", "read_table", "stage_breakdown", "sweep_first_token",
+]  # fmt: skip

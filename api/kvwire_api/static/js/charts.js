@@ -98,8 +98,16 @@ function frame(host, spec, draw) {
     holder.replaceChildren(draw(width, { tooltip, figure }));
   };
   render();
-  legend.append(...(spec.legend || []).map(([name, color, strong]) =>
-    el("span", { class: strong ? "strong" : "" }, el("i", { style: `background:${color}` }), name)));
+  let group = null;
+  for (const [name, color, strong, style] of spec.legend || []) {
+    if (style?.group && style.group !== group) {
+      if (group !== null) legend.append(el("i", { class: "legend-break" }));
+      group = style.group;
+      legend.append(el("b", { class: "legend-group" }, `${group}:`));
+    }
+    const swatch = style ? legendSwatch(color, style) : el("i", { style: `background:${color}` });
+    legend.append(el("span", { class: strong ? "strong" : "", "data-group": style?.group || null }, swatch, name));
+  }
   if (host._observer) host._observer.disconnect();
   let last = holder.clientWidth;
   host._observer = new ResizeObserver(() => {
@@ -134,6 +142,73 @@ function svgRoot(width, height, label) {
   return s("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label });
 }
 
+/** Marker shapes and dash patterns cycled with the colours: lines that coincide stay distinguishable. */
+export const MARKERS = ["circle", "square", "triangle", "diamond", "down", "cross", "plus", "star"];
+export const DASHES = [null, "6 3", "2 3", "9 3 2 3"];
+
+/** A series' style: its own colour, dash and hollow marker, each marker a little smaller than the one before
+ * (coinciding points show one inside the other). `se.dash`/`se.marker` override. */
+export function seriesStyle(se, i) {
+  return {
+    color: se.color || PALETTE[i % 10],
+    dash: se.dashed ? "5 4" : se.dash !== undefined ? se.dash : DASHES[i % DASHES.length],
+    marker: se.marker || MARKERS[i % MARKERS.length],
+    size: Math.max(2.6, 5 - 0.35 * i),
+    group: se.group || null,
+  };
+}
+
+/** An SVG marker of `shape` centred at (x, y), `r` its half-size, hollow (drawn in `color`). */
+function marker(shape, x, y, r, color, filled = false) {
+  const pts = (list) => list.map(([a, b]) => `${(x + a * r).toFixed(1)},${(y + b * r).toFixed(1)}`).join(" ");
+  const attrs = { fill: filled ? color : "var(--card)", stroke: color, "stroke-width": 1.4, class: "marker", "data-shape": shape };
+  if (shape === "square") return s("rect", { ...attrs, x: x - r * 0.85, y: y - r * 0.85, width: r * 1.7, height: r * 1.7 });
+  if (shape === "triangle") return s("polygon", { ...attrs, points: pts([[0, -1.1], [1, 0.75], [-1, 0.75]]) });
+  if (shape === "down") return s("polygon", { ...attrs, points: pts([[0, 1.1], [1, -0.75], [-1, -0.75]]) });
+  if (shape === "diamond") return s("polygon", { ...attrs, points: pts([[0, -1.2], [1, 0], [0, 1.2], [-1, 0]]) });
+  if (shape === "cross") return s("path", { ...attrs, fill: "none", d: `M${x - r},${y - r}L${x + r},${y + r}M${x - r},${y + r}L${x + r},${y - r}` });
+  if (shape === "plus") return s("path", { ...attrs, fill: "none", d: `M${x - r},${y}L${x + r},${y}M${x},${y - r}L${x},${y + r}` });
+  if (shape === "star") {
+    const star = [];
+    for (let k = 0; k < 10; k++) {
+      const a = (Math.PI / 5) * k - Math.PI / 2;
+      const rr = k % 2 ? 0.5 : 1.2;
+      star.push([Math.cos(a) * rr, Math.sin(a) * rr]);
+    }
+    return s("polygon", { ...attrs, points: pts(star) });
+  }
+  return s("circle", { ...attrs, cx: x, cy: y, r });
+}
+
+/** Move labels (sorted by `y`) apart to at least `gap` between neighbours, each run of overlapping labels centred
+ * on where its labels want to be, all inside [0, h]. */
+function spreadLabels(tags, gap, h) {
+  let clusters = tags.map((t) => ({ items: [t], want: t.y, top: t.y }));
+  for (let moved = true; moved;) {
+    moved = false;
+    const next = [];
+    for (const c of clusters) {
+      const last = next[next.length - 1];
+      if (last && c.top < last.top + last.items.length * gap) {
+        const items = [...last.items, ...c.items];
+        const want = items.reduce((a, t) => a + t.y, 0) / items.length;
+        next[next.length - 1] = { items, want, top: want - ((items.length - 1) * gap) / 2 };
+        moved = true;
+      } else next.push(c);
+    }
+    for (const c of next) c.top = Math.min(Math.max(c.top, 0), Math.max(0, h - (c.items.length - 1) * gap));
+    clusters = next;
+  }
+  for (const c of clusters) c.items.forEach((t, i) => { t.y = c.top + i * gap; });
+}
+
+function legendSwatch(color, style) {
+  const svg = s("svg", { width: 26, height: 12, viewBox: "0 0 26 12", "aria-hidden": "true", class: "swatch" });
+  svg.append(s("line", { x1: 1, x2: 25, y1: 6, y2: 6, stroke: color, "stroke-width": 2, "stroke-dasharray": style.dash }));
+  if (style.marker) svg.append(marker(style.marker, 13, 6, 3.6, color));
+  return svg;
+}
+
 function axisLeft(g, y, ticks, fmt, width, x0) {
   const grid = s("g", { class: "grid" });
   const axis = s("g", { class: "axis" });
@@ -164,71 +239,119 @@ function axisBottom(g, x, ticks, fmt, y0, y1, width) {
 // ------------------------------------------------------------------ line chart
 
 /**
- * Lines: `{id, title, x: {label, log, format, min, max}, y: {label, log, format, min, max, zero}, series: [{name,
- * points: [[x, y], ...], color, strong, dashed}], vlines: [{x, label}], hlines: [{y, label}], height, step}`.
- * `step: true` draws each series as a staircase (an empirical CDF of few points).
+ * Lines: `{id, title, x: {label, log, format, min, max, categories}, y: {label, log, format, min, max, zero},
+ * series: [{name, points: [[x, y], ...], low: [...], high: [...], color, dash, marker, group, strong, dashed}],
+ * tag}], vlines: [{x, label}], hlines: [{y, label}], height, step, joined, labels}`.
+ * `step: true` draws each series as a staircase (an empirical CDF of few points). `x.categories` (labels in
+ * order) makes a categorical axis: each series' points sit beside each other at their category and are not
+ * joined (`joined: false` is the default there). `low`/`high` draw an interval bar at each point. Each series
+ * has its own dash and hollow marker (see `seriesStyle`), so lines that coincide stay distinguishable;
+ * `labels: "end"` writes each series' `tag` (or name) at its last point (moved apart where they would overlap).
  */
 export function lineChart(host, spec) {
   const series = spec.series.filter((se) => se.points.length);
-  const fmtX = spec.x.format || String;
+  const cats = spec.x.categories || null;
+  const joined = spec.joined ?? !cats;
+  const fmtX = cats ? String : spec.x.format || String;
   const fmtY = spec.y.format || String;
+  const styles = new Map(spec.series.map((se, i) => [se, seriesStyle(se, i)]));
   const table = tableOf(series, spec.x.label, fmtX, fmtY);
-  const legend = spec.series.length > 1 ? series.map((se, i) => [se.name, se.color || PALETTE[i % 10], se.strong]) : [];
-  const data = spec.series.map((se) => ({ name: se.name, points: se.points }));
+  const legend = spec.series.length > 1 ? series.map((se) => [se.name, styles.get(se).color, se.strong, styles.get(se)]) : [];
+  const data = spec.series.map((se) => ({
+    name: se.name, points: se.points, ...(se.low ? { low: se.low, high: se.high } : {}), ...(se.group ? { group: se.group } : {}),
+  }));
   const label = `${spec.title || "chart"}: ${spec.y.label} against ${spec.x.label}` +
     (series.length > 1 ? `, ${series.length} series (${series.map((x) => x.name).join(", ")})` : "");
-  return frame(host, { ...spec, table, legend, data }, (width, { tooltip, figure }) => {
+  const figureNode = frame(host, { ...spec, table, legend, data }, (width, { tooltip, figure }) => {
     const height = spec.height || 250;
-    const m = { top: 22, right: 14, bottom: 40, left: 14 };
-    const allX = series.flatMap((se) => se.points.map((p) => p[0])).concat((spec.vlines || []).map((v) => v.x));
-    const allY = series.flatMap((se) => se.points.map((p) => p[1])).concat((spec.hlines || []).map((h) => h.y));
+    const endLabels = spec.labels === "end";
+    const m = { top: 22, right: endLabels ? 14 + Math.min(150, 6.2 * Math.max(...series.map((se) => (se.tag ?? se.name).length))) : 14, bottom: 40, left: 14 };
+    const ends = (se, i) => [se.points[i][1], se.low?.[i], se.high?.[i]].filter((v) => v !== null && v !== undefined);
+    const allX = cats ? [] : series.flatMap((se) => se.points.map((p) => p[0])).concat((spec.vlines || []).map((v) => v.x));
+    const allY = series.flatMap((se) => se.points.flatMap((_, i) => ends(se, i))).concat((spec.hlines || []).map((h) => h.y));
     const yProbe = scale(allY, 100, true, spec.y);
     m.left = 22 + Math.max(...yProbe.ticks.map((t) => fmtY(t).length)) * 6.3;
     const w = width - m.left - m.right;
     const h = height - m.top - m.bottom;
-    const x = scale(allX, w, false, { tight: true, ...spec.x });
+    const x = cats ? linearScale(-0.5, cats.length - 0.5, w, false, { fixedMin: true, fixedMax: true }) : scale(allX, w, false, { tight: true, ...spec.x });
     const y = scale(allY, h, true, spec.y);
+    // where a point is drawn: its x, or its category with this series' offset beside the others
+    const n = series.length;
+    const offset = (k) => (cats && n > 1 ? (k - (n - 1) / 2) * (0.5 / n) : 0);
+    const posX = (k, px) => (cats ? x.f(cats.indexOf(String(px)) + offset(k)) : x.f(px));
     const svg = svgRoot(width, height, label);
     const g = s("g", { transform: `translate(${m.left},${m.top})` });
     svg.append(g);
     axisLeft(g, y.f, y.ticks, fmtY, w, 0);
-    axisBottom(g, x.f, x.ticks, fmtX, 0, h, w);
+    if (cats) axisBottom(g, x.f, cats.map((_, i) => i), (i) => cats[i], 0, h, w);
+    else axisBottom(g, x.f, x.ticks, fmtX, 0, h, w);
     g.append(text(w / 2, h + 34, spec.x.label, { class: "axis-label", "text-anchor": "middle" }));
     svg.append(text(4, 12, spec.y.label, { class: "axis-label" }));
     const clipId = `clip-${Math.random().toString(36).slice(2)}`;
-    svg.append(s("defs", {}, s("clipPath", { id: clipId }, s("rect", { x: -2, y: -2, width: w + 4, height: h + 4 }))));
+    svg.append(s("defs", {}, s("clipPath", { id: clipId }, s("rect", { x: -6, y: -6, width: w + 12, height: h + 12 }))));
     const lines = s("g", { "clip-path": `url(#${clipId})` });
-    const ordered = series.map((se, i) => ({ se, color: se.color || PALETTE[i % 10] }));
+    const ordered = series.map((se, k) => ({ se, k, color: styles.get(se).color, style: styles.get(se) }));
     ordered.sort((a, b) => (a.se.strong ? 1 : 0) - (b.se.strong ? 1 : 0)); // the emphasised line on top
-    for (const { se, color } of ordered) {
-      let d = "";
-      let pen = false;
-      let prev = null;
-      for (const [px, py] of se.points) {
-        const ok = Number.isFinite(px) && Number.isFinite(py) && (!spec.x.log || px > 0) && (!spec.y.log || py > 0);
-        if (!ok) {
-          pen = false;
-          continue;
-        }
-        const X = x.f(px).toFixed(1);
-        const Y = y.f(py).toFixed(1);
-        if (pen && spec.step && prev) d += `L${X},${prev}`;
-        d += `${pen ? "L" : "M"}${X},${Y}`;
-        pen = true;
-        prev = Y;
-      }
-      lines.append(s("path", {
-        d, fill: "none", stroke: color, "stroke-width": se.strong ? 3 : 1.8, "stroke-dasharray": se.dashed ? "5 4" : null,
-        opacity: series.some((o) => o.strong) && !se.strong ? 0.5 : 1, "stroke-linejoin": "round",
-      }));
-      if (se.points.length <= 24 && !spec.step) {
+    const ok = (px, py) => (cats ? cats.includes(String(px)) : Number.isFinite(px) && (!spec.x.log || px > 0)) && Number.isFinite(py) && (!spec.y.log || py > 0);
+    const dim = (se) => (series.some((o) => o.strong) && !se.strong ? 0.5 : 1);
+    for (const { se, k, color, style } of ordered) {
+      if (joined) {
+        let d = "";
+        let pen = false;
+        let prev = null;
         for (const [px, py] of se.points) {
-          if (!Number.isFinite(py) || (spec.y.log && py <= 0)) continue;
-          lines.append(s("circle", { cx: x.f(px), cy: y.f(py), r: se.strong ? 3.2 : 2.4, fill: color }));
+          if (!ok(px, py)) {
+            pen = false;
+            continue;
+          }
+          const X = posX(k, px).toFixed(1);
+          const Y = y.f(py).toFixed(1);
+          if (pen && spec.step && prev) d += `L${X},${prev}`;
+          d += `${pen ? "L" : "M"}${X},${Y}`;
+          pen = true;
+          prev = Y;
+        }
+        lines.append(s("path", {
+          d, fill: "none", stroke: color, "stroke-width": se.strong ? 3 : 1.8, "stroke-dasharray": style.dash,
+          opacity: dim(se), "stroke-linejoin": "round", "data-series": se.name,
+        }));
+      }
+      if (se.low) {
+        se.points.forEach(([px, py], i) => {
+          const lo = se.low[i];
+          const hi = se.high[i];
+          if (!ok(px, py) || lo === null || hi === null || !Number.isFinite(lo) || !Number.isFinite(hi)) return;
+          const X = posX(k, px);
+          const Y0 = y.f(spec.y.log ? Math.max(lo, 1e-300) : lo);
+          const Y1 = y.f(hi);
+          lines.append(s("path", {
+            d: `M${X},${Y0}V${Y1}M${X - 3},${Y0}h6M${X - 3},${Y1}h6`, stroke: color, "stroke-width": 1.2, fill: "none",
+            opacity: dim(se), class: "interval",
+          }));
+        });
+      }
+      if ((se.points.length <= 24 || !joined) && !spec.step) {
+        for (const [px, py] of se.points) {
+          if (!ok(px, py)) continue;
+          const mk = marker(style.marker, posX(k, px), y.f(py), se.strong ? style.size + 0.8 : style.size, color);
+          mk.setAttribute("opacity", dim(se));
+          lines.append(mk);
         }
       }
     }
     g.append(lines);
+    if (endLabels) {
+      const tags = ordered.map(({ se, color }) => {
+        const last = [...se.points].reverse().find(([px, py]) => ok(px, py));
+        return last ? { se, color, x: posX(0, last[0]), y: y.f(last[1]) } : null;
+      }).filter(Boolean).sort((a, b) => a.y - b.y);
+      spreadLabels(tags, 11, h);
+      const layer = s("g", { class: "end-labels" });
+      for (const t of tags) {
+        layer.append(text(t.x + 6, t.y + 3.5, t.se.tag ?? t.se.name, { class: t.se.strong ? "bar-label" : null, style: `fill:${t.color}`, "data-series": t.se.name }));
+      }
+      g.append(layer);
+    }
     for (const v of spec.vlines || []) {
       const px = x.f(v.x);
       g.append(s("g", { class: "mark" }, s("line", { x1: px, x2: px, y1: 0, y2: h }),
@@ -238,12 +361,19 @@ export function lineChart(host, spec) {
       const py = y.f(hl.y);
       g.append(s("g", { class: "mark" }, s("line", { x1: 0, x2: w, y1: py, y2: py }), text(w - 4, py - 4, hl.label || "", { "text-anchor": "end" })));
     }
-    hover(svg, g, m, ordered, x.f, y.f, (se, p) => `${se.name ? `${se.name}: ` : ""}${fmtX(p[0])} → ${fmtY(p[1])}`, tooltip, figure, spec);
+    const describe = (se, p) => {
+      const i = se.points.indexOf(p);
+      const range = se.low && Number.isFinite(se.low[i]) ? ` (95%: ${fmtY(se.low[i])} – ${fmtY(se.high[i])})` : "";
+      return `${se.name ? `${se.name}: ` : ""}${fmtX(p[0])} → ${fmtY(p[1])}${range}`;
+    };
+    hover(svg, g, m, ordered, (p, k) => posX(k, p[0]), y.f, describe, tooltip, figure, ok);
     return svg;
   });
+  if (cats) figureNode.dataset.categories = JSON.stringify(cats);
+  return figureNode;
 }
 
-function hover(svg, g, m, ordered, fx, fy, describe, tooltip, figure, spec) {
+function hover(svg, g, m, ordered, fx, fy, describe, tooltip, figure, ok) {
   const dot = s("circle", { r: 4.5, fill: "transparent" });
   const layer = s("g", { class: "hover" }, dot);
   g.append(layer);
@@ -252,11 +382,11 @@ function hover(svg, g, m, ordered, fx, fy, describe, tooltip, figure, spec) {
     const mx = e.clientX - box.left - m.left;
     const my = e.clientY - box.top - m.top;
     let best = null;
-    for (const { se, color } of ordered) {
+    for (const { se, k, color } of ordered) {
       for (const p of se.points) {
-        if (!Number.isFinite(p[1]) || (spec.y.log && p[1] <= 0) || (spec.x.log && p[0] <= 0)) continue;
-        const d = (fx(p[0]) - mx) ** 2 + (fy(p[1]) - my) ** 2;
-        if (!best || d < best.d) best = { d, se, p, color };
+        if (!ok(p[0], p[1])) continue;
+        const d = (fx(p, k) - mx) ** 2 + (fy(p[1]) - my) ** 2;
+        if (!best || d < best.d) best = { d, se, p, k, color };
       }
     }
     if (!best || best.d > 60 ** 2) {
@@ -264,13 +394,13 @@ function hover(svg, g, m, ordered, fx, fy, describe, tooltip, figure, spec) {
       dot.setAttribute("fill", "transparent");
       return;
     }
-    dot.setAttribute("cx", fx(best.p[0]));
+    dot.setAttribute("cx", fx(best.p, best.k));
     dot.setAttribute("cy", fy(best.p[1]));
     dot.setAttribute("fill", best.color);
     tooltip.textContent = describe(best.se, best.p);
     tooltip.hidden = false;
     const fb = figure.getBoundingClientRect();
-    tooltip.style.left = `${box.left - fb.left + m.left + fx(best.p[0])}px`;
+    tooltip.style.left = `${box.left - fb.left + m.left + fx(best.p, best.k)}px`;
     tooltip.style.top = `${box.top - fb.top + m.top + fy(best.p[1])}px`;
   });
   svg.addEventListener("pointerleave", () => {
@@ -280,17 +410,22 @@ function hover(svg, g, m, ordered, fx, fy, describe, tooltip, figure, spec) {
 }
 
 function tableOf(series, xLabel, fmtX, fmtY) {
+  const cell = (se, i) => {
+    const v = fmtY(se.points[i][1]);
+    const lo = se.low?.[i];
+    return lo !== null && lo !== undefined && Number.isFinite(lo) ? `${v} (${fmtY(lo)} – ${fmtY(se.high[i])})` : v;
+  };
   const xs = series.map((se) => se.points.map((p) => p[0]).join());
   const shared = series.length > 0 && xs.every((v) => v === xs[0]);
   if (shared) {
     return {
       columns: [xLabel, ...series.map((se) => se.name || "value")],
-      rows: series[0].points.map((p, i) => [fmtX(p[0]), ...series.map((se) => fmtY(se.points[i][1]))]),
+      rows: series[0].points.map((p, i) => [fmtX(p[0]), ...series.map((se) => cell(se, i))]),
     };
   }
   return {
     columns: ["series", xLabel, "value"],
-    rows: series.flatMap((se) => se.points.map((p) => [se.name, fmtX(p[0]), fmtY(p[1])])),
+    rows: series.flatMap((se) => se.points.map((p, i) => [se.name, fmtX(p[0]), cell(se, i)])),
   };
 }
 
@@ -323,11 +458,12 @@ export function barChart(host, spec) {
     const barH = spec.barHeight || 22;
     const gap = 10;
     const labelW = Math.min(170, 12 + Math.max(...spec.rows.map((r) => r.label.length)) * 6.6);
-    const m = { top: 6, right: 64, bottom: 38, left: labelW };
+    const totals = spec.rows.map((r) => r.segments.reduce((a, sg) => a + Math.max(0, sg.value || 0), 0));
+    const endWidth = Math.max(0, ...spec.rows.map((r, i) => String(spec.total ? spec.total(r) : fmt(totals[i])).length));
+    const m = { top: 6, right: Math.max(64, Math.min(200, 12 + endWidth * 6.4)), bottom: 38, left: labelW };
     const h = spec.rows.length * (barH + gap);
     const height = h + m.top + m.bottom;
     const w = width - m.left - m.right;
-    const totals = spec.rows.map((r) => r.segments.reduce((a, sg) => a + Math.max(0, sg.value || 0), 0));
     const markerMax = Math.max(0, ...(spec.markers || []).map((mk) => mk.value));
     const x = linearScale(0, spec.x.max ?? Math.max(...totals, markerMax, 1e-12), w, false, { fixedMin: true, fixedMax: spec.x.max !== undefined });
     const svg = svgRoot(width, height, label);

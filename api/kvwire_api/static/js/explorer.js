@@ -2,7 +2,7 @@
 // figures and timeline, and the exposed time against prompt length for every link (POST /v1/handoff/batch).
 
 import { ApiError, post } from "./api.js";
-import { lineChart, PALETTE, timeline } from "./charts.js";
+import { DASHES, lineChart, MARKERS, timeline } from "./charts.js";
 import { bytesParts, compact, fixed, int, msParts } from "./format.js";
 import { clearErrors, debounce, el, field, figure, problemList, showErrors } from "./ui.js";
 
@@ -13,6 +13,32 @@ const ARTICLE = {
 };
 /** Where the API names a field the form sets differently ("prefill" does not fit: more devices per instance). */
 const ALIAS = { prefill: "devices_per_instance", decode: "devices_per_instance", "cost.prefill_lm_head": "lm_head", cost: "lm_head" };
+
+/** Link families, each one hue (its members told apart by dash and marker, fastest darkest): a link's family is
+ * read from its preset key. */
+export const LINK_FAMILIES = [
+  { name: "NVLink", test: (k) => k.startsWith("nvlink"), colors: ["#1b4f8a", "#3a78c2", "#7fb0e6"] },
+  { name: "InfiniBand", test: (k) => k.startsWith("ib-"), colors: ["#2f7d32", "#66b36a"] },
+  { name: "RoCE (RDMA over Ethernet)", test: (k) => k.startsWith("roce"), colors: ["#7b3f99", "#b07aa1"] },
+  { name: "Ethernet", test: (k) => k.startsWith("eth-"), colors: ["#c25a0f", "#f29d4b"] },
+  { name: "PCIe", test: (k) => k.startsWith("pcie"), colors: ["#8c6d1f", "#c9a227"] },
+  { name: "Other", test: () => true, colors: ["#5f6b7a", "#9aa3ad"] },
+];
+
+/** The links grouped by family (families in the order above, the links of one by bandwidth, fastest first),
+ * each with its colour, dash and marker. */
+export function linkStyles(links) {
+  const bw = (l) => l.bandwidth_gb_per_s * (l.nics ?? 1) * (l.nic_efficiency ?? 1);
+  const out = [];
+  for (const fam of LINK_FAMILIES) {
+    const members = links.filter(([k]) => fam.test(k) && !out.some((o) => o.key === k)).sort((a, b) => bw(b[1]) - bw(a[1]));
+    members.forEach(([k, l], j) => out.push({
+      key: k, name: l.name, tag: k, group: fam.name, color: fam.colors[Math.min(j, fam.colors.length - 1)],
+      dash: DASHES[j % DASHES.length], marker: MARKERS[j % MARKERS.length],
+    }));
+  }
+  return out;
+}
 
 const sliderToTokens = (v) => Math.round(2 ** (v / 8));
 const tokensToSlider = (t) => Math.round(8 * Math.log2(Math.max(1, t)));
@@ -177,9 +203,9 @@ export function mountExplorer(root, catalog) {
       return;
     }
     if (my !== seq) return;
-    lastCurves = links.map(([k, l], i) => ({
-      name: l.name, key: k, color: PALETTE[i % 10],
-      points: lengths.map((n, j) => [n, results[i * lengths.length + j].exposed_s * 1e3]),
+    const index = new Map(links.map(([k], i) => [k, i]));
+    lastCurves = linkStyles(links).map((st) => ({
+      ...st, points: lengths.map((n, j) => [n, results[index.get(st.key) * lengths.length + j].exposed_s * 1e3]),
     }));
     markPrompt(st);
   }
@@ -192,7 +218,8 @@ export function mountExplorer(root, catalog) {
       y: { label: "exposed after prefill (ms)", log: true, format: (v) => (v >= 1 ? compact(v) : String(Number(v.toPrecision(2)))) },
       series: lastCurves.map((c) => ({ ...c, strong: c.key === st.link })),
       vlines: st.prompt_tokens > 0 ? [{ x: st.prompt_tokens, label: `${int(st.prompt_tokens)} tokens` }] : [],
-      height: 300,
+      labels: "end",
+      height: 340,
     });
   }
 

@@ -78,7 +78,7 @@ async function main() {
     explorer: mountExplorer(document.getElementById("explorer"), catalog),
     run: mountRunner(document.getElementById("run"), { catalog, defaults, openapi }),
   };
-  views.sweeps = mountSweeps(document.getElementById("sweeps"), { runnerScenario: views.run.scenario });
+  views.sweeps = mountSweeps(document.getElementById("sweeps"), { runnerScenario: views.run.scenario, catalog });
   const opened = new Set();
   const show = () => {
     const r = route();

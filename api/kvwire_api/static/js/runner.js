@@ -421,17 +421,24 @@ function renderResults(host, sim, cdf, report) {
   const near = lines.find((l) => l.startsWith("near capacity"));
   const lat = s.latency;
   const slo = s.slo;
+  const rule = ttftRule(sim.scenario);
+  const factors = s.load?.load_factor || {};
+  const top = Object.entries(factors).filter(([, v]) => Number.isFinite(v)).sort((a, b) => b[1] - a[1])[0];
+  const goodWindow = slo.goodput_window_s ? ` over the ${fixed(slo.goodput_window_s, 1)} s of measured arrivals` : "";
   const cards = [
-    ["ttft-p99", "TTFT p99", fixed(lat.ttft_s.p99 * 1e3, 1), "ms", `SLO ${fixed(slo.ttft_s * 1e3, 0)} ms`],
+    ["ttft-p99", "TTFT p99", fixed(lat.ttft_s.p99 * 1e3, 1), "ms", `SLO ${fixed(slo.ttft_s * 1e3, 0)} ms · ${rule.short}`],
     ["tpot-p99", "TPOT p99", fixed(lat.tpot_s.p99 === null ? null : lat.tpot_s.p99 * 1e3, 1), "ms", `SLO ${fixed(slo.tpot_s * 1e3, 0)} ms`],
-    ["slo", "SLO met", pct(slo.attainment), "", `goodput ${fixed(slo.goodput_req_per_s, 2)} req/s`],
-    ["throughput", "Throughput", fixed(s.throughput.req_per_s, 2), "req/s", `${int(s.throughput.output_tokens_per_s)} output tokens/s`],
+    ["slo", "SLO met", pct(slo.attainment), "", `goodput ${fixed(slo.goodput_req_per_s, 2)} req/s${goodWindow}`],
+    ["throughput", "Throughput", fixed(s.throughput.req_per_s, 2), "req/s", `${int(s.throughput.output_tokens_per_s)} tokens/s; over the run (${fixed(s.throughput.window_s, 1)} s)`],
+    top ? ["load", "Load", pct(top[1]), "", `${top[0]}: offered / ceiling, the highest pool`] : null,
     ["energy", "Energy", fixed(s.energy.j_per_output_token, 3), "J/token", `average ${int(s.energy.avg_power_w)} W`],
-  ].map(([key, label, v, unit, detail]) => {
+  ].filter(Boolean).map(([key, label, v, unit, detail]) => {
     const f = figure(key, label);
     f.set(v, unit, detail);
     if (key === "slo" && slo.attainment >= 0.99) f.node.classList.add("good");
     if (key === "slo" && slo.attainment < 0.9) f.node.classList.add("poor");
+    if (key === "ttft-p99") f.node.dataset.firstToken = rule.key;
+    if (key === "load" && top[1] >= 1) f.node.classList.add("poor");
     return f.node;
   });
 
@@ -445,7 +452,8 @@ function renderResults(host, sim, cdf, report) {
   const head = el("div", { class: "card" },
     el("h2", {}, "Results", el("span", { class: "sub mono" }, sim.id)),
     el("p", { class: "headline", id: "run-headline" }, el("strong", {}, pretty(lines[0].replace(/^kvwire: /, ""))), ` · ${lines[1].replace(/^requests: /, "")}`),
-    el("dl", { class: "figures" }, cards),
+    el("dl", { class: "figures run" }, cards),
+    el("p", { class: "note", id: "run-ttft-rule", "data-first-token": rule.key, style: "margin-top:0.6rem" }, rule.long),
     s.load && s.load.overloaded ? el("p", { class: "callout warn", style: "margin-top:0.8rem", id: "run-overload" }, s.load.overload_note) : null,
     hotspot ? el("p", { class: "callout", style: "margin-top:0.8rem", id: "run-hotspot" }, el("strong", {}, "Hot-spot: "), hotspot.replace(/^hot-spot: /, "")) : null,
     near ? el("p", { class: "callout warn", style: "margin-top:0.5rem" }, near) : null,
@@ -465,13 +473,14 @@ function renderResults(host, sim, cdf, report) {
   const cdfCard = el("div", { class: "row2" }, el("div", { class: "card" }, ttftHost), el("div", { class: "card" }, tpotHost));
   const stageHost = el("div", { id: "run-stages" });
   const utilHost = el("div", { id: "run-utilisation" });
+  const loadHost = el("div", { id: "run-load" });
   const energyHost = el("div", { id: "run-energy" });
   const e = s.energy;
   const energyCard = el("div", { class: "card" }, el("h2", {}, "Energy", el("span", { class: "sub" },
     `${fixed(e.j_per_output_token, 3)} J per output token · ${fixed(e.total_j / 1e3, 1)} kJ in total · average ${int(e.avg_power_w)} W`)), energyHost);
   const reportCard = el("div", { class: "card" }, el("details", {}, el("summary", {}, "The report, as kvwire run prints it"), el("pre", { class: "report", id: "run-report" }, report)));
   host.replaceChildren(head, pctCard, cdfCard,
-    el("div", { class: "row2" }, el("div", { class: "card" }, stageHost), el("div", { class: "card" }, utilHost)),
+    el("div", { class: "row2" }, el("div", { class: "card" }, stageHost), el("div", { class: "card" }, loadHost, utilHost)),
     energyCard, reportCard);
 
   cdfChart(ttftHost, "run-cdf-ttft", "TTFT distribution", cdf.ttft_s, slo.ttft_s);
@@ -482,12 +491,25 @@ function renderResults(host, sim, cdf, report) {
     rows: STAGES.map(([k, name]) => ({ label: name, strong: k === hot, segments: [{ name, value: s.stages[k] === null ? 0 : s.stages[k] * 1e3, color: k === hot ? HOT : CALM }] })),
     x: { label: "ms per request (a skipped stage counts 0)", format: (v) => fixed(v, 1), tick: compact },
   });
+  const loadRows = Object.entries(factors).filter(([, v]) => Number.isFinite(v));
+  if (loadRows.length) {
+    barChart(loadHost, {
+      id: "run-load", title: "Load (offered rate / the pool's ceiling)",
+      rows: loadRows.map(([k, v]) => ({ label: k, segments: [{ name: k, value: v, color: v >= 1 ? HOT : CALM }] })),
+      x: { label: "offered / ceiling (100%: the pool saturates)", format: (v) => pct(v, 0), max: Math.max(1, ...loadRows.map(([, v]) => v)) },
+      total: (r) => pct(r.segments[0].value),
+    });
+  } else loadHost.replaceChildren();
   const util = Object.entries(s.utilisation).filter(([, v]) => v !== null);
+  const poolOf = (k) => k.replace(/-\d+$/, "");
   barChart(utilHost, {
-    id: "run-utilisation", title: "Utilisation (busy share of the run)",
+    id: "run-utilisation", title: "Busy share of the run (a step of any batch size counts as busy)",
     rows: util.map(([k, v]) => ({ label: k, segments: [{ name: k, value: v, color: k === s.hotspot?.resource ? HOT : CALM }] })),
     x: { label: "share of the run with a step or transfer running", format: (v) => pct(v, v < 0.1 && v > 0 ? 1 : 0), max: 1 },
-    total: (r) => pct(r.segments[0].value),
+    total: (r) => {
+      const f = factors[poolOf(r.label)] ?? factors[r.label];
+      return `${pct(r.segments[0].value)}${Number.isFinite(f) ? ` · load ${pct(f)}` : ""}`;
+    },
   });
   const parts = ENERGY.filter(([k]) => e.breakdown[k]);
   barChart(energyHost, {
@@ -495,6 +517,18 @@ function renderResults(host, sim, cdf, report) {
     rows: [{ label: "energy", segments: parts.map(([k, name], i) => ({ name, value: e.breakdown[k] / 1e3, color: PALETTE[[0, 1, 4, 2, 6, 5][i] ?? i] })) }],
     x: { label: "kJ", format: (v) => fixed(v, 1), tick: compact },
   });
+}
+
+/** The TTFT rule in force, read from the run's scenario echo (`metrics.first_token`): its key, a short form for
+ * the TTFT card and a sentence. */
+export function ttftRule(scenario) {
+  const key = scenario?.metrics?.first_token ?? "prefill";
+  if (key === "decode") {
+    return { key, short: "first token once decode has the KV",
+      long: 'TTFT ends when the decode side has the KV cache (metrics.first_token "decode"): the hand-off is part of it.' };
+  }
+  return { key, short: "first token out of prefill",
+    long: 'TTFT ends at the first token out of prefill (metrics.first_token "prefill", the reference\'s rule): the KV hand-off is not part of it.' };
 }
 
 /** The report's topology line with typographic arrows and multiplication signs. */

@@ -4,7 +4,8 @@
 // jobs; download results.
 
 import { ApiError, del, downloadLink, events, get, post } from "./api.js";
-import { barChart, lineChart, PALETTE } from "./charts.js";
+import { barChart, lineChart } from "./charts.js";
+import { interval, valueKey, valueOrder } from "./stats.js";
 import { compact, duration, fixed, int, pct, when } from "./format.js";
 import { clearErrors, el, field, figure, problemList, showErrors } from "./ui.js";
 
@@ -57,7 +58,9 @@ function splitValues(text) {
   return out.map((s) => s.trim()).filter((s) => s !== "").map(cell);
 }
 
-export function mountSweeps(root, { runnerScenario }) {
+export function mountSweeps(root, { runnerScenario, catalog = {} }) {
+  /** The TTFT rule of the sweeps this page started (job id -> the base's metrics.first_token). */
+  const rules = new Map();
   // ------------------------------------------------------------ the form
   const kindChoice = el("div", { class: "choices", role: "radiogroup", "aria-label": "Job kind" },
     Object.entries(KINDS).map(([k, v], i) => el("label", {}, el("input", { type: "radio", name: "sw-kind", value: k, checked: i === 0 }), v.name)));
@@ -182,7 +185,10 @@ export function mountSweeps(root, { runnerScenario }) {
     const k = kind();
     start.disabled = true;
     try {
-      const { data } = await post(KINDS[k].path, definition());
+      const body = definition();
+      const { data } = await post(KINDS[k].path, body);
+      const rule = body.base?.metrics?.first_token ?? body.base?.["metrics.first_token"];
+      if (typeof rule === "string") rules.set(data.id, rule);
       location.hash = `#sweeps?job=${k}/${data.id}`;
     } catch (e) {
       const problems = e instanceof ApiError ? e.problems().map(place) : [{ path: "", message: `The service did not answer: ${e.message}` }];
@@ -225,7 +231,7 @@ export function mountSweeps(root, { runnerScenario }) {
       try {
         const rows = await get(`${url}/results?format=json`);
         if (ctl.signal.aborted) return;
-        renderJob(body, k, job, rows);
+        renderJob(body, k, job, rows, { links: catalog.links || {}, firstToken: rules.get(id) });
       } catch (e) {
         if (!ctl.signal.aborted) body.replaceChildren(el("p", { class: "empty" }, e.message));
       }
@@ -340,8 +346,8 @@ export function mountSweeps(root, { runnerScenario }) {
 
 // ------------------------------------------------------------------ the result of a job
 
-function renderJob(host, kind, job, rows) {
-  if (kind === "sweep") return renderSweep(host, job, rows);
+function renderJob(host, kind, job, rows, ctx) {
+  if (kind === "sweep") return renderSweep(host, job, rows, ctx);
   if (kind === "capacity") return renderCapacity(host, job, rows);
   return renderSplit(host, job, rows);
 }
@@ -354,58 +360,143 @@ function sweptFields(rows) {
   return a >= 0 && b > a ? keys.slice(a + 1, b) : [];
 }
 
-function renderSweep(host, job, rows) {
+/** What metrics.first_token says TTFT ends at, in words (long for the note, short for a chart's title). */
+const FIRST_TOKEN = {
+  prefill: ['TTFT ends at the first token out of prefill (metrics.first_token "prefill")', "first token out of prefill"],
+  decode: ['TTFT ends when the decode side has the KV cache (metrics.first_token "decode")', "first token once decode has the KV"],
+};
+/** Most lines one chart may hold (colours, markers and dashes run out beyond). */
+const MAX_LINES = 12;
+
+/** The TTFT rule of a sweep's rows: a `metrics.first_token` column (or any column ending in `.first_token`),
+ * else the rule the page's own submission named; "varies" when the points differ; null when unknown. */
+function firstTokenOf(rows, known) {
+  const key = Object.keys(rows[0]).find((k) => k === "metrics.first_token" || k.endsWith(".first_token"));
+  if (key) {
+    const values = [...new Set(rows.map((r) => r[key]).filter((v) => typeof v === "string"))];
+    if (values.length === 1) return values[0];
+    if (values.length > 1) return "varies";
+  }
+  return known || null;
+}
+
+/** One value per point and metric: [mean, low, high] over its replicates (low/high NaN without replicates). */
+function pointStats(rows) {
+  const points = new Map();
+  for (const r of rows) {
+    if (!points.has(r.point)) points.set(r.point, { row: r, rows: [] });
+    points.get(r.point).rows.push(r);
+  }
+  const replicated = [...points.values()].some((p) => p.rows.length > 1);
+  for (const p of points.values()) {
+    p.stats = {};
+    const measured = p.rows.map((r) => r["requests.measured"]);
+    for (const [m] of METRICS) {
+      const values = p.rows.map((r) => (r[m] === null || r[m] === undefined ? NaN : r[m]));
+      p.stats[m] = replicated ? interval(m, values, measured.every((v) => typeof v === "number") ? measured : null)
+        : [values.filter(Number.isFinite).reduce((a, b) => a + b, 0) / values.filter(Number.isFinite).length, NaN, NaN];
+    }
+  }
+  return { points: [...points.values()], replicated };
+}
+
+function renderSweep(host, job, rows, ctx = {}) {
   if (!rows.length) {
     host.replaceChildren(el("p", { class: "empty" }, job.status === "done" ? "No points." : "Waiting for the first points…"));
     return;
   }
+  const links = ctx.links || {};
   const swept = sweptFields(rows);
   const numeric = swept.filter((f) => rows.every((r) => typeof r[f] === "number"));
-  const prevX = host.querySelector("#sw-x")?.value;
-  const x = numeric.includes(prevX) ? prevX : numeric[0];
-  // one value per point: the mean over its replicates
-  const points = new Map();
-  for (const r of rows) {
-    if (!points.has(r.point)) points.set(r.point, { row: r, n: 0, sums: {} });
-    const p = points.get(r.point);
-    p.n += 1;
-    for (const [m] of METRICS) p.sums[m] = (p.sums[m] ?? 0) + (r[m] ?? NaN);
-  }
-  const configOf = (r) => swept.filter((f) => f !== x).map((f) => `${f.split(".").pop()}=${typeof r[f] === "string" ? r[f] : JSON.stringify(r[f])}`).join(", ");
-  const configs = [...new Set([...points.values()].map((p) => configOf(p.row)))];
-  const charts = el("div", { class: "stack" });
-  const controls = el("div", { class: "actions" });
-  if (numeric.length > 1) {
-    const select = el("select", { id: "sw-x", "aria-label": "Swept field on the x axis" }, numeric.map((f) => el("option", { value: f }, f)));
+  // the choices made before this redraw (a live sweep redraws as points arrive)
+  const prev = {
+    x: host.querySelector("#sw-x")?.value,
+    facet: host.querySelector("#sw-facet")?.value,
+    where: Object.fromEntries([...host.querySelectorAll("[data-where]")].map((c) => [c.dataset.where, c.value])),
+  };
+  const x = swept.includes(prev.x) ? prev.x : numeric[0] ?? swept[0];
+  const facet = swept.includes(prev.facet) && prev.facet !== x ? prev.facet : "";
+  const orderOf = (f, list = rows) => valueOrder(f, list.map((r) => r[f]), links);
+  const filters = swept.filter((f) => f !== x && f !== facet && orderOf(f).length > 1);
+  const kept = rows.filter((r) => filters.every((f) => !prev.where[f] || valueKey(r[f]) === prev.where[f]));
+  const { points, replicated } = pointStats(kept.length ? kept : rows);
+  const varying = swept.filter((f) => f !== x && f !== facet && orderOf(f, points.map((p) => p.row)).length > 1);
+  const tails = varying.map((f) => f.split(".").pop());
+  const short = (f, i) => (tails.filter((t) => t === tails[i]).length > 1 ? f : tails[i]);
+  const configOf = (r) => varying.map((f, i) => `${short(f, i)}=${valueKey(r[f])}`).join(", ");
+  const orders = varying.map((f) => orderOf(f, points.map((p) => p.row)).map(valueKey));
+  const rank = (r) => varying.map((f, i) => orders[i].indexOf(valueKey(r[f])));
+  const configs = [...new Map(points.map((p) => [configOf(p.row), rank(p.row)]))]
+    .sort((a, b) => a[1].reduce((acc, v, i) => acc || v - b[1][i], 0)).map(([c]) => c);
+  const categorical = x && !numeric.includes(x);
+  const categories = categorical ? orderOf(x, points.map((p) => p.row)).map(valueKey) : null;
+  const facets = facet ? orderOf(facet, points.map((p) => p.row)) : [undefined];
+  const rule = firstTokenOf(rows, ctx.firstToken);
+
+  const controls = el("div", { class: "actions sweep-controls" });
+  if (swept.length > 1) {
+    const select = el("select", { id: "sw-x", "aria-label": "Field on the x axis" }, swept.map((f) => el("option", { value: f }, f)));
     select.value = x;
-    select.addEventListener("change", () => renderSweep(host, job, rows));
-    controls.append(el("label", { for: "sw-x", class: "note" }, "x axis:"), select);
+    const facetSelect = el("select", { id: "sw-facet", "aria-label": "One chart per value of" },
+      el("option", { value: "" }, "none"), swept.filter((f) => f !== x).map((f) => el("option", { value: f }, f)));
+    facetSelect.value = facet;
+    controls.append(el("label", { for: "sw-x", class: "note" }, "x axis:"), select,
+      el("label", { for: "sw-facet", class: "note" }, "charts per:"), facetSelect);
+    filters.forEach((f, i) => {
+      const id = `sw-where-${i}`;
+      const c = el("select", { id, "data-where": f, "aria-label": `Keep only this ${f}` },
+        el("option", { value: "" }, `all ${f}`), orderOf(f).map((v) => el("option", { value: valueKey(v) }, `${f} = ${valueKey(v)}`)));
+      c.value = prev.where[f] && [...c.options].some((o) => o.value === prev.where[f]) ? prev.where[f] : "";
+      controls.append(c);
+    });
+    controls.addEventListener("change", () => renderSweep(host, job, rows, ctx));
   }
+  const charts = el("div", { class: "stack" });
   host.replaceChildren(
-    el("p", { class: "note" }, `${int(points.size)} point${points.size === 1 ? "" : "s"}${job.status === "done" ? "" : " so far"} · swept: ${swept.join(", ") || "nothing"}`),
-    controls, charts);
+    el("p", { class: "note" }, `${int(points.length)} point${points.length === 1 ? "" : "s"}${job.status === "done" ? "" : " so far"} · swept: ${swept.join(", ") || "nothing"}${replicated ? " · each point the mean of its replicates, bars 95% intervals (SLO attainment: Wilson score)" : ""}`),
+    controls,
+    rule ? el("p", { class: "note", id: "sw-ttft-rule" }, rule === "varies" ? "TTFT ends where each point's metrics.first_token says (the points differ)" : FIRST_TOKEN[rule]?.[0] ?? `metrics.first_token "${rule}"`) : "",
+    charts);
+  if (x && configs.length > MAX_LINES) {
+    charts.append(el("p", { class: "callout warn", id: "sw-too-many" },
+      `${configs.length} lines per chart are more than ${MAX_LINES} one can tell apart (${varying.map((f) => `${f}: ${orderOf(f).length} values`).join(", ")}): choose “charts per” a field, or keep only some values.`));
+    return;
+  }
   for (const [m, label, scaleY, fmtY, yopts] of METRICS) {
     const holder = el("div", { "data-metric": m });
     charts.append(holder);
-    if (x) {
-      const ys = [...points.values()].map((p) => scaleY(p.sums[m] / p.n)).filter((v) => Number.isFinite(v));
+    const ruleShort = m.startsWith("latency.ttft_s") || m.startsWith("slo.") ? FIRST_TOKEN[rule]?.[1] : null;
+    for (const fv of facets) {
+      const part = el("div", facet ? { "data-facet": valueKey(fv) } : {});
+      holder.append(part);
+      const mine = points.filter((p) => fv === undefined || valueKey(p.row[facet]) === valueKey(fv));
+      const where = facet ? ` · ${facet} = ${valueKey(fv)}` : "";
+      if (!x) {
+        barChart(part, {
+          id: `sw-${m}`, title: label + where,
+          rows: mine.map((p) => ({ label: configOf(p.row) || `point ${p.row.point}`, segments: [{ name: label, value: scaleY(p.stats[m][0]) }] })),
+          x: { label, format: fmtY, max: yopts.max },
+        });
+        continue;
+      }
+      const ys = mine.map((p) => scaleY(p.stats[m][0])).filter((v) => Number.isFinite(v));
       const spread = ys.length && Math.min(...ys) > 0 ? Math.max(...ys) / Math.min(...ys) : 0;
       const axis = m !== "slo.attainment" && spread > 30 ? { log: true } : yopts; // long tails: a log axis
-      const series = configs.map((c, i) => ({
-        name: c || label,
-        color: PALETTE[i % 10],
-        points: [...points.values()].filter((p) => configOf(p.row) === c)
-          .map((p) => [p.row[x], scaleY(p.sums[m] / p.n)]).sort((a, b) => a[0] - b[0]),
-      }));
-      lineChart(holder, {
-        id: `sw-${m}`, title: `${label} against ${x}`, series, height: 210,
-        x: { label: x, format: compact }, y: { label: axis.log ? `${label}, log scale` : label, format: fmtY, ...axis },
-      });
-    } else {
-      barChart(holder, {
-        id: `sw-${m}`, title: label,
-        rows: [...points.values()].map((p) => ({ label: configOf(p.row) || `point ${p.row.point}`, segments: [{ name: label, value: scaleY(p.sums[m] / p.n) }] })),
-        x: { label, format: fmtY, max: yopts.max },
+      const series = configs.map((c) => {
+        const pts = mine.filter((p) => configOf(p.row) === c);
+        if (categorical) pts.sort((a, b) => categories.indexOf(valueKey(a.row[x])) - categories.indexOf(valueKey(b.row[x])));
+        else pts.sort((a, b) => a.row[x] - b.row[x]);
+        const se = { name: c || label, points: pts.map((p) => [categorical ? valueKey(p.row[x]) : p.row[x], scaleY(p.stats[m][0])]) };
+        if (replicated) {
+          se.low = pts.map((p) => scaleY(p.stats[m][1]));
+          se.high = pts.map((p) => scaleY(p.stats[m][2]));
+        }
+        return se;
+      }).filter((se) => se.points.length);
+      lineChart(part, {
+        id: `sw-${m}`, title: `${label} against ${x}${ruleShort ? ` (${ruleShort})` : ""}${where}`, series, height: 210,
+        x: { label: x, format: compact, ...(categorical ? { categories } : {}) },
+        y: { label: axis.log ? `${label}, log scale` : label, format: fmtY, ...axis },
       });
     }
   }

@@ -36,6 +36,8 @@ from typing import Any
 
 import polars as pl
 
+from kvwire_api.jsonsafe import dumps
+
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -96,7 +98,8 @@ def valid_id(value: str) -> bool:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    """Strict JSON for a text column: a non-finite float is stored as ``null`` (:mod:`kvwire_api.jsonsafe`)."""
+    return dumps(value)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,6 +30,7 @@ from litestar.params import FromPath, JSONBody
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from kvwire_api.jobs import partial_table
+from kvwire_api.jsonsafe import dumps
 from kvwire_api.routes.common import check_id, errors, not_found
 from kvwire_api.services import Services, TooLarge
 from kvwire_api.store import TERMINAL, JobRecord, new_id
@@ -220,7 +221,7 @@ class JobController(Controller):
                     n += 1
                     last, idle = key, 0.0
                     event = snap["status"] if final else "progress"
-                    yield ServerSentEventMessage(data=json.dumps(snap, allow_nan=False), event=event, id=str(n))
+                    yield ServerSentEventMessage(data=dumps(snap), event=event, id=str(n))
                 if final:
                     return
                 await anyio.sleep(0.2)

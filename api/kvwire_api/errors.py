@@ -154,13 +154,26 @@ def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Re
     )
 
 
+def _body_too_large(request: Request[Any, Any, Any]) -> str:
+    """The 413 of a body over ``max_body_bytes`` (Litestar says only "Request Entity Too Large")."""
+    limit = request.app.state.services.settings.max_body_bytes
+    return (
+        f"the request body is larger than {limit:,} bytes, this service's limit (KVWIRE_API_MAX_BODY_BYTES); "
+        "to replay a long trace, upload it (POST /v1/traces) and name it by id: "
+        '{"workload": {"trace": {"file": "<id>"}}}'
+    )
+
+
 def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
     if isinstance(exc, ClientException):
         not_json = _not_json(request, exc)
         if not_json is not None:
             return not_json
     headers = dict(exc.headers or {})
-    return Response(simple_body(exc.status_code, exc.detail), status_code=exc.status_code, headers=headers)
+    detail = exc.detail
+    if exc.status_code == 413 and detail == "Request Entity Too Large":
+        detail = _body_too_large(request)
+    return Response(simple_body(exc.status_code, detail), status_code=exc.status_code, headers=headers)
 
 
 def _text_syntax(_: Request[Any, Any, Any], exc: TextSyntaxError) -> Response[dict[str, Any]]:

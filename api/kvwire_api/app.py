@@ -33,8 +33,8 @@ from kvwire_api.routes.docs import docs_router
 from kvwire_api.routes.health import health
 from kvwire_api.routes.jobs import CapacityController, SplitController, SweepController
 from kvwire_api.routes.page import index, static_router
-from kvwire_api.routes.schema_ui import assets_router, render_plugins
 from kvwire_api.routes.scenarios import ScenarioController
+from kvwire_api.routes.schema_ui import assets_router, render_plugins
 from kvwire_api.routes.simulations import SimulationController
 from kvwire_api.routes.traces import TraceController
 from kvwire_api.services import Services

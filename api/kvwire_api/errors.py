@@ -28,7 +28,6 @@ import msgspec
 from litestar import Request, Response
 from litestar.exceptions import ClientException, HTTPException, SerializationException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
-from litestar.types import Empty
 from litestar.utils.scope.state import ScopeState
 
 from kvwire_api.limiter import Overloaded, TimedOut
@@ -87,7 +86,7 @@ def _request_body(request: Request[Any, Any, Any]) -> bytes | None:
         body = ScopeState.from_scope(request.scope).body
     except (AttributeError, KeyError, TypeError):  # an internal of Litestar's: do without it if it moves
         return None
-    return body if isinstance(body, bytes) and body is not Empty else None
+    return body if isinstance(body, bytes) else None  # Empty (not read yet) is not bytes
 
 
 def _not_json(request: Request[Any, Any, Any], exc: ClientException) -> Response[dict[str, Any]] | None:
@@ -99,8 +98,8 @@ def _not_json(request: Request[Any, Any, Any], exc: ClientException) -> Response
     message = str(cause.__cause__)
     malformed = _MALFORMED.match(message)
     if message == _TRUNCATED and body is not None and not body.strip():
-        item = {"key": "", "message": EMPTY_BODY, "source": "body"}
-        return Response({**simple_body(400, EMPTY_BODY), "extra": [item]}, status_code=400)
+        empty = {"key": "", "message": EMPTY_BODY, "source": "body"}
+        return Response({**simple_body(400, EMPTY_BODY), "extra": [empty]}, status_code=400)
     if malformed:
         what, offset = malformed.group("what"), int(malformed.group("byte"))
         if what == "trailing characters":  # msgspec names the byte after the first one of them

@@ -204,4 +204,13 @@ class Services:
         return sc
 
 
-__all__ = ["MAX_COUNT", "POINT_HINT", "SYNC_WHAT", "WINDOW_OPTIONS", "Services", "TooLarge", "UploadedTrace", "default_requests"]
+__all__ = [
+    "MAX_COUNT",
+    "POINT_HINT",
+    "SYNC_WHAT",
+    "WINDOW_OPTIONS",
+    "Services",
+    "TooLarge",
+    "UploadedTrace",
+    "default_requests",
+]

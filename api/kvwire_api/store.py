@@ -309,8 +309,7 @@ class Store:
         self.job_dir(job_id).mkdir(parents=True, exist_ok=True)
         with self._tx() as c:
             c.execute(
-                "INSERT INTO jobs (id, kind, status, created_s, definition, total, replicates)"
-                " VALUES (?,?,?,?,?,?,?)",
+                "INSERT INTO jobs (id, kind, status, created_s, definition, total, replicates) VALUES (?,?,?,?,?,?,?)",
                 (job_id, kind, "queued", time.time(), _dumps(definition), total, replicates),
             )
 

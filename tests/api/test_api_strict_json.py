@@ -175,7 +175,10 @@ def test_sweep_and_split_documents_are_strict(client: TestClient[Any]) -> None:
 
 def test_trace_and_reference_documents_are_strict(client: TestClient[Any]) -> None:
     """An uploaded trace's stats (list and one) and the reference endpoints parse strictly."""
-    csv = b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:46.6805901,396,109\n"
+    csv = (
+        b"TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        b"2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:46.6805901,396,109\n"
+    )
     r = client.post("/v1/traces", content=csv, headers={"Content-Type": "text/csv"})
     assert r.status_code == 201, r.text[:500]
     info = strict(r.content)

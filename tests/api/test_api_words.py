@@ -51,8 +51,18 @@ def test_a_run_a_job_can_take_is_pointed_to_jobs_with_their_limit(client: TestCl
 @pytest.mark.parametrize(
     ("url", "body", "path", "words"),
     [
-        ("/v1/sweeps", {"base": {"workload": {"requests": 10**7}}}, "workload.requests", "KVWIRE_API_MAX_POINT_REQUESTS"),
-        ("/v1/capacity", {"scenario": {"workload": {"requests": 10**7}}}, "scenario.workload.requests", "fewer requests"),
+        (
+            "/v1/sweeps",
+            {"base": {"workload": {"requests": 10**7}}},
+            "workload.requests",
+            "KVWIRE_API_MAX_POINT_REQUESTS",
+        ),
+        (
+            "/v1/capacity",
+            {"scenario": {"workload": {"requests": 10**7}}},
+            "scenario.workload.requests",
+            "fewer requests",
+        ),
         ("/v1/sweeps", {"replicates": 10**9}, "replicates", "ask for fewer replicates"),
         ("/v1/sweeps", {"grid": {"workload.seed": list(range(10_001))}}, "grid", "split it into several sweeps"),
         ("/v1/splits", {"scenario": {}, "total_instances": 10**6}, "total_instances", "ask for fewer instances"),

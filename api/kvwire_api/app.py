@@ -34,6 +34,7 @@ from kvwire_api.routes.health import health
 from kvwire_api.routes.jobs import CapacityController, SplitController, SweepController
 from kvwire_api.routes.page import index, static_router
 from kvwire_api.routes.scenarios import ScenarioController
+from kvwire_api.routes.schema_ui import assets_router, render_plugins
 from kvwire_api.routes.simulations import SimulationController
 from kvwire_api.routes.traces import TraceController
 from kvwire_api.services import Services
@@ -97,6 +98,7 @@ def create_app(settings: Settings) -> Litestar:
         components = Components(security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")})
         security = [{"bearer": []}]
 
+    schema_assets = assets_router()
     return Litestar(
         route_handlers=[
             health,
@@ -110,6 +112,7 @@ def create_app(settings: Settings) -> Litestar:
             index,
             static_router(),
             docs_router(settings.docs_dir),
+            *([schema_assets] if schema_assets is not None else []),
         ],
         plugins=[
             ClosedTypedDictPlugin(
@@ -128,6 +131,7 @@ def create_app(settings: Settings) -> Litestar:
             description=DESCRIPTION,
             components=components or Components(),
             security=security,
+            render_plugins=render_plugins(),
         ),
         debug=False,
     )

@@ -74,6 +74,10 @@ def run_split(
 
 
 KINDS: dict[str, Work] = {"sweep": run_sweep, "capacity": run_capacity, "split": run_split}
+#: What a job's ``done`` and ``total`` count, by kind: a sweep's runs (one simulation of one point's replicate:
+#: ``total`` = points x replicates), a capacity search's evaluations (one simulation each; the total is unknown
+#: until the search ends), a best split's splits (each a whole capacity search).
+UNITS: dict[str, str] = {"sweep": "runs", "capacity": "evaluations", "split": "splits"}
 
 
 def partial_table(out: Path, definition: dict[str, Any]) -> pl.DataFrame | None:
@@ -109,6 +113,8 @@ class LiveJob:
     #: Deleted by a client: its row is gone; its thread removes its directory when it stops.
     deleted: bool = False
     running: bool = False
+    #: When this job first started (set as it is handed a thread, so a running job always has one).
+    started_s: float | None = None
     done: int = 0
     total: int | None = None
     #: Progress at the first report of this session, and when it came (for the ETA).
@@ -192,7 +198,8 @@ class JobRunner:
         """Record a job as queued (durably) and start it when a runner is free."""
         if kind not in self.kinds:
             raise KeyError(kind)
-        self.store.put_job(job_id, kind, definition, total)
+        replicates = definition.get("replicates") if kind == "sweep" else None
+        self.store.put_job(job_id, kind, definition, total, replicates if isinstance(replicates, int) else None)
         rec = self.store.get_job(job_id)
         assert rec is not None
         self._enqueue(rec)
@@ -250,11 +257,17 @@ class JobRunner:
         done, total = rec.done, rec.total
         eta = None
         status = rec.status
+        started_s = rec.started_s
+        resumed_from = None if rec.resumed_from is None else self._resumed_from(rec.kind, rec.resumed_from)
         if job is not None:
             done, total = max(done, job.done), job.total if job.total is not None else total
             eta = job.eta_s(time.monotonic())
             if job.running:
                 status = "running"
+                started_s = started_s if started_s is not None else job.started_s
+            if job.first_done is not None:
+                resumed_from = self._resumed_from(rec.kind, job.first_done)
+        replicates = rec.replicates if rec.kind == "sweep" else None
         return {
             "id": rec.id,
             "kind": rec.kind,
@@ -264,13 +277,22 @@ class JobRunner:
             "eta_s": eta if status == "running" else (0.0 if status == "done" else None),
             "cancel_requested": bool(job is not None and job.reason == "cancel"),
             "created_s": rec.created_s,
-            "started_s": rec.started_s,
+            "started_s": started_s,
             "finished_s": rec.finished_s,
             "restarts": rec.restarts,
-            "resumed_from": rec.resumed_from if job is None or job.first_done is None else job.first_done,
+            "resumed_from": resumed_from,
             "error": rec.error,
             "result": rec.result,
+            "unit": UNITS.get(rec.kind, "runs"),
+            "points": total // replicates if replicates and total is not None else None,
+            "replicates": replicates,
         }
+
+    @staticmethod
+    def _resumed_from(kind: str, first_done: int) -> int | None:
+        """The points a run of a job found already finished: only a sweep resumes (a capacity search or best
+        split runs again from the start), and a run that found none did not resume anything."""
+        return first_done if kind == "sweep" and first_done > 0 else None
 
     # ----------------------------------------------------------------------------------------------
     # internals
@@ -290,6 +312,7 @@ class JobRunner:
             ):
                 job = self._live[self._queue.popleft()]
                 job.running = True
+                job.started_s = job.started_s or time.time()
                 t = threading.Thread(target=self._run, args=(job,), name=f"kvwire-job-{job.id[:8]}", daemon=True)
                 self._threads[job.id] = t
                 t.start()
@@ -299,7 +322,7 @@ class JobRunner:
             now = time.monotonic()
             if job.first_done is None:
                 job.first_done, job.first_at = done, now
-                self.store.update_job(job.id, resumed_from=done)
+                self.store.update_job(job.id, resumed_from=self._resumed_from(job.kind, done))
             job.done, job.total = done, total
             job.version += 1
             if now - job.last_saved >= 1.0 or done >= total:
@@ -320,7 +343,9 @@ class JobRunner:
             rec = self.store.get_job(job.id)
             if rec is None:  # deleted meanwhile
                 return
-            self.store.update_job(job.id, status="running", started_s=rec.started_s or time.time())
+            if rec.started_s is not None:  # a job started before a restart keeps its first start
+                job.started_s = rec.started_s
+            self.store.update_job(job.id, status="running", started_s=job.started_s or time.time())
             job.version += 1
             timer.start()
             out = self.store.job_dir(job.id)
@@ -370,7 +395,10 @@ class JobRunner:
         if job.deleted:  # deleted as its last point ended: write nothing
             return
         write_parquet_atomic(table, out / "result.parquet")
-        n = table.height  # one row per point (sweep) or evaluation (capacity, whose total was an estimate)
+        # done = total, in the job's unit: a sweep's runs and a capacity search's evaluations are the table's
+        # rows (the search's total was open until now); a best split's are its splits (its table has a row per
+        # evaluation of every split).
+        n = table.height if rec.kind != "split" else (job.total if job.total is not None else rec.total or 0)
         self.store.update_job(job.id, status="done", finished_s=time.time(), done=n, total=n, result=result)
         job.done = job.total = n
 
@@ -378,4 +406,4 @@ class JobRunner:
         self.store.update_job(job.id, status="failed", finished_s=time.time(), done=job.done, error=error)
 
 
-__all__ = ["KINDS", "JobRunner", "LiveJob", "partial_table", "run_capacity", "run_split", "run_sweep"]
+__all__ = ["KINDS", "UNITS", "JobRunner", "LiveJob", "partial_table", "run_capacity", "run_split", "run_sweep"]

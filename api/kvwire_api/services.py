@@ -49,8 +49,16 @@ class TooLarge(kvwire.ScenarioError):
     """A run bigger than the service's bounds (maps to 422 with the field path, like any scenario error)."""
 
 
-#: What the synchronous bound says when a scenario is refused (POST /v1/simulations and its validation).
+#: What the synchronous bound says when a scenario is refused (POST /v1/simulations and its validation); kept
+#: for callers of :meth:`Services.check_requests`: :meth:`Services.check_sync` says more.
 SYNC_WHAT = "of a synchronous simulation; run larger ones as a job (POST /v1/sweeps with this scenario as base)"
+#: The largest count any field of a scenario takes (the core's unsigned 64-bit integers).
+MAX_COUNT = 2**64 - 1
+#: What a job's per-simulation bound adds: where the bound comes from and what to do instead.
+POINT_HINT = (
+    " (this service's KVWIRE_API_MAX_POINT_REQUESTS): ask for fewer requests, or run it with the kvwire library "
+    "or CLI on your own machine, which bound it only by time and memory"
+)
 
 
 @cache
@@ -95,6 +103,34 @@ class Services:
             field = "workload.trace" if isinstance(wl, Mapping) and "trace" in wl else "workload.requests"
             raise TooLarge(f"{path}{field}: {n:,} requests is more than {limit:,}, the limit {what}", path + field)
         return n
+
+    def check_sync(self, scenario: Mapping[str, Any], table: pl.DataFrame | None = None) -> int:
+        """The bound of a synchronous simulation (``max_sync_requests``), refused with what to do instead: a run
+        a job can take is pointed to jobs (``POST /v1/sweeps``); one over the jobs' bound too
+        (``max_point_requests``) is told both limits, never pointed to a job that would refuse it as well."""
+        n = table.height if table is not None else self.request_count(scenario)
+        sync, point = self.settings.max_sync_requests, self.settings.max_point_requests
+        if n <= sync:
+            return n
+        wl = scenario.get("workload")
+        field = "workload.trace" if isinstance(wl, Mapping) and "trace" in wl else "workload.requests"
+        if n <= point:
+            message = (
+                f"{field}: {n:,} requests is more than {sync:,}, the limit of a synchronous simulation; run it as "
+                f"a job instead: POST /v1/sweeps with this scenario as base and no grid (a job's simulations take "
+                f"up to {point:,} requests)"
+            )
+        else:
+            message = (
+                f"{field}: {n:,} requests is more than this service simulates in one run: {sync:,} synchronously "
+                f"(POST /v1/simulations) and {point:,} in a job (POST /v1/sweeps, per point); ask for at most "
+                f"{point:,} (a summary's percentiles settle on far fewer requests)"
+            )
+            if n <= MAX_COUNT and not (isinstance(wl, Mapping) and "trace" in wl):
+                message += ", or run it with the kvwire library or CLI on your own machine (bounded only by time)"
+            elif n > MAX_COUNT:
+                message += f"; no scenario can have more than {MAX_COUNT:,}"
+        raise TooLarge(message, field)
 
     def trace_record(self, trace_id: Any, path: str) -> TraceRecord:
         if not isinstance(trace_id, str) or not valid_id(trace_id):
@@ -168,4 +204,13 @@ class Services:
         return sc
 
 
-__all__ = ["SYNC_WHAT", "WINDOW_OPTIONS", "Services", "TooLarge", "UploadedTrace", "default_requests"]
+__all__ = [
+    "MAX_COUNT",
+    "POINT_HINT",
+    "SYNC_WHAT",
+    "WINDOW_OPTIONS",
+    "Services",
+    "TooLarge",
+    "UploadedTrace",
+    "default_requests",
+]

@@ -36,6 +36,8 @@ from typing import Any
 
 import polars as pl
 
+from kvwire_api.jsonsafe import dumps
+
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -61,7 +63,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     restarts INTEGER NOT NULL DEFAULT 0,
     resumed_from INTEGER,
     error TEXT,
-    result TEXT
+    result TEXT,
+    replicates INTEGER
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created_s);
 CREATE TABLE IF NOT EXISTS traces (
@@ -96,7 +99,8 @@ def valid_id(value: str) -> bool:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    """Strict JSON for a text column: a non-finite float is stored as ``null`` (:mod:`kvwire_api.jsonsafe`)."""
+    return dumps(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +128,9 @@ class JobRecord:
     resumed_from: int | None
     error: dict[str, Any] | None
     result: dict[str, Any] | None
+    #: A sweep's replicates (its ``total`` is points x replicates); None for other kinds and for sweeps
+    #: recorded before the column existed.
+    replicates: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,6 +169,15 @@ class Store:
         if version > SCHEMA_VERSION:
             raise RuntimeError(f"{self.db_path}: written by a newer kvwire-api (schema {version} > {SCHEMA_VERSION})")
         c.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+        self._add_columns(c)
+
+    @staticmethod
+    def _add_columns(c: sqlite3.Connection) -> None:
+        """Columns added to a table after databases with it were written (nullable, so an older kvwire-api
+        still reads the table: the schema version stays)."""
+        have = {r["name"] for r in c.execute("PRAGMA table_info(jobs)")}
+        if "replicates" not in have:
+            c.execute("ALTER TABLE jobs ADD COLUMN replicates INTEGER")
 
     # ----------------------------------------------------------------------------------------------
     # connections
@@ -286,13 +302,15 @@ class Store:
     def job_dir(self, job_id: str) -> Path:
         return self.root / "jobs" / job_id
 
-    def put_job(self, job_id: str, kind: str, definition: dict[str, Any], total: int | None) -> None:
+    def put_job(
+        self, job_id: str, kind: str, definition: dict[str, Any], total: int | None, replicates: int | None = None
+    ) -> None:
         """Record a new queued job (its directory first, then the row)."""
         self.job_dir(job_id).mkdir(parents=True, exist_ok=True)
         with self._tx() as c:
             c.execute(
-                "INSERT INTO jobs (id, kind, status, created_s, definition, total) VALUES (?,?,?,?,?,?)",
-                (job_id, kind, "queued", time.time(), _dumps(definition), total),
+                "INSERT INTO jobs (id, kind, status, created_s, definition, total, replicates) VALUES (?,?,?,?,?,?,?)",
+                (job_id, kind, "queued", time.time(), _dumps(definition), total, replicates),
             )
 
     def update_job(self, job_id: str, **fields: Any) -> None:
@@ -325,7 +343,7 @@ class Store:
             "*"
             if definition
             else "id, kind, status, created_s, started_s, finished_s, '{}' AS definition, "
-            "done, total, restarts, resumed_from, error, result"
+            "done, total, restarts, resumed_from, error, result, replicates"
         )
         row = self._conn().execute(f"SELECT {cols} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return None if row is None else _job(row)
@@ -451,6 +469,7 @@ def _job(row: sqlite3.Row) -> JobRecord:
         resumed_from=row["resumed_from"],
         error=None if row["error"] is None else json.loads(row["error"]),
         result=None if row["result"] is None else json.loads(row["result"]),
+        replicates=row["replicates"],
     )
 
 

@@ -207,7 +207,8 @@ class ErrorDict(TypedDict):
 
 
 class JobDict(TypedDict):
-    """A sweep or capacity job: status, progress (points done of total), ETA, and the result when done."""
+    """A sweep, capacity or best-split job: status, progress (``done`` of ``total``, counted in ``unit``), ETA,
+    and the result when done. ``started_s`` is set whenever ``status`` is ``running``."""
 
     id: str
     kind: Literal["sweep", "capacity", "split"]
@@ -220,10 +221,20 @@ class JobDict(TypedDict):
     started_s: float | None
     finished_s: float | None
     restarts: int
-    #: Points already finished when the current (or last) run of the job started: > 0 after a resume.
+    #: A sweep's runs already finished when the current (or last) run of the job started, when it resumed
+    #: from some (after a restart of the service); None for a job that started from nothing, and always for a
+    #: capacity search or best split, which run again from the start.
     resumed_from: int | None
     error: ErrorDict | None
     result: dict[str, Any] | None
+    #: What ``done`` and ``total`` count: a sweep's ``runs`` (one simulation of one point's replicate), a
+    #: capacity search's ``evaluations`` (one simulation each; ``total`` is null until the search ends), a best
+    #: split's ``splits`` (each a whole capacity search; its /results table has a row per evaluation).
+    unit: Literal["runs", "evaluations", "splits"]
+    #: A sweep's points (distinct configurations: ``total`` = ``points`` x ``replicates``); null otherwise.
+    points: int | None
+    #: A sweep's replicates of each point; null otherwise.
+    replicates: int | None
 
 
 class TraceInfoDict(TypedDict):

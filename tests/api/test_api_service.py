@@ -415,7 +415,7 @@ def test_sweep_job_equals_library(client: TestClient[Any]) -> None:
     loc = r.headers["location"]
     assert r.json()["total"] == expected.height == 4
     job = wait_for_job(client, loc)  # type: ignore[arg-type]
-    assert (job["status"], job["done"], job["total"], job["resumed_from"]) == ("done", 4, 4, 0)
+    assert (job["status"], job["done"], job["total"], job["resumed_from"]) == ("done", 4, 4, None)
     pq = client.get(f"{loc}/results?format=parquet")
     assert pq.headers["kvwire-complete"] == "true"
     got = without_wall_column(pl.read_parquet(io.BytesIO(pq.content)))

@@ -30,8 +30,9 @@ from litestar.params import FromPath, JSONBody
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from kvwire_api.jobs import partial_table
+from kvwire_api.jsonsafe import dumps
 from kvwire_api.routes.common import check_id, errors, not_found
-from kvwire_api.services import Services, TooLarge
+from kvwire_api.services import POINT_HINT, Services, TooLarge
 from kvwire_api.store import TERMINAL, JobRecord, new_id
 from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_response
 from kvwire_api.types import NOT_FROM_REQUESTS, CapacityBody, JobDict, SplitBody, SweepBody
@@ -79,13 +80,19 @@ def prepare_sweep(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], 
     limit = svc.settings.max_sweep_points
     if n_tasks > limit:  # counted before the points are resolved, so a huge grid costs nothing
         path = "replicates" if definition["replicates"] > limit else "grid"
+        smaller = "ask for fewer replicates" if path == "replicates" else "split it into several sweeps"
         raise TooLarge(
-            f"{path}: {n_tasks:,} points (x replicates) is more than {limit:,}, the limit of one sweep", path
+            f"{path}: {n_tasks:,} runs (points x replicates) is more than {limit:,}, the limit of one sweep job "
+            f"(this service's KVWIRE_API_MAX_SWEEP_POINTS): {smaller}, or run it with the kvwire library or CLI on "
+            "your own machine",
+            path,
         )
     tasks = kvwire.sweep_points(definition)
     for task in tasks:
         try:
-            svc.check_requests(task["scenario"], svc.settings.max_point_requests, "", "per sweep point")
+            svc.check_requests(
+                task["scenario"], svc.settings.max_point_requests, "", f"of one simulation of a sweep job{POINT_HINT}"
+            )
         except TooLarge as e:
             raise TooLarge(f"point {task['point']} ({task['values']}): {e}", e.path) from None
     return definition, len(tasks)
@@ -102,7 +109,12 @@ def _search_definition(svc: Services, body: dict[str, Any], allowed: tuple[str, 
             "scenario: must be a scenario object (the service reads no files named in requests)", "scenario"
         )
     scenario = svc.inline_trace(scenario, "scenario.")
-    svc.check_requests(scenario, svc.settings.max_point_requests, "scenario.", "per capacity evaluation")
+    svc.check_requests(
+        scenario,
+        svc.settings.max_point_requests,
+        "scenario.",
+        f"of one simulation of a capacity search{POINT_HINT}",
+    )
     return {**body, "scenario": scenario}
 
 
@@ -122,7 +134,9 @@ def prepare_split(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], 
     limit = svc.settings.max_sweep_points
     if isinstance(n, int) and not isinstance(n, bool) and n - 1 > limit:
         raise TooLarge(
-            f"total_instances: {n - 1:,} splits is more than {limit:,}, the limit of one job", "total_instances"
+            f"total_instances: {n - 1:,} splits is more than {limit:,}, the limit of one job (this service's "
+            "KVWIRE_API_MAX_SWEEP_POINTS): ask for fewer instances",
+            "total_instances",
         )
     args = {k: v for k, v in definition.items() if k not in ("scenario", "total_instances")}
     dry_run(lambda stop: kvwire.best_split(definition["scenario"], n, **args, workers=1, cancel=stop))
@@ -220,7 +234,7 @@ class JobController(Controller):
                     n += 1
                     last, idle = key, 0.0
                     event = snap["status"] if final else "progress"
-                    yield ServerSentEventMessage(data=json.dumps(snap, allow_nan=False), event=event, id=str(n))
+                    yield ServerSentEventMessage(data=dumps(snap), event=event, id=str(n))
                 if final:
                     return
                 await anyio.sleep(0.2)

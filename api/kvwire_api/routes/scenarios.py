@@ -18,7 +18,7 @@ from litestar.params import JSONBody
 
 from kvwire_api.routes.common import errors
 from kvwire_api.scenario_text import format_scenario, parse_text
-from kvwire_api.services import SYNC_WHAT, Services
+from kvwire_api.services import Services
 from kvwire_api.types import (
     CeilingsDict,
     ParsedScenarioDict,
@@ -41,7 +41,7 @@ TEXT_ERRORS = {
 def validate_scenario(svc: Services, scenario: dict[str, Any]) -> ValidationDict:
     """The validation document of ``scenario``, or the error ``POST /v1/simulations`` would give."""
     sc, requests, _ = svc.split_trace(scenario)
-    n = svc.check_requests(scenario, svc.settings.max_sync_requests, "", SYNC_WHAT, requests)
+    n = svc.check_sync(scenario, requests)
     kvwire.validate(sc)
     ceilings: CeilingsDict | None
     try:

@@ -15,7 +15,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 
 from kvwire_api.cdf import MAX_POINTS, MIN_POINTS, cdf
 from kvwire_api.routes.common import check_id, errors, not_found
-from kvwire_api.services import SYNC_WHAT, Services
+from kvwire_api.services import Services
 from kvwire_api.store import RunRecord, new_id, write_parquet_atomic
 from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_response
 from kvwire_api.types import CdfDict, RunListItemDict, ScenarioBody, SimulationDict
@@ -31,7 +31,7 @@ def run_simulation(
     The per-request table is built and written as Parquet on a writer thread while this one computes the
     summary (both release the GIL); the row is committed once both are done, so it never lacks its file."""
     sc, requests, ref = svc.split_trace(scenario)
-    svc.check_requests(scenario, svc.settings.max_sync_requests, "", SYNC_WHAT, requests)
+    svc.check_sync(scenario, requests)
     res = kvwire.simulate(sc, requests=requests, keep_requests=True, cancel=cancel)  # the service stores the table
     echo = res.scenario if ref is None else ref.echo_into(res.scenario)
     path = svc.store.run_path(run_id)

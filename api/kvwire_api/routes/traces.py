@@ -37,6 +37,14 @@ CONTENT_TYPES = {
 SUFFIX = {"azure": ".csv", "mooncake": ".jsonl"}
 
 
+def too_large(limit: int) -> str:
+    """The 413 of a trace over ``max_trace_bytes``: the limit, where it is set, and what to do."""
+    return (
+        f"the trace is larger than {limit:,} bytes, this service's limit (KVWIRE_API_MAX_TRACE_BYTES): upload a "
+        "shorter part of it, or replay it with the kvwire library or CLI on your own machine"
+    )
+
+
 def trace_format(content_type: str, query: str | None, filename: str | None) -> str:
     """The trace format from ``?format=``, else the content type, else the file name's extension."""
     if query is not None:
@@ -121,7 +129,7 @@ class TraceController(Controller):
         limit = svc.settings.max_trace_bytes
         announced = request.headers.get("content-length")
         if announced is not None and announced.isdigit() and int(announced) > limit:
-            raise HTTPException(status_code=413, detail=f"the trace is larger than {limit:,} bytes")
+            raise HTTPException(status_code=413, detail=too_large(limit))
         trace_id = new_id()
         raw = svc.store.root / "traces" / f"{trace_id}.upload.tmp-{uuid.uuid4().hex[:8]}{SUFFIX[kind]}"
         nbytes = 0
@@ -130,7 +138,7 @@ class TraceController(Controller):
                 async for chunk in request.stream():
                     nbytes += len(chunk)
                     if nbytes > limit:
-                        raise HTTPException(status_code=413, detail=f"the trace is larger than {limit:,} bytes")
+                        raise HTTPException(status_code=413, detail=too_large(limit))
                     await f.write(chunk)
         except BaseException:
             raw.unlink(missing_ok=True)

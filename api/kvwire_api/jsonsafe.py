@@ -14,23 +14,9 @@ stored and answered (``null``), never refused with a 500.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-
-def finite(value: Any) -> Any:
-    """``value`` with every non-finite float (at any depth of dicts, lists and tuples) replaced by None.
-
-    >>> finite({"a": [float("-inf"), 2.0, (float("nan"),)], "b": "inf"})
-    {'a': [None, 2.0, [None]], 'b': 'inf'}
-    """
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
+from kvwire.results.summary import finite
 
 
 def dumps(value: Any, **kwargs: Any) -> str:

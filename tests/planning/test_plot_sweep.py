@@ -239,11 +239,11 @@ def test_too_many_lines_are_refused_and_the_legend_is_capped() -> None:
 def test_the_ttft_rule_is_said(real: pl.DataFrame, tmp_path: Path) -> None:
     """A table whose metrics.first_token column says "decode" titles the TTFT and SLO panels with it and says
     the rule under the figure's title; so does first_token="prefill" (what a sweep directory's manifest names,
-    read by sweep_first_token); without either, nothing is claimed."""
+    read by sweep_first_token, the default "decode" when it names none); without either, nothing is claimed."""
     table = real.with_columns(pl.lit("decode").alias("metrics.first_token"))
     fig = plot.metric_vs(table, RATE, by="link", facet="decode.instances")
     assert "once decode has the KV" in fig.axes[1].get_title() and "once decode" in fig.axes[0].get_title()
-    assert "once decode" not in fig.axes[2].get_title()  # TPOT does not depend on it
+    assert "once decode" in fig.axes[2].get_title()  # TPOT too: it is timed from the first token as seen
     assert 'metrics.first_token "decode"' in fig.get_suptitle()
     fig = plot.metric_vs(real, RATE, by="link", facet="decode.instances", first_token="prefill")
     assert "first token out of prefill" in fig.axes[1].get_title()
@@ -252,6 +252,9 @@ def test_the_ttft_rule_is_said(real: pl.DataFrame, tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     kvwire.sweep({"workload": {"requests": 50}, "metrics": {"first_token": "prefill"}}, {"link": ["ib-ndr"]}, out=out)
     assert plot.sweep_first_token(out) == "prefill"
+    default = tmp_path / "default"
+    kvwire.sweep({"workload": {"requests": 50}}, {"link": ["ib-ndr"]}, out=default)
+    assert plot.sweep_first_token(default) == "decode"  # the base names no rule: the default's
     assert plot.sweep_first_token(tmp_path) is None
     (tmp_path / "manifest.json").write_bytes(b"\xff\x00")
     assert plot.sweep_first_token(tmp_path) is None

@@ -241,7 +241,7 @@ def metric_vs(
                 ax.set_xlabel(_label(view.x)[0])
             ax.set_ylabel(ylabel)
             title = ylabel.split(" (")[0]
-            if view.first_token in FIRST_TOKEN_SHORT and metric.startswith(("latency.ttft_s", "slo.")):
+            if view.first_token in FIRST_TOKEN_SHORT and metric.startswith(("latency.ttft_s", "latency.tpot_s", "latency.itl_s", "slo.")):
                 title += f" ({FIRST_TOKEN_SHORT[view.first_token]})"
             if view.facet is not None:
                 title += f"\n{view.facet}={value_text(fv)}"
@@ -354,8 +354,9 @@ def read_table(path: str | Path) -> pl.DataFrame | dict[str, Any]:
 
 
 def sweep_first_token(path: str | Path) -> str | None:
-    """The TTFT rule a sweep directory's base scenario names (``metrics.first_token`` in its ``manifest.json``:
-    ``"prefill"`` or ``"decode"``), or None when the base does not name it or ``path`` is no sweep directory."""
+    """The TTFT rule of a sweep directory's base scenario (``metrics.first_token`` in its ``manifest.json``:
+    ``"prefill"`` or ``"decode"``; ``"decode"``, the default, when the base does not name it), or None when
+    ``path`` is no sweep directory. (A grid that varies the rule puts it in the table, which says it there.)"""
     manifest = Path(path) / "manifest.json"
     try:
         doc = json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file() else None
@@ -366,6 +367,8 @@ def sweep_first_token(path: str | Path) -> str | None:
         return None
     metrics = base.get("metrics")
     rule = metrics.get("first_token") if isinstance(metrics, dict) else base.get("metrics.first_token")
+    if rule is None:
+        return "decode"
     return rule if rule in ("prefill", "decode") else None
 
 

@@ -522,7 +522,7 @@ function renderResults(host, sim, cdf, report) {
 /** The TTFT rule in force, read from the run's scenario echo (`metrics.first_token`): its key, a short form for
  * the TTFT card and a sentence. */
 export function ttftRule(scenario) {
-  const key = scenario?.metrics?.first_token ?? "prefill";
+  const key = scenario?.metrics?.first_token ?? "decode";
   if (key === "decode") {
     return { key, short: "first token once decode has the KV",
       long: 'TTFT ends when the decode side has the KV cache (metrics.first_token "decode"): the hand-off is part of it.' };

@@ -241,7 +241,9 @@ def metric_vs(
                 ax.set_xlabel(_label(view.x)[0])
             ax.set_ylabel(ylabel)
             title = ylabel.split(" (")[0]
-            if view.first_token in FIRST_TOKEN_SHORT and metric.startswith(("latency.ttft_s", "latency.tpot_s", "latency.itl_s", "slo.")):
+            if view.first_token in FIRST_TOKEN_SHORT and metric.startswith(
+                ("latency.ttft_s", "latency.tpot_s", "latency.itl_s", "slo.")
+            ):
                 title += f" ({FIRST_TOKEN_SHORT[view.first_token]})"
             if view.facet is not None:
                 title += f"\n{view.facet}={value_text(fv)}"

@@ -68,6 +68,11 @@ def wait_for(driver: Any, condition: Callable[[], Any], what: str, timeout_s: fl
         raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last: {last[0]!r})") from None
 
 
+def js(driver: Any, script: str, *args: Any) -> Any:
+    """Run ``script`` in the page and return what it returns (``driver.execute_script``)."""
+    return driver.execute_script(script, *args)
+
+
 def set_viewport(driver: Any, width: int, height: int) -> None:
     """Resize the window so that the page's viewport is ``width`` x ``height``."""
     driver.set_window_size(width, height)
@@ -131,6 +136,7 @@ __all__ = [
     "browser_paths",
     "console_errors",
     "fixed",
+    "js",
     "screenshot",
     "set_viewport",
     "start_browser",

@@ -22,8 +22,8 @@ import kvwire
 import numpy as np
 import polars as pl
 import pytest
-from api_support import Server
-from browser_support import console_errors, fixed, screenshot, set_viewport, wait_for
+from api_support import Server, running
+from browser_support import console_errors, fixed, js, screenshot, set_viewport, wait_for
 from kvwire.planning import intervals
 
 RATE = "workload.arrivals.rate_per_s"
@@ -32,15 +32,8 @@ RATE = "workload.arrivals.rate_per_s"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, driver: Any) -> Iterator[Server]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KVWIRE_API_")}
-    s = Server(tmp_path_factory.mktemp("web-charts") / "data", env).start()
-    try:
+    with running(tmp_path_factory.mktemp("web-charts") / "data", env) as s:
         yield s
-    finally:
-        s.stop()
-
-
-def js(driver: Any, script: str, *args: Any) -> Any:
-    return driver.execute_script(script, *args)
 
 
 def open_page(driver: Any, server: Server, fragment: str) -> None:

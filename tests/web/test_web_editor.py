@@ -18,7 +18,7 @@ from typing import Any
 import kvwire
 import pytest
 from api_support import Server
-from browser_support import console_errors, set_viewport, wait_for
+from browser_support import console_errors, js, set_viewport, wait_for
 from kvwire.scenario import to_toml
 from shared_paths import EXAMPLES as EXAMPLES_DIR
 
@@ -75,10 +75,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, driver: Any, site: Path) ->
         yield s
     finally:
         s.stop()
-
-
-def js(driver: Any, script: str, *args: Any) -> Any:
-    return driver.execute_script(script, *args)
 
 
 def open_runner(driver: Any, server: Server) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 import pytest
 from api_support import Server, running
-from browser_support import console_errors, fixed, screenshot, set_viewport, wait_for
+from browser_support import console_errors, fixed, js, screenshot, set_viewport, wait_for
 from kvwire.results import report
 from polars.testing import assert_frame_equal
 
@@ -72,10 +72,6 @@ def open_page(driver: Any, server: Server, fragment: str) -> None:
     driver.get("about:blank")
     driver.get(f"{server.url}/{fragment}")
     wait_for(driver, lambda: driver.execute_script("return document.body.dataset.ready") == "true", "the page")
-
-
-def js(driver: Any, script: str, *args: Any) -> Any:
-    return driver.execute_script(script, *args)
 
 
 def data(driver: Any, element_id: str, key: str) -> Any:

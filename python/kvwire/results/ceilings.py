@@ -52,9 +52,14 @@ def ceilings(
     return result
 
 
-def _rate(x: float) -> str:
-    """A rate for the note: two decimals, or three significant digits beyond ten million (``4.49e+307``)."""
-    return f"{x:.3g}" if abs(x) >= 1e7 else f"{x:,.2f}"
+def compact(x: float, fmt: str = ",.2f") -> str:
+    """``x`` in ``fmt``, or in three significant digits beyond ten million, so that a rate over a vanishing
+    window is not printed with 300 digits (the overload note's and the report's numbers).
+
+    >>> compact(18.2249), compact(4.494e307)
+    ('18.22', '4.49e+307')
+    """
+    return f"{x:.3g}" if abs(x) >= 1e7 else format(x, fmt)
 
 
 def load(ceiling: Mapping[str, Any]) -> dict[str, Any]:
@@ -100,12 +105,12 @@ def load(ceiling: Mapping[str, Any]) -> dict[str, Any]:
     over = offered is not None and offered > limit
     out["overloaded"] = over
     out["overload_note"] = (
-        f"overloaded: {_rate(float(offered))} req/s offered exceeds the {out['binding']} ceiling of "
-        f"{_rate(limit)} req/s (its queue grows for as long as arrivals last)"
+        f"overloaded: {compact(float(offered))} req/s offered exceeds the {out['binding']} ceiling of "
+        f"{compact(limit)} req/s (its queue grows for as long as arrivals last)"
         if over and offered is not None
         else None
     )
     return out
 
 
-__all__ = ["ceilings", "load"]
+__all__ = ["ceilings", "compact", "load"]

@@ -7,6 +7,7 @@ from typing import Any
 
 import kvwire._core as _core
 from kvwire.presets import catalog
+from kvwire.results.ceilings import compact
 from kvwire.results.run import SimResult
 from kvwire.results.sessions import session_line
 from kvwire.results.summary import QUANTILES, prefill_token_budget
@@ -21,11 +22,7 @@ def _pct(x: float | None) -> str:
 
 
 def _num(x: float | None, fmt: str = ",.2f") -> str:
-    """``x`` in ``fmt``; beyond ten million in three significant digits (``9.01e+307``), so that a rate over a
-    vanishing window is not printed with 300 digits."""
-    if x is None:
-        return "-"
-    return f"{x:.3g}" if abs(x) >= 1e7 else format(x, fmt)
+    return "-" if x is None else compact(x, fmt)
 
 
 def _dur(x: float | None) -> str:

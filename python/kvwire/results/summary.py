@@ -292,8 +292,7 @@ def prefill_token_budget(scheduler: Mapping[str, Any]) -> int:
 
 
 def _safe_div(a: float, b: float) -> float | None:
-    """``a / b`` when ``b`` > 0 and the quotient is finite (a subnormal window can overflow it), else None."""
-    return _opt(a / b) if b > 0 else None
+    return a / b if b > 0 else None
 
 
 def finite(value: Any) -> Any:

@@ -140,11 +140,10 @@ def trace_dict(spans: Mapping[str, Any], stats: Mapping[str, Any], available: in
             event at a time.
     """
     n = span_count(spans)
-    free = available
-    if free is not None and n * EVENT_BYTES > free:
+    if available is not None and n * EVENT_BYTES > available:
         raise ResourceError(
             f"timeline: {n:,} events as a dict need about {n * EVENT_BYTES / 1e9:,.1f} GB but "
-            f"{free / 1e9:,.1f} GB of memory is available; write it to a file instead (res.timeline(PATH), "
+            f"{available / 1e9:,.1f} GB of memory is available; write it to a file instead (res.timeline(PATH), "
             "one event in memory at a time)",
             "timeline",
         )

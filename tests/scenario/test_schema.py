@@ -154,9 +154,19 @@ HOST_CONVERT = {"from": "vllm_hnd", "to": "sglang", "at": "host", "from_block_si
                 "to_dtype": "bfloat16"}  # fmt: skip
 
 
+#: A parallel layout with every field set (tests/simulator/test_parallel.py, rust/kvwire-core/tests/parallel.rs).
+PARALLEL = {"tp": 2, "pp": 1, "ep": 2, "dp": 1, "expert_imbalance": 1.2, "scale_out": "ib-ndr"}
+
+
 def example_for(path: str) -> dict[str, Any]:
     """A valid scenario that sets the field at ``path`` (with whatever companions it needs)."""
     top = path.split(".")[0]
+    if ".parallel" in path:  # every field of a layout; expert parallelism needs an MoE model
+        layout = {"parallel": PARALLEL}
+        if top == "colocated":
+            return {"mode": "colocated", "model": "mixtral-8x7b", "colocated": layout}
+        other = "decode" if top == "prefill" else "prefill"
+        return {"model": "mixtral-8x7b", top: layout, other: {"devices_per_instance": 2}}
     if path == "prefill.kv_format":  # a prefill pool keeps KV only for requests it decodes itself
         return {"prefill": {**POOL, "kv_format": "fp8_e4m3"}, "router": CONDITIONAL}
     if path.endswith(".kv_format"):
@@ -314,6 +324,7 @@ def test_all_annotated_keys_together_run() -> None:
 LOCATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "ScenarioDict": ("", {}),
     "PoolDict": ("prefill", {}),
+    "ParallelDict": ("prefill.parallel", {"prefill": {"parallel": {"tp": 1}}}),
     "LinkDict": ("link", {"link": {"preset": "ib-ndr"}}),
     "HandoffDict": ("handoff", {}),
     "ConvertDict": ("handoff.convert", {"handoff": {"convert": {"from": "vllm_hnd", "to": "sglang", "at": "sender"}}}),

@@ -183,7 +183,8 @@ def test_amd_and_wafer_scale_presets_state_their_sources() -> None:
     dev = kvwire.catalog()["devices"]
     mi300x, mi355x, wafer = dev["mi300x"], dev["mi355x"], dev["wafer-scale"]
     assert (mi300x["peak_tflops"], mi300x["hbm_tb_per_s"], mi300x["hbm_gb"], mi300x["tdp_w"]) == (1307.4, 5.3, 192, 750)
-    assert mi300x["fp8_peak_tflops"] == 2614.9 and "Infinity Fabric" in mi300x["scale_up"]
+    assert mi300x["fp8_peak_tflops"] == 2614.9 and "Infinity Fabric" in mi300x["scale_up_fabric"]
+    assert mi300x["scale_up"] == {"domain": 8, "bandwidth_gb_per_s": 448.0, "latency_us": 5.0}
     assert (mi355x["peak_tflops"], mi355x["hbm_tb_per_s"], mi355x["hbm_gb"], mi355x["tdp_w"]) == (2516.6, 8, 288, 1400)
     assert "datasheet" in mi300x["source"] and "assumed" in mi300x["source"]
     assert wafer["illustrative"] and "illustrative" in wafer["name"] and wafer["source"].startswith("ILLUSTRATIVE")

@@ -55,7 +55,12 @@ def _pool(p: dict[str, Any]) -> str:
     per = f"{p['devices_per_instance']}x" if p["devices_per_instance"] > 1 else ""
     cap = f" capped {p['power_cap_w']:g} W" if p.get("power_cap_w") is not None else ""
     kv = f", KV in {p['kv_format']}" if p.get("kv_format", "none") != "none" else ""
-    return f"{p['instances']} x {per}{_named(p['device'], 'devices')}{cap}{kv}"
+    par = p.get("parallel")
+    layout = ""
+    if par:
+        degrees = [f"{k.upper()}{par[k]}" for k in ("tp", "pp", "ep", "dp") if par.get(k, 1) > 1]
+        layout = f" ({' x '.join(degrees) or 'TP1'})"
+    return f"{p['instances']} x {per}{_named(p['device'], 'devices')}{layout}{cap}{kv}"
 
 
 def _handoff(sc: dict[str, Any]) -> str:
@@ -292,6 +297,12 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
     )
     capped = ", ".join(f"{k} {_pct(v['power_capped_fraction'])}" for k, v in s["instances"].items())
     lines.append(f"power-capped share of busy time: {capped}")
+    comm = {k: v.get("comm_fraction") for k, v in s["instances"].items()}
+    if any(comm.values()):
+        lines.append(
+            "collectives (parallel; share of busy time not hidden under compute): "
+            + ", ".join(f"{k} {_pct(v)}" for k, v in comm.items())
+        )
     if s["link"] is not None:
         lk = s["link"]
         lines.append(

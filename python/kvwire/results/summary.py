@@ -547,6 +547,7 @@ def summarise(
                 "mean_batch": _safe_div(i["batch_sum"], i["steps"]),
                 "power_capped_fraction": _safe_div(i["power_bound_s"], i["busy_s"]),
                 "compute_bound_fraction": _safe_div(i["compute_bound_s"], i["busy_s"]),
+                "comm_fraction": _safe_div(i["comm_s"], i["busy_s"]),
                 "avg_power_w": _safe_div(i["idle_w"] * horizon + i["compute_j"] + i["memory_j"], horizon),
                 "peak_step_power_w": i["peak_step_power_w"] if i["steps"] else None,
                 "mfu": _safe_div(i["flops"], horizon * i["peak_flops_per_s"]),

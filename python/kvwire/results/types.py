@@ -102,6 +102,7 @@ class InstanceDict(TypedDict):
     mean_batch: float | None
     power_capped_fraction: float | None
     compute_bound_fraction: float | None
+    comm_fraction: float | None
     avg_power_w: float | None
     peak_step_power_w: float | None
     mfu: float | None

@@ -12,12 +12,24 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 
+class ParallelDict(TypedDict, total=False):
+    """``parallel`` of a pool: an instance runs on ``tp * pp * dp`` devices (docs: concepts/parallelism)."""
+
+    tp: int
+    pp: int
+    ep: int
+    dp: int
+    expert_imbalance: float
+    scale_out: str
+
+
 class PoolDict(TypedDict, total=False):
     device: str | dict[str, Any]
     instances: int
     devices_per_instance: int
     power_cap_w: float
     kv_format: str
+    parallel: ParallelDict
 
 
 class LinkDict(TypedDict, total=False):
@@ -148,6 +160,7 @@ class CostDict(TypedDict, total=False):
     enforce_tdp: bool
     dvfs: bool
     s_min: float
+    comm_overlap: float
 
 
 class SchedulerDict(TypedDict, total=False):

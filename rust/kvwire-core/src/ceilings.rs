@@ -175,7 +175,8 @@ fn prefill_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (f64, u64
     let prompt = (m.prompt.round() as u64).max(1);
     let k = (sc.max_prefill_tokens as u64 / prompt).max(1);
     let t = p.timer(sc.roofline);
-    let mut step_s = t.time(model.prefill(k * prompt, k, k as u128 * model.prompt_attention_flops(prompt))).time_s;
+    let work = model.prefill(k * prompt, k, k as u128 * model.prompt_attention_flops(prompt));
+    let mut step_s = t.step(work, k * prompt, 0).time_s;
     let share = k as f64 * m.handoff;
     if pass.bytes > 0.0 {
         step_s += t.pass(StepWork { flops: pass.flops * share, bytes: pass.bytes * share }).time_s;
@@ -195,7 +196,7 @@ fn decode_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (Option<f6
     }
     let ctx = (b as f64 * (m.prompt + m.output / 2.0)).round() as u64;
     let t = p.timer(sc.roofline);
-    let step_s = t.time(model.decode(ctx, b)).time_s;
+    let step_s = t.step(model.decode(ctx, b), b, ctx).time_s;
     let pass_s = if pass.bytes > 0.0 { t.pass(pass).time_s * m.handoff } else { 0.0 };
     let per_request_s = step_s / b as f64 * m.decode_steps + pass_s;
     (Some(p.instances as f64 / per_request_s), b)

@@ -2,5 +2,6 @@
 //! and energy under the power roof.
 
 pub mod model;
+pub mod parallel;
 pub mod presets;
 pub mod roofline;

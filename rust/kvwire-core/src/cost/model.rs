@@ -148,6 +148,32 @@ impl ModelCost {
         ModelCost { kv_bytes_per_token: self.kv_bytes_per_token / ratio, ..self.clone() }
     }
 
+    /// Layers and hidden size (the activation width a collective moves per token).
+    pub fn layers_and_width(&self) -> (u32, u32) {
+        (self.layers as u32, self.d_model as u32)
+    }
+
+    /// MoE layers (0 for a dense model).
+    pub fn moe_layers(&self) -> u32 {
+        self.moe_layers as u32
+    }
+
+    /// Bytes of the routed experts' weights (all MoE layers, every expert); the rest of the resident weights
+    /// (attention, dense MLPs, shared experts, routers, embeddings) is [`Self::resident_weight_bytes`] minus this.
+    pub fn routed_expert_bytes(&self) -> f64 {
+        to_f64(self.moe_layers * self.experts as u128 * self.expert_params) * self.weight_bytes_per_param
+    }
+
+    /// Bytes every pass reads in full (attention, dense MLPs, shared experts, routers, LM head).
+    pub fn fixed_read_bytes(&self) -> f64 {
+        to_f64(self.fixed_read_params) * self.weight_bytes_per_param
+    }
+
+    /// Matmul FLOPs of the routed experts per token (2 · top-k · expert parameters per MoE layer).
+    pub fn routed_flops_per_token(&self) -> f64 {
+        to_f64(2 * self.moe_layers * self.top_k as u128 * self.expert_params)
+    }
+
     /// Bytes of weights resident in HBM (both embedding tables counted).
     pub fn resident_weight_bytes(&self) -> f64 {
         self.total_params as f64 * self.weight_bytes_per_param

@@ -123,10 +123,41 @@ pub struct DeviceSpec {
     /// GPU preset does; the illustrative wafer-scale engine does not (see its source).
     #[serde(default = "converts_kv_default")]
     pub converts_kv: bool,
+    /// The scale-up fabric the device's collectives run on inside one domain (NVLink within an HGX board or
+    /// an NVL72 rack, Infinity Fabric on an MI300X platform). `None`: no scale-up fabric is modelled, and a
+    /// pool of the device with `parallel` set is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_up: Option<ScaleUp>,
 }
 
 fn converts_kv_default() -> bool {
     true
+}
+
+/// A device's scale-up domain: how many devices share the fabric, and one device's bandwidth into it.
+///
+/// Either `link` names a link preset (its `bandwidth_gb_per_s` and `latency_us` are used), or the two
+/// figures are given; validation resolves `bandwidth_gb_per_s` and `latency_us` and checks them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleUp {
+    /// Devices in one domain (8 on an HGX H100/H200/B200 board or an MI300X platform, 72 on GB200 NVL72).
+    pub domain: u32,
+    /// A link preset key whose figures describe one device's port into the fabric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// One direction, per device, GB/s (1e9 B/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_gb_per_s: Option<f64>,
+    /// Per-message latency α of the collectives, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<f64>,
+}
+
+impl ScaleUp {
+    fn nvlink(key: &str) -> Option<ScaleUp> {
+        Some(ScaleUp { domain: 8, link: Some(key.into()), bandwidth_gb_per_s: None, latency_us: None })
+    }
 }
 
 /// A point-to-point link carrying the KV hand-off (one direction), with its transfer layer: the NICs a
@@ -435,6 +466,7 @@ fn device(
         pj_per_byte,
         source: format!("{datasheet}; {DEVICE_SRC}"),
         converts_kv: true,
+        scale_up: None,
     }
 }
 
@@ -443,77 +475,98 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
     vec![
         (
             "h100",
-            device(
-                "H100-SXM",
-                989.0,
-                3.35,
-                80.0,
-                700.0,
-                100.0,
-                1.0,
-                60.0,
-                "NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense BF16, 3.35 TB/s, 80 GB, 700 W",
-            ),
+            DeviceSpec {
+                scale_up: ScaleUp::nvlink("nvlink4"),
+                ..device(
+                    "H100-SXM",
+                    989.0,
+                    3.35,
+                    80.0,
+                    700.0,
+                    100.0,
+                    1.0,
+                    60.0,
+                    "NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense BF16, 3.35 TB/s, 80 GB, 700 W",
+                )
+            },
         ),
         (
             "h200",
-            device(
-                "H200-SXM",
-                989.0,
-                4.8,
-                141.0,
-                700.0,
-                100.0,
-                1.0,
-                60.0,
-                "NVIDIA H200 SXM datasheet: 989 TFLOP/s dense BF16, 4.8 TB/s, 141 GB, 700 W",
-            ),
+            DeviceSpec {
+                scale_up: ScaleUp::nvlink("nvlink4"),
+                ..device(
+                    "H200-SXM",
+                    989.0,
+                    4.8,
+                    141.0,
+                    700.0,
+                    100.0,
+                    1.0,
+                    60.0,
+                    "NVIDIA H200 SXM datasheet: 989 TFLOP/s dense BF16, 4.8 TB/s, 141 GB, 700 W",
+                )
+            },
         ),
         (
             "a100",
-            device(
-                "A100-SXM-80GB",
-                312.0,
-                2.039,
-                80.0,
-                400.0,
-                60.0,
-                1.6,
-                70.0,
-                "NVIDIA A100 80GB SXM datasheet: 312 TFLOP/s BF16, 2.039 TB/s, 80 GB, 400 W",
-            ),
+            DeviceSpec {
+                scale_up: ScaleUp::nvlink("nvlink3"),
+                ..device(
+                    "A100-SXM-80GB",
+                    312.0,
+                    2.039,
+                    80.0,
+                    400.0,
+                    60.0,
+                    1.6,
+                    70.0,
+                    "NVIDIA A100 80GB SXM datasheet: 312 TFLOP/s BF16, 2.039 TB/s, 80 GB, 400 W",
+                )
+            },
         ),
         (
             "a100-40g",
-            device(
-                "A100-SXM-40GB",
-                312.0,
-                1.555,
-                40.0,
-                400.0,
-                60.0,
-                1.6,
-                70.0,
-                "NVIDIA A100 40GB SXM datasheet: 312 TFLOP/s BF16, 1.555 TB/s, 40 GB, 400 W",
-            ),
+            DeviceSpec {
+                scale_up: ScaleUp::nvlink("nvlink3"),
+                ..device(
+                    "A100-SXM-40GB",
+                    312.0,
+                    1.555,
+                    40.0,
+                    400.0,
+                    60.0,
+                    1.6,
+                    70.0,
+                    "NVIDIA A100 40GB SXM datasheet: 312 TFLOP/s BF16, 1.555 TB/s, 40 GB, 400 W",
+                )
+            },
         ),
         (
             "b200",
-            device(
-                "B200",
-                2250.0,
-                8.0,
-                180.0,
-                1000.0,
-                140.0,
-                0.6,
-                45.0,
-                "NVIDIA B200 (HGX) datasheet: 2.25 PFLOP/s dense BF16, 8 TB/s, 180 GB, 1000 W",
-            ),
+            DeviceSpec {
+                scale_up: ScaleUp::nvlink("nvlink5"),
+                ..device(
+                    "B200",
+                    2250.0,
+                    8.0,
+                    180.0,
+                    1000.0,
+                    140.0,
+                    0.6,
+                    45.0,
+                    "NVIDIA B200 (HGX) datasheet: 2.25 PFLOP/s dense BF16, 8 TB/s, 180 GB, 1000 W",
+                )
+            },
         ),
         (
             "mi300x",
             DeviceSpec {
+                scale_up: Some(ScaleUp {
+                    domain: 8,
+                    link: None,
+                    bandwidth_gb_per_s: Some(448.0),
+                    latency_us: Some(5.0),
+                }),
                 source: format!(
                     "AMD Instinct MI300X datasheet: 1,307.4 TFLOP/s dense BF16 (2,614.9 dense FP8), 5.3 TB/s HBM3, \
                      192 GB, 750 W; {AMD_ASSUMED} H100's (same generation): idle 750/7 W, 1.0 pJ/FLOP, 60 pJ/byte"
@@ -524,6 +577,12 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
         (
             "mi355x",
             DeviceSpec {
+                scale_up: Some(ScaleUp {
+                    domain: 8,
+                    link: None,
+                    bandwidth_gb_per_s: Some(537.6),
+                    latency_us: Some(5.0),
+                }),
                 source: format!(
                     "AMD Instinct MI355X datasheet: 2,516.6 TFLOP/s dense BF16 (5,033.2 dense FP8), 8 TB/s HBM3E, \
                      288 GB, 1,400 W; {AMD_ASSUMED} B200's (same generation): idle 1400/7 W, 0.6 pJ/FLOP, \
@@ -547,6 +606,7 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
                 pj_per_byte: 1.0,
                 source: WAFER_SRC.into(),
                 converts_kv: false,
+                scale_up: None,
             },
         ),
     ]
@@ -572,7 +632,7 @@ pub struct DeviceFacts {
     /// Dense FP8 peak, TFLOP/s (`None`: no FP8 tensor rate).
     pub fp8_peak_tflops: Option<f64>,
     /// The scale-up link between devices of one instance.
-    pub scale_up: &'static str,
+    pub scale_up_fabric: &'static str,
     /// What `hbm_gb` / `hbm_tb_per_s` describe.
     pub memory: &'static str,
     /// A device modelled from announced figures with guessed coefficients, not a product datasheet.
@@ -581,9 +641,9 @@ pub struct DeviceFacts {
 
 /// [`DeviceFacts`] of every device preset: `(key, facts)`, in the order of [`device_presets`].
 pub fn device_facts() -> Vec<(&'static str, DeviceFacts)> {
-    let f = |fp8: Option<f64>, scale_up, memory| DeviceFacts {
+    let f = |fp8: Option<f64>, scale_up_fabric, memory| DeviceFacts {
         fp8_peak_tflops: fp8,
-        scale_up,
+        scale_up_fabric,
         memory,
         illustrative: false,
     };
@@ -599,7 +659,7 @@ pub fn device_facts() -> Vec<(&'static str, DeviceFacts)> {
             "wafer-scale",
             DeviceFacts {
                 fp8_peak_tflops: None,
-                scale_up: "wafers chained layer by layer (illustrative: free, like every instance's devices)",
+                scale_up_fabric: "wafers chained layer by layer (illustrative: no fabric modelled, so a pool of it takes no parallel)",
                 memory: "on-chip SRAM (no HBM)",
                 illustrative: true,
             },

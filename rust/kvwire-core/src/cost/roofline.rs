@@ -2,6 +2,7 @@
 //! roof (TDP or a pool power cap) and the fixed per-step overhead (`spec/simulator.md` (b)).
 
 use super::model::StepWork;
+use super::parallel::ParallelCost;
 use super::presets::DeviceSpec;
 
 /// What set a step's duration.
@@ -23,6 +24,9 @@ pub struct StepTiming {
     /// HBM energy, J.
     pub memory_j: f64,
     pub bound: Bound,
+    /// Collective time the step could not hide under compute, s (included in `time_s`; 0 without
+    /// `parallel`).
+    pub comm_s: f64,
 }
 
 /// Cost-model switches shared by every pool.
@@ -36,6 +40,8 @@ pub struct RooflineParams {
     pub dvfs: bool,
     /// Lowest clock fraction.
     pub s_min: f64,
+    /// Share of collective time hidden under compute, in [0, 1] (instances with a parallel layout).
+    pub comm_overlap: f64,
 }
 
 /// The step timer of one instance: `n` devices of one kind acting as one.
@@ -51,6 +57,8 @@ pub struct StepTimer {
     /// Dynamic power budget of the instance, W (`None`: no power roof).
     budget_w: Option<f64>,
     p: RooflineParams,
+    /// The instance's parallel layout (`None`: its devices act as one, no collective charged).
+    par: Option<Box<ParallelCost>>,
 }
 
 impl StepTimer {
@@ -74,7 +82,44 @@ impl StepTimer {
             j_per_byte: dev.pj_per_byte * 1e-12,
             budget_w: limit.map(|w| (w - dev.idle_w) * n),
             p,
+            par: None,
         }
+    }
+
+    /// The same timer charging the collectives, pipeline and replication of a parallel layout.
+    pub fn with_parallel(mut self, par: Option<ParallelCost>) -> Self {
+        self.par = par.map(Box::new);
+        self
+    }
+
+    /// The timer's parallel layout, if any.
+    pub fn parallel(&self) -> Option<&ParallelCost> {
+        self.par.as_deref()
+    }
+
+    /// Time and energy of a step doing `w` over `tokens` tokens (prompt tokens computed plus one per
+    /// decoding sequence) reading `ctx_tokens` tokens of KV. Without a parallel layout this is
+    /// [`Self::time`]; with one, the step's extra work (replicated reads, the busiest expert) is added, the
+    /// roofline time is stretched over the `pp` stages a batch passes in turn, and the collectives not hidden
+    /// under compute (`1 − comm_overlap` of them) are added.
+    #[inline]
+    pub fn step(&self, w: StepWork, tokens: u64, ctx_tokens: u64) -> StepTiming {
+        match self.par.as_deref() {
+            None => self.time(w),
+            Some(par) => self.parallel_step(par, w, tokens, ctx_tokens),
+        }
+    }
+
+    #[inline(never)]
+    fn parallel_step(&self, par: &ParallelCost, w: StepWork, tokens: u64, ctx_tokens: u64) -> StepTiming {
+        let c = par.step(tokens, ctx_tokens);
+        let work = StepWork { flops: w.flops + c.extra_flops, bytes: w.bytes + c.extra_bytes };
+        let mut t = self.time(work);
+        let pp = par.layout.pp as f64;
+        let exposed = c.collective_s * (1.0 - self.p.comm_overlap);
+        t.time_s = (t.time_s - self.p.step_overhead_s) * pp + self.p.step_overhead_s + exposed;
+        t.comm_s = exposed;
+        t
     }
 
     /// Dynamic power budget, W, if a power roof applies.
@@ -95,7 +140,13 @@ impl StepTimer {
         let t_full = t_c.max(t_m);
         let slow_clock = self.p.dvfs && t_m > t_c;
         if !slow_clock && self.budget_w.is_none_or(|budget| e_c + e_m <= budget * t_full) {
-            return StepTiming { time_s: t_full + self.p.step_overhead_s, compute_j: e_c, memory_j: e_m, bound };
+            return StepTiming {
+                time_s: t_full + self.p.step_overhead_s,
+                compute_j: e_c,
+                memory_j: e_m,
+                bound,
+                comm_s: 0.0,
+            };
         }
         let mut s = 1.0_f64;
         if slow_clock {
@@ -123,7 +174,7 @@ impl StepTimer {
                 t = (e_c + e_m) / budget;
             }
         }
-        StepTiming { time_s: t + self.p.step_overhead_s, compute_j: e_c, memory_j: e_m, bound }
+        StepTiming { time_s: t + self.p.step_overhead_s, compute_j: e_c, memory_j: e_m, bound, comm_s: 0.0 }
     }
 }
 
@@ -139,6 +190,7 @@ impl StepTimer {
             compute_j: w.flops * self.j_per_flop,
             memory_j: w.bytes * self.j_per_byte,
             bound: if t_c >= t_m { Bound::Compute } else { Bound::Memory },
+            comm_s: 0.0,
         }
     }
 }
@@ -181,7 +233,8 @@ mod tests {
         let m = model_presets().into_iter().find(|(k, _)| *k == key).unwrap().1;
         ModelCost::new(&m, LmHead::All)
     }
-    const REF: RooflineParams = RooflineParams { step_overhead_s: 0.0005, enforce_tdp: true, dvfs: false, s_min: 0.4 };
+    const REF: RooflineParams =
+        RooflineParams { step_overhead_s: 0.0005, enforce_tdp: true, dvfs: false, s_min: 0.4, comm_overlap: 0.0 };
     fn ms(t: StepTiming) -> f64 {
         t.time_s * 1e3
     }

@@ -158,8 +158,9 @@ pub(super) fn start_decode(
         return None;
     }
     let b = dec.running.len() as u64;
-    let mut work = model.decode(dec.running.ctx_tokens(prompt), b);
-    let mut timing = timer.time(work);
+    let ctx = dec.running.ctx_tokens(prompt);
+    let mut work = model.decode(ctx, b);
+    let mut timing = timer.step(work, b, ctx);
     dec.take_pending_pass(timer, &mut work, &mut timing);
     stats.add_step(now, work, timing, b, 0, false, dec.kv_used);
     Some(now + timing.time_s)
@@ -183,7 +184,7 @@ fn start_paged_decode(
     let b = dec.running.len() as u64;
     let ctx = dec.running.ctx_tokens(prompt);
     let mut work = model.mixed(ctx, b, chunks);
-    let mut timing = timer.time(work);
+    let mut timing = timer.step(work, b + chunks.tokens, ctx + chunks.cached_tokens);
     dec.take_pending_pass(timer, &mut work, &mut timing);
     // The step waits for the swaps of its boundary (the host link is the instance's own).
     timing.time_s += swap_s;

@@ -105,7 +105,7 @@ impl Sim<'_> {
         } else {
             model.prefill(tokens, n as u64, attention)
         };
-        let mut timing = inst.timer.time(work);
+        let mut timing = inst.timer.step(work, computed, cached);
         if pass.bytes > 0.0 {
             // Compression and/or layout conversion on the sender: an element-wise pass after the prefill's
             // matmuls (no overhead, no power roof; its energy is charged to this instance).
@@ -221,7 +221,7 @@ impl Sim<'_> {
         work.attention_flops += again.attention_flops;
         work.last_chunks += again.last_chunks;
         let mut step = model.mixed(ctx, rows, work);
-        let mut timing = inst.timer.time(step);
+        let mut timing = inst.timer.step(step, work.tokens + rows, ctx + work.cached_tokens);
         timing.time_s += swap_s;
         if pass.bytes > 0.0 {
             super::add_pass(&inst.timer, pass, &mut step, &mut timing);

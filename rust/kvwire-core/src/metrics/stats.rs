@@ -34,6 +34,8 @@ pub struct InstanceStats {
     pub power_bound_s: f64,
     /// Busy time of compute-bound steps, s.
     pub compute_bound_s: f64,
+    /// Collective time the steps could not hide under compute, s (0 without `parallel`).
+    pub comm_s: f64,
     pub flops: f64,
     pub bytes: f64,
     pub compute_j: f64,
@@ -97,6 +99,7 @@ impl InstanceStats {
             Bound::Compute => self.compute_bound_s += t.time_s,
             Bound::Memory => {}
         }
+        self.comm_s += t.comm_s;
         self.flops += w.flops;
         self.bytes += w.bytes;
         self.compute_j += t.compute_j;

@@ -38,13 +38,14 @@ fn format_name(f: Option<&'static Format>) -> String {
 }
 
 fn pool(p: &Pool) -> PoolSpec {
-    let Pool { device, instances, devices_per_instance, power_cap_w, kv_format } = p;
+    let Pool { device, instances, devices_per_instance, power_cap_w, kv_format, parallel } = p;
     PoolSpec {
         device: expanded(device),
         instances: Some(*instances),
         devices_per_instance: *devices_per_instance,
         power_cap_w: *power_cap_w,
         kv_format: Some(format_name(*kv_format)),
+        parallel: parallel.as_ref().map(|p| p.spec.clone()),
     }
 }
 
@@ -248,6 +249,7 @@ impl Scenario {
                 enforce_tdp: roofline.enforce_tdp,
                 dvfs: roofline.dvfs,
                 s_min: roofline.s_min,
+                comm_overlap: roofline.comm_overlap,
             },
             scheduler: SchedulerSpec {
                 policy: *batch_policy,

@@ -3,6 +3,7 @@
 
 mod capacity;
 mod echo;
+pub mod parallel;
 pub mod prefix;
 pub mod spec;
 mod validate;
@@ -20,7 +21,7 @@ pub use crate::limits::MAX_DEVICES_PER_INSTANCE;
 pub use crate::policy::disaggregation::Disaggregate;
 pub use crate::policy::router::Rule;
 pub use prefix::PrefixConfig;
-pub use spec::{BatchPolicy, FirstToken, KvPolicy, KvSpec, OverContext, Preemption, ScenarioSpec};
+pub use spec::{BatchPolicy, FirstToken, KvPolicy, KvSpec, OverContext, ParallelSpec, Preemption, ScenarioSpec};
 
 /// A resolved preset: the key it came from (`"custom"` for a fully inline object) and its values.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,17 +40,24 @@ pub struct Pool {
     pub power_cap_w: Option<f64>,
     /// Format the pool keeps its KV cache in (`None`: BF16).
     pub kv_format: Option<&'static Format>,
+    /// The instances' parallel layout (`None`: the devices act as one, no collective charged).
+    pub parallel: Option<Box<parallel::PoolParallel>>,
 }
 
 impl Pool {
     /// The step timer of one instance of this pool.
     pub fn timer(&self, roofline: RooflineParams) -> crate::cost::roofline::StepTimer {
         crate::cost::roofline::StepTimer::new(&self.device.spec, self.devices_per_instance, self.power_cap_w, roofline)
+            .with_parallel(self.parallel.as_ref().map(|p| p.cost.clone()))
     }
 
     /// KV capacity (tokens) of one instance holding `model`'s weights (`Err`: the usable bytes, when nothing
     /// fits; validation has refused such pools).
     pub fn kv_capacity(&self, mem_util: f64, model: &crate::cost::model::ModelCost) -> std::result::Result<u64, f64> {
+        if let Some(par) = &self.parallel {
+            let m = par.rank_memory(&self.device.spec, mem_util, model);
+            return m.capacity_tokens(par.layout().dp).ok_or(m.usable_bytes * self.devices_per_instance as f64);
+        }
         crate::cost::roofline::kv_capacity_tokens(
             &self.device.spec,
             self.devices_per_instance,
@@ -62,6 +70,7 @@ impl Pool {
 
 /// Which pools exist.
 #[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)] // one per scenario, read in place: boxing a pool would buy nothing
 pub enum Topology {
     Disaggregated { prefill: Pool, decode: Pool },
     Colocated { pool: Pool },

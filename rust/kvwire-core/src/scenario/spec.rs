@@ -84,6 +84,36 @@ pub struct PoolSpec {
     /// compressed cache raises KV capacity and lowers the KV bytes each decode step reads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_format: Option<String>,
+    /// Tensor, pipeline, expert and attention-data parallelism inside one instance (`None`: the
+    /// instance's devices act as one, with no collective charged — the reference's model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel: Option<ParallelSpec>,
+}
+
+/// `parallel` of a pool: the instance runs on tp × pp × dp devices.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ParallelSpec {
+    /// Tensor-parallel ranks (matmuls split; two all-reduces per layer).
+    pub tp: u32,
+    /// Pipeline stages (layers split; a batch passes the stages in turn).
+    pub pp: u32,
+    /// Expert-parallel ranks (routed experts spread; dispatch and combine all-to-all per MoE layer). Must
+    /// divide tp × dp.
+    pub ep: u32,
+    /// Attention data-parallel ranks (each attends over its own sequences; non-expert weights replicated).
+    pub dp: u32,
+    /// Load of the busiest expert over the mean (≥ 1): it sets the MoE layers' time.
+    pub expert_imbalance: f64,
+    /// Link preset of the network between scale-up domains, for collectives of groups larger than the
+    /// device's domain.
+    pub scale_out: String,
+}
+
+impl Default for ParallelSpec {
+    fn default() -> Self {
+        ParallelSpec { tp: 1, pp: 1, ep: 1, dp: 1, expert_imbalance: 1.0, scale_out: "ib-ndr".into() }
+    }
 }
 
 fn default_device() -> Value {
@@ -327,6 +357,8 @@ pub struct CostSpec {
     pub dvfs: bool,
     /// Lowest clock fraction under DVFS or a power roof.
     pub s_min: f64,
+    /// Share of collective time hidden under compute (pools with `parallel`), in [0, 1].
+    pub comm_overlap: f64,
 }
 
 impl Default for CostSpec {
@@ -338,6 +370,7 @@ impl Default for CostSpec {
             enforce_tdp: true,
             dvfs: false,
             s_min: 0.4,
+            comm_overlap: 0.0,
         }
     }
 }

@@ -33,6 +33,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
     positive("cost.step_overhead_s", s.cost.step_overhead_s, true)?;
     // The clock floor divides compute time: a floor near 0 would stretch a step without bound.
     in_range("cost.s_min", s.cost.s_min, 0.01, 1.0, true, true)?;
+    in_range("cost.comm_overlap", s.cost.comm_overlap, 0.0, 1.0, true, true)?;
     let lm_head = match s.cost.prefill_lm_head {
         LmHeadSpec::Last => LmHead::Last,
         LmHeadSpec::All => LmHead::All,
@@ -277,6 +278,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
             enforce_tdp: s.cost.enforce_tdp,
             dvfs: s.cost.dvfs,
             s_min: s.cost.s_min,
+            comm_overlap: s.cost.comm_overlap,
         },
         mem_util,
         max_prefill_tokens: s.scheduler.max_prefill_tokens,
@@ -585,6 +587,7 @@ fn pool(
         devices_per_instance: 1,
         power_cap_w: None,
         kv_format: None,
+        parallel: None,
     });
     let kv_format = match p.kv_format.as_deref() {
         None => None,
@@ -629,23 +632,67 @@ fn pool(
             ));
         }
     }
-    let fits =
-        |n: u32| kv_capacity_tokens(&device.spec, n, mem_util, cost.resident_weight_bytes(), cost.kv_bytes_per_token);
-    if let Err(usable) = fits(p.devices_per_instance) {
-        return Err(Error::DoesNotFit(Box::new(crate::error::DoesNotFit {
-            path: path.to_string(),
-            model: model.spec.name.clone(),
-            device: device.spec.name.clone(),
-            devices: p.devices_per_instance,
-            weights_gb: cost.resident_weight_bytes() / 1e9,
-            usable_gb: usable / 1e9,
-            hbm_gb: device.spec.hbm_gb * p.devices_per_instance as f64,
-            mem_util,
-            memory: crate::cost::presets::memory_kind(&device.key),
-            devices_needed: (p.devices_per_instance + 1..=MAX_DEVICES_PER_INSTANCE).find(|&n| fits(n).is_ok()),
-        })));
+    let parallel = match &p.parallel {
+        None => None,
+        Some(spec) => {
+            let ppath = format!("{path}.parallel");
+            super::parallel::resolve(spec, &ppath, &model.spec, cost, &device.spec, &dpath)?.map(Box::new)
+        }
+    };
+    let mut devices_per_instance = p.devices_per_instance;
+    if let Some(spec) = &p.parallel {
+        let n = spec.tp * spec.pp * spec.dp;
+        if devices_per_instance != 1 && devices_per_instance != n {
+            return Err(Error::field(
+                format!("{path}.devices_per_instance"),
+                format!(
+                    "is {devices_per_instance} but {path}.parallel gives tp × pp × dp = {} × {} × {} = {n} devices: \
+                     drop devices_per_instance (it is derived from parallel) or make the two agree",
+                    spec.tp, spec.pp, spec.dp
+                ),
+            ));
+        }
+        devices_per_instance = n;
     }
-    Ok(Pool { device, instances, devices_per_instance: p.devices_per_instance, power_cap_w: p.power_cap_w, kv_format })
+    let fits_ranks = match &parallel {
+        Some(par) => par.rank_memory(&device.spec, mem_util, cost).capacity_tokens(par.layout().dp).is_some(),
+        None => {
+            let (w, kv) = (cost.resident_weight_bytes(), cost.kv_bytes_per_token);
+            kv_capacity_tokens(&device.spec, devices_per_instance, mem_util, w, kv).is_ok()
+        }
+    };
+    if let (Some(spec), false) = (&p.parallel, fits_ranks) {
+        // A layout (even every degree 1) that leaves no room: the advice is about the layout.
+        let lay = crate::cost::parallel::Layout { tp: spec.tp, pp: spec.pp, ep: spec.ep, dp: spec.dp };
+        return Err(super::parallel::does_not_fit(
+            lay,
+            &format!("{path}.parallel"),
+            &model.spec,
+            cost,
+            &device.spec,
+            mem_util,
+        ));
+    }
+    if parallel.is_none() {
+        let fits = |n: u32| {
+            kv_capacity_tokens(&device.spec, n, mem_util, cost.resident_weight_bytes(), cost.kv_bytes_per_token)
+        };
+        if let Err(usable) = fits(p.devices_per_instance) {
+            return Err(Error::DoesNotFit(Box::new(crate::error::DoesNotFit {
+                path: path.to_string(),
+                model: model.spec.name.clone(),
+                device: device.spec.name.clone(),
+                devices: p.devices_per_instance,
+                weights_gb: cost.resident_weight_bytes() / 1e9,
+                usable_gb: usable / 1e9,
+                hbm_gb: device.spec.hbm_gb * p.devices_per_instance as f64,
+                mem_util,
+                memory: crate::cost::presets::memory_kind(&device.key),
+                devices_needed: (p.devices_per_instance + 1..=MAX_DEVICES_PER_INSTANCE).find(|&n| fits(n).is_ok()),
+            })));
+        }
+    }
+    Ok(Pool { device, instances, devices_per_instance, power_cap_w: p.power_cap_w, kv_format, parallel })
 }
 
 /// A format of the table by name or alias (`None` for `"none"`), or an error listing the known names.

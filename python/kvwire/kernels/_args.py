@@ -3,6 +3,7 @@ caller's kvwire error class with the argument named and the reason in words."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -125,21 +126,44 @@ def size(dims: tuple[int, ...]) -> int:
     return n
 
 
+def available_memory_bytes() -> int | None:
+    """Memory this process may still use, bytes: the lowest of Linux's MemAvailable and the cgroup limit minus
+    its usage; ``None`` where neither can be read. The same reading as
+    :func:`kvwire.results.run.available_memory_bytes`, kept here because the kernels sit on a floor below the
+    results (``tests/test_structure.py``)."""
+    limits: list[int] = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                limits.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
+        try:
+            limit, usage = Path(limit_file).read_text().strip(), Path(usage_file).read_text().strip()
+            if limit != "max" and int(limit) < 2**60:
+                limits.append(max(0, int(limit) - int(usage)))
+        except (OSError, ValueError):
+            continue
+    return min(limits) if limits else None
+
+
 def check_memory(nbytes: int, path: str, what: str, available: int | None = None) -> None:
     """Refuse an allocation of ``nbytes`` that does not fit in the memory available, before it is made.
 
     Raises:
-        ResourceError: ``nbytes`` exceeds ``available`` (default: what
-            :func:`kvwire.results.run.available_memory_bytes` reads; nothing is refused where it cannot be
-            read); ``path`` names the argument that sets the size, the message gives both figures.
+        ResourceError: ``nbytes`` exceeds ``available`` (default: what :func:`available_memory_bytes`
+            reads; nothing is refused where it cannot be read); ``path`` names the argument that sets the
+            size, the message gives both figures.
 
     >>> check_memory(2**50, "blocks", "2^40 blocks", available=2**30)
     Traceback (most recent call last):
     ...
     kvwire.errors.ResourceError: blocks: 2^40 blocks need 1,125,899.9 GB but 1.1 GB of memory is available
     """
-    from kvwire.results.run import available_memory_bytes
-
     free = available_memory_bytes() if available is None else available
     if free is not None and nbytes > free:
         raise ResourceError(

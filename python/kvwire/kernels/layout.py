@@ -324,7 +324,7 @@ def _heads(x: Any, what: str) -> tuple[int, int] | None:
         if x.step not in (None, 1) or x.start is None or x.stop is None:
             raise LayoutError(f"{what}: expected slice(start, stop) with both ends, got {x}", what)
         x = (x.start, x.stop)
-    ends = tuple(x) if isinstance(x, tuple | list) else None
+    ends = tuple(x) if isinstance(x, tuple | list | np.ndarray) else None
     if (
         ends is None
         or len(ends) != 2

@@ -284,8 +284,8 @@ def dequantize(
         out = _args.allocate(tuple(q.shape), np.float32, "shape", "the decoded tensor")
     else:
         _args.array(out, "out", np.float32, QuantError)
-        if out.shape != q.shape:
-            raise QuantError(f"out: expected shape {q.shape}, got {out.shape}", "out")
+        if out.shape != tuple(q.shape):
+            raise QuantError(f"out: expected shape {tuple(q.shape)}, got {out.shape}", "out")
     threads = _args.threads(threads, QuantError)
     scales = q.scales
     if scales is not None and scales.dtype == np.float16:

@@ -23,19 +23,21 @@ Checked on :class:`kvwire.SimResult` (spec/simulator.md (c), (d) and "Clarificat
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import json
 import math
 import os
 import statistics
+from collections.abc import Iterator
 from typing import Any
 
 import kvwire
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 DEVICES = ("h100", "a100", "a100-40g", "h200", "b200")
@@ -203,6 +205,22 @@ def repro(sc: dict[str, Any], requests: pl.DataFrame | None) -> str:
     return json.dumps(sc)
 
 
+@contextlib.contextmanager
+def reproduction(sc: dict[str, Any], requests: pl.DataFrame | None) -> Iterator[None]:
+    """Every failure inside — an assertion, a kvwire error, a ``ValueError`` from ``json.dumps`` of a summary
+    holding ``inf``, a Rust panic surfaced as an exception — leaves with the complete reproduction attached as a
+    note (printed under the traceback; the exception itself is unchanged): the scenario as JSON with its
+    request table folded in (its ``workload.seed`` included), which ``kvwire.simulate(json.loads(...))`` reruns.
+    Hypothesis's own report of the example prints the request table as a truncated DataFrame repr, which is
+    no reproduction."""
+    try:
+        yield
+    except BaseException as e:
+        if not isinstance(e, KeyboardInterrupt | SystemExit | GeneratorExit):
+            e.add_note(f"reproduction: kvwire.simulate(json.loads(SCENARIO)) with SCENARIO =\n{repro(sc, requests)}")
+        raise
+
+
 # --------------------------------------------------------------------------------------------------
 # Checks
 
@@ -328,8 +346,21 @@ def check_percentiles(res: kvwire.SimResult) -> None:
             assert math.isclose(row[k], want, rel_tol=1e-12, abs_tol=1e-15), (metric, k, row[k], want)
 
 
+def nonfinite(value: Any, path: str = "summary") -> list[str]:
+    """Paths of every float in ``value`` (nested dicts and lists) that is NaN or ±inf."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [f"{path} = {value!r}"]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in nonfinite(v, f"{path}.{k}")]
+    if isinstance(value, list | tuple):
+        return [p for i, v in enumerate(value) for p in nonfinite(v, f"{path}[{i}]")]
+    return []
+
+
 def check_summary(res: kvwire.SimResult) -> None:
     df, s, stats = res.requests, res.summary, res.stats
+    bad = nonfinite(s)
+    assert not bad, f"summary numbers must be finite or None: {bad}"
     text = json.dumps(s, allow_nan=False)  # never NaN / inf
     assert json.loads(text) == s
     latency = s["latency"]
@@ -412,33 +443,49 @@ def same_frames(a: pl.DataFrame, b: pl.DataFrame) -> bool:
 # Properties
 
 
+#: Regression examples of the summary's infinities (issue 23): two measured arrivals a subnormal or
+#: smallest-normal gap apart made goodput overflow to inf. Run first, on every profile.
+SUMMARY_INFINITY = {
+    "link": "nvlink4",
+    "metrics": {"warmup_fraction": 0.0},
+    "workload": {
+        "trace": {
+            "arrival_s": [0.0, 2.2250738585072014e-308],
+            "prompt_tokens": [1, 426788],
+            "output_tokens": [0, 0],
+        }
+    },
+}
+
+
 @SETTINGS
 @given(scenarios())
+@example(case=(SUMMARY_INFINITY, None))
 def test_run_invariants(case: tuple[dict[str, Any], pl.DataFrame | None]) -> None:
+    """Every invariant of one run (accounting, rows, percentiles, summary: every summary number finite or
+    None). Any failure carries the scenario JSON (:func:`reproduction`)."""
     sc, requests = case
-    res = run(sc, requests)
-    try:
-        check_all(res)
-    except AssertionError as e:
-        raise AssertionError(f"{e}\nscenario: {repro(sc, requests)}") from e
+    with reproduction(sc, requests):
+        check_all(run(sc, requests))
 
 
 @SETTINGS
 @given(scenarios(max_requests=60))
 def test_deterministic_and_fast_path_exact(case: tuple[dict[str, Any], pl.DataFrame | None]) -> None:
     sc, requests = case
-    runs = []
-    for macro in (True, True, False):
-        s = copy.deepcopy(sc)
-        s["engine"]["macro_steps"] = macro
-        runs.append(run(s, requests))
-    first = runs[0]
-    for other in runs[1:]:
-        assert same_frames(first.requests, other.requests), repro(sc, requests)
-        a, b = dict(first.summary), dict(other.summary)
-        for d in (a, b):
-            d["run"] = {k: v for k, v in d["run"].items() if k not in ("wall_s", "events", "calendar_steps")}
-        assert a == b, repro(sc, requests)
+    with reproduction(sc, requests):
+        runs = []
+        for macro in (True, True, False):
+            s = copy.deepcopy(sc)
+            s.setdefault("engine", {})["macro_steps"] = macro
+            runs.append(run(s, requests))
+        first = runs[0]
+        for other in runs[1:]:
+            assert same_frames(first.requests, other.requests)
+            a, b = dict(first.summary), dict(other.summary)
+            for d in (a, b):
+                d["run"] = {k: v for k, v in d["run"].items() if k not in ("wall_s", "events", "calendar_steps")}
+            assert a == b
 
 
 @SETTINGS
@@ -447,13 +494,14 @@ def test_trace_and_requests_frame_agree(case: tuple[dict[str, Any], pl.DataFrame
     """The same requests as ``requests=`` or as ``workload.trace`` give the same run (floats in the scenario
     JSON are read back exactly)."""
     sc, requests = case
-    base = run(sc, requests)
-    table = base.requests.select("arrival_s", "prompt_tokens", "output_tokens")
-    sc_plain = {k: v for k, v in copy.deepcopy(sc).items() if k != "workload"}
-    via_frame = run(sc_plain, table)
-    via_trace = run({**sc_plain, "workload": {"trace": {c: table[c].to_list() for c in table.columns}}}, None)
-    for other in (via_frame, via_trace):
-        assert same_frames(base.requests, other.requests), repro(sc, requests)
+    with reproduction(sc, requests):
+        base = run(sc, requests)
+        table = base.requests.select("arrival_s", "prompt_tokens", "output_tokens")
+        sc_plain = {k: v for k, v in copy.deepcopy(sc).items() if k != "workload"}
+        via_frame = run(sc_plain, table)
+        via_trace = run({**sc_plain, "workload": {"trace": {c: table[c].to_list() for c in table.columns}}}, None)
+        for other in (via_frame, via_trace):
+            assert same_frames(base.requests, other.requests)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 17])
@@ -473,6 +521,38 @@ def test_constant_values_mean_within_range(n: int) -> None:
     }
     res = kvwire.simulate(sc)
     check_all(res)
+
+
+class FakePanic(BaseException):
+    """Stands in for ``pyo3_runtime.PanicException``, which derives from ``BaseException``, not ``Exception``."""
+
+
+def _raise_summary_inf() -> None:
+    json.dumps({"goodput_req_per_s": math.inf}, allow_nan=False)  # ValueError, as check_summary's was
+
+
+@pytest.mark.parametrize(
+    ("fail", "cls"),
+    [
+        pytest.param(lambda: kvwire.simulate({"workload": {"requests": -1}}), kvwire.ScenarioError, id="kvwire-error"),
+        pytest.param(_raise_summary_inf, ValueError, id="value-error"),
+        pytest.param(lambda: (_ for _ in ()).throw(FakePanic("panicked at kernel.rs")), FakePanic, id="panic"),
+        pytest.param(lambda: (_ for _ in ()).throw(AssertionError("p99 > max")), AssertionError, id="assertion"),
+    ],
+)
+def test_every_failure_carries_the_reproduction(fail: Any, cls: type[BaseException]) -> None:
+    """Issue 23 item 9: the property tests attached the scenario only to ``AssertionError`` (raised after the
+    run), so a kvwire error or panic from ``simulate``, or the ``ValueError`` of ``json.dumps`` on an
+    infinite summary, printed no reproduction. :func:`reproduction` notes the scenario JSON on every kind of
+    failure, leaves the exception's type alone, and the JSON it prints reruns the same scenario and table."""
+    sc = {"link": "nvlink4", "workload": {"seed": 12345}}
+    table = pl.DataFrame({"arrival_s": [0.0, 0.5], "prompt_tokens": [10, 20], "output_tokens": [1, 2]})
+    with pytest.raises(cls) as e, reproduction(sc, table):
+        fail()
+    notes = getattr(e.value, "__notes__", [])
+    assert len(notes) == 1 and "kvwire.simulate(json.loads(SCENARIO))" in notes[0], notes
+    again = json.loads(notes[0].split("\n", 1)[1])
+    assert again["link"] == "nvlink4" and again["workload"]["trace"] == table.to_dict(as_series=False)
 
 
 # --------------------------------------------------------------------------------------------------

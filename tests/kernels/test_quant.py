@@ -1454,7 +1454,8 @@ ERRORS: list[tuple[str, Callable[[], object], str]] = [
     ("fp6 count not multiple of 4", lambda: quant.cast(np.ones(6, np.float32), "e3m2"), "x"),
     ("fp4 inner dims odd", lambda: quant.quantize(np.ones((32, 3), np.float32), "mxfp4", 0), "x"),
     ("decode packed without shape", lambda: quant.decode(np.zeros(4, np.uint8), "e2m1"), "shape"),
-    ("decode wrong code count", lambda: quant.decode(np.zeros(3, np.uint8), "e2m1", (4,)), "codes"),
+    # A shape given with the codes that do not match them is the shape's error (checked before allocating).
+    ("decode wrong code count", lambda: quant.decode(np.zeros(3, np.uint8), "e2m1", (4,)), "shape"),
     ("decode int8 codes", lambda: quant.decode(np.zeros(4, np.int8), "e4m3fn"), "codes"),
     (
         "scales too short",

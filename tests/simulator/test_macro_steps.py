@@ -17,7 +17,7 @@ from typing import Any
 import kvwire
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 GAMMA = {"process": "gamma", "rate_per_s": 16.0, "cv": 2.0}
@@ -212,16 +212,23 @@ def session_scenarios(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(session_scenarios())
+@example({"workload": {"sessions": {"count": 7, "turns": 3, "think_s": 1.0}}})  # issue 23's reproduction
 def test_sessions_macro_steps_property(scenario: dict[str, Any]) -> None:
     """Property: for any sessions workload on any engine path, macro-steps on = off bit for bit (table and
-    summary). The failure message carries the scenario as JSON (a complete reproduction)."""
+    summary). Any failure — a mismatch, a kvwire error, a panic — carries the scenario as JSON (a complete
+    reproduction, its ``workload.seed`` included) as a note; the issue's 7 x 3 case runs first, always."""
     what = json.dumps(scenario)
     try:
-        slow = kvwire.simulate(with_macro(scenario, False), keep_requests=True)
-        fast = kvwire.simulate(with_macro(scenario, True), keep_requests=True)
-    except kvwire.ScenarioError:
-        # A drawn workload may be refused as a whole (no first turn fits); both paths must refuse it alike.
-        with pytest.raises(kvwire.ScenarioError):
-            kvwire.simulate(with_macro(scenario, True), keep_requests=True)
-        return
-    assert_bit_identical(fast, slow, what)
+        try:
+            slow = kvwire.simulate(with_macro(scenario, False), keep_requests=True)
+            fast = kvwire.simulate(with_macro(scenario, True), keep_requests=True)
+        except kvwire.ScenarioError:
+            # A drawn workload may be refused as a whole (no first turn fits); both paths must refuse it alike.
+            with pytest.raises(kvwire.ScenarioError):
+                kvwire.simulate(with_macro(scenario, True), keep_requests=True)
+            return
+        assert_bit_identical(fast, slow, what)
+    except BaseException as e:
+        if not isinstance(e, KeyboardInterrupt | SystemExit | GeneratorExit):
+            e.add_note(f"reproduction: the scenario JSON {what}")
+        raise

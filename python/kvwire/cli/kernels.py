@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from kvwire.cli.output import dumps
 from kvwire.errors import KvwireError
 
 
@@ -19,7 +19,7 @@ def layouts_cmd(as_json: bool) -> None:
 
     rows = layouts().to_dicts()
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(dumps(rows))
         return
     width = max(len(r["name"]) for r in rows)
     for r in rows:
@@ -30,7 +30,13 @@ def layouts_cmd(as_json: bool) -> None:
 @click.command("quant-report")
 @click.argument("npy_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--axis", default=-1, show_default=True, help="Quantisation axis (blocks run along it).")
-@click.option("--repeat", default=3, show_default=True, help="Timing repetitions (best is reported).")
+@click.option(
+    "--repeat",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Timing repetitions (best is reported).",
+)
 @click.option("--threads", type=int, default=None, help="Kernel threads (default: all cores for large inputs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON rows.")
 def quant_report_cmd(npy_file: Path | None, axis: int, repeat: int, threads: int | None, as_json: bool) -> None:
@@ -40,11 +46,11 @@ def quant_report_cmd(npy_file: Path | None, axis: int, repeat: int, threads: int
 
     try:
         x = load_kv(npy_file) if npy_file else synthetic_kv()
-        df = report(x, axis=axis, repeat=max(1, repeat), threads=threads)
+        df = report(x, axis=axis, repeat=repeat, threads=threads)
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
     if as_json:
-        click.echo(json.dumps(df.to_dicts(), indent=2))
+        click.echo(dumps(df.to_dicts()))
     else:
         click.echo(render(df, x, str(npy_file) if npy_file else "synthetic K cache (seed 0)", axis))
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,7 +46,7 @@ import numpy.typing as npt
 import polars as pl
 
 import kvwire._core as _core
-from kvwire.errors import LayoutError
+from kvwire.errors import LayoutError, ResourceError
 from kvwire.kernels import _args
 
 #: Buffer dtype names each layout dtype accepts (``uint16`` holds bfloat16 bits).
@@ -67,8 +66,12 @@ _ACCEPTED = {
 #: Layout dtypes whose fp8 scales are one per (layer, K/V), kept outside the cache.
 _SEPARATE_SCALES = ("fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz")
 
-#: Largest token count :meth:`Layout.nbytes` accepts (byte counts stay far below 2^64).
+#: Largest token count :meth:`Layout.nbytes` accepts (byte counts stay far below 2^64), and the largest
+#: block (or token) count of :meth:`Layout.shape` and :meth:`Layout.empty`.
 _MAX_TOKENS = 2**40
+
+#: Largest layers, heads, head_dim and block_size of a :class:`Layout` (the core's limit).
+_MAX_DIM = 2**20
 
 Array = npt.NDArray[Any]
 Buffers = Array | tuple[Array, Array]
@@ -109,7 +112,7 @@ def scale_factor(src_dtype: str, dst_dtype: str) -> float:
     (2.0, 1.0)
     """
     for name, v in (("src_dtype", src_dtype), ("dst_dtype", dst_dtype)):
-        if v not in _ACCEPTED:
+        if _args.text(v, name, LayoutError) not in _ACCEPTED:
             raise LayoutError(f"{name}: unknown dtype {v!r} (known: {', '.join(_ACCEPTED)})", name)
     factor = _core.layout_scale_factor(src_dtype, dst_dtype)
     if factor is None:
@@ -142,19 +145,32 @@ class Layout:
     dtype: str = "bfloat16"
 
     def __post_init__(self) -> None:
+        _args.text(self.name, "layout.name", LayoutError)
+        _args.text(self.dtype, "layout.dtype", LayoutError)
         for f in ("layers", "heads", "head_dim", "block_size"):
             v = getattr(self, f)
             if not isinstance(v, int | np.integer) or isinstance(v, bool):
                 raise LayoutError(f"layout.{f}: expected an integer, got {v!r}", f"layout.{f}")
             if v < 1:
                 raise LayoutError(f"layout.{f}: must be ≥ 1, got {v}", f"layout.{f}")
+            if v > _MAX_DIM:
+                shown = f"{v:,}" if v < 10**20 else "a number of more than 20 digits"
+                raise LayoutError(f"layout.{f}: {shown} is implausibly large (limit 2^20)", f"layout.{f}")
         _ = self._info  # validates name, dtype and the geometry (and caches the description)
 
     def _spec(self) -> tuple[str, str, int, int, int, int]:
         return (self.name, self.dtype, int(self.block_size), int(self.layers), int(self.heads), int(self.head_dim))
 
     def with_(self, **changes: Any) -> Layout:
-        """A copy with some fields changed: ``nhd.with_(name="vllm_hnd", dtype="fp8_e4m3")``."""
+        """A copy with some fields changed: ``nhd.with_(name="vllm_hnd", dtype="fp8_e4m3")``.
+
+        Raises:
+            LayoutError: a field that is not one of the layout's (``path`` names it), or a value it refuses.
+        """
+        fields = [f.name for f in dataclasses.fields(self)]
+        for k in changes:
+            if k not in fields:
+                raise LayoutError(f"{k}: not a field of a Layout (fields: {', '.join(fields)})", k)
         return dataclasses.replace(self, **changes)
 
     @functools.cached_property
@@ -183,7 +199,12 @@ class Layout:
         return self.shapes(blocks)[0]
 
     def shapes(self, blocks: int) -> list[tuple[int, ...]]:
-        """Shapes of every buffer holding ``blocks`` blocks (or tokens, for a contiguous layout)."""
+        """Shapes of every buffer holding ``blocks`` blocks (or tokens, for a contiguous layout).
+
+        Raises:
+            LayoutError: ``blocks`` is not a whole number from 0 to 2^40.
+        """
+        blocks = _args.whole(blocks, "blocks", 0, _MAX_TOKENS, LayoutError)
         d = self._info
         out = []
         for shape, axis in zip(d["plane_shapes"], d["count_dims"], strict=True):
@@ -200,9 +221,29 @@ class Layout:
         return int(_core.layout_request_bytes(self._spec(), int(tokens)))
 
     def empty(self, blocks: int) -> Buffers:
-        """Zero-filled buffers for ``blocks`` blocks (or tokens): one array, or ``(k, v)``."""
+        """Zero-filled buffers for ``blocks`` blocks (or tokens): one array, or ``(k, v)``.
+
+        Raises:
+            LayoutError: ``blocks`` is not a whole number from 0 to 2^40.
+            ResourceError: the buffers would not fit in the memory available (refused before allocating).
+
+        >>> Layout("vllm_nhd", layers=1, heads=1, head_dim=8, block_size=4, dtype="float32").empty(2).shape
+        (1, 2, 4, 1, 16)
+        """
+        return self._empty(blocks, "blocks")
+
+    def _empty(self, blocks: int, path: str) -> Buffers:
+        """:meth:`empty`, with the memory check naming ``path`` (the argument that set the size)."""
         dt = _numpy_dtype(self.dtype)
-        arrays = [np.zeros(s, dtype=dt) for s in self.shapes(blocks)]
+        unit = "blocks" if self.paged else "tokens"
+        if isinstance(blocks, int | np.integer) and not isinstance(blocks, bool) and blocks > 0:
+            # Checked before the shapes: a count from a destination table entry may exceed their bound too.
+            per = sum(_args.size(s) for s in self.shapes(1)) * dt.itemsize
+            _args.check_memory(per * int(blocks), path, f"{int(blocks):,} {unit} of {self.name}")
+            if blocks > _MAX_TOKENS and path != "blocks":  # where the memory available cannot be read
+                raise ResourceError(f"{path}: a buffer of {int(blocks):,} {unit} is beyond the limit of 2^40", path)
+        shapes = self.shapes(blocks)
+        arrays = [_args.allocate(s, dt, path, f"{int(blocks):,} {unit} of {self.name}", zero=True) for s in shapes]
         return arrays[0] if len(arrays) == 1 else (arrays[0], arrays[1])
 
 
@@ -283,10 +324,14 @@ def _heads(x: Any, what: str) -> tuple[int, int] | None:
         if x.step not in (None, 1) or x.start is None or x.stop is None:
             raise LayoutError(f"{what}: expected slice(start, stop) with both ends, got {x}", what)
         x = (x.start, x.stop)
-    try:
-        start, stop = (int(v) for v in x)
-    except (TypeError, ValueError):
-        raise LayoutError(f"{what}: expected (start, stop), got {x!r}", what) from None
+    ends = tuple(x) if isinstance(x, tuple | list | np.ndarray) else None
+    if (
+        ends is None
+        or len(ends) != 2
+        or not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in ends)
+    ):
+        raise LayoutError(f"{what}: expected (start, stop), two whole numbers, got {x!r}", what)
+    start, stop = (int(v) for v in ends)
     if start < 0 or stop <= start:
         raise LayoutError(f"{what}: ({start}, {stop}) is not a non-empty range", what)
     if stop > 2**20:
@@ -298,7 +343,10 @@ def _scales(layout: Layout, k_scale: Any, v_scale: Any) -> Array:
     per_layer = []
     for name, given in (("k_scale", k_scale), ("v_scale", v_scale)):
         try:
-            a = np.asarray(given, dtype=np.float64)
+            raw = np.asarray(given)
+            if raw.dtype.kind not in "fiu":  # "1", True and None are not scales
+                raise TypeError
+            a = raw.astype(np.float64)
         except (TypeError, ValueError):
             raise LayoutError(f"{name}: expected a number or one number per layer, got {given!r}", name) from None
         if a.ndim > 1 or (a.ndim == 1 and a.shape[0] != layout.layers):
@@ -362,8 +410,9 @@ def convert(
     Raises:
         LayoutError: naming the argument that does not fit (shape, dtype, table entry, head range, ...).
     """
-    if not isinstance(src_layout, Layout) or not isinstance(dst_layout, Layout):
-        raise LayoutError("src_layout, dst_layout: expected kvwire.layout.Layout objects", "dst_layout")
+    for name, given in (("src_layout", src_layout), ("dst_layout", dst_layout)):
+        if not isinstance(given, Layout):
+            raise LayoutError(f"{name}: expected a kvwire.layout.Layout, got {type(given).__name__}", name)
     srcs = _buffers(src, src_layout, "src")
     sbt = _int_array(src_block_table, np.int32, "src_block_table")
     ssm = _int_array(src_slot_mapping, np.int64, "src_slot_mapping")
@@ -372,9 +421,10 @@ def convert(
     if tokens is not None:
         tokens = _args.whole(tokens, "tokens", 0, _MAX_TOKENS, LayoutError)
     threads = _args.threads(threads, LayoutError)
+    n = _tokens_needed(srcs, src_layout, tokens, sbt, ssm)
     if out is None:
-        n = _tokens_needed(srcs, src_layout, tokens, sbt, ssm)
-        out = dst_layout.empty(_count_needed(dst_layout, n, dbt, dsm))
+        count, path = _count_needed(dst_layout, n, dbt, dsm)
+        out = dst_layout._empty(count, path)
     dsts = _buffers(out, dst_layout, "out")
     for i, d in enumerate(dsts):
         for j, s in enumerate(srcs):
@@ -408,29 +458,77 @@ def convert(
 def _tokens_needed(
     srcs: list[Array], layout: Layout, tokens: int | None, table: Array | None, slots: Array | None
 ) -> int:
+    """The tokens the conversion moves, checked against the source before anything is allocated: a token
+    count beyond the source buffer (or beyond what its block table covers) is refused here, not turned into
+    a destination of that size."""
+    per = layout.block_size if layout.paged else 1
+    for name, given in (("src_block_table", table), ("src_slot_mapping", slots)):
+        if given is not None and not layout.paged:
+            raise LayoutError(f"{name}: layout {layout.name} is not paged", name)
     if slots is not None:
         return int((slots != -1).sum())
-    if tokens is not None:
-        return int(tokens)
     if table is not None:
-        raise LayoutError("tokens: give the number of tokens with a source block table", "tokens")
+        if tokens is None:
+            raise LayoutError("tokens: give the number of tokens with a source block table", "tokens")
+        needed = -(-tokens // per)
+        if table.size < needed:
+            raise LayoutError(
+                f"src_block_table: {tokens:,} tokens need {needed:,} blocks of {per}, the table has {table.size:,}",
+                "src_block_table",
+            )
+        return int(tokens)
     axis = _count_axis(layout)
     count = int(srcs[0].shape[axis]) // layout.shapes(1)[0][axis]
-    return count * (layout.block_size if layout.paged else 1)
+    if tokens is not None and tokens > count * per:
+        raise LayoutError(f"tokens: {tokens:,} tokens exceed the cache: src holds {count:,}·{per} slots", "tokens")
+    return count * per if tokens is None else int(tokens)
 
 
-def _count_needed(layout: Layout, tokens: int, table: Array | None, slots: Array | None) -> int:
+def _count_needed(layout: Layout, tokens: int, table: Array | None, slots: Array | None) -> tuple[int, str]:
+    """Blocks (or tokens) of a new destination just large enough for ``tokens`` tokens written through
+    ``table`` or ``slots``, and the argument that sets that size (for the memory check's error). The
+    lengths and signs of the destination's table and mapping are checked here, before the allocation; the
+    remaining checks (distinct entries) are the core's."""
+    for name, given in (("dst_block_table", table), ("dst_slot_mapping", slots)):
+        if given is not None and not layout.paged:
+            raise LayoutError(f"{name}: layout {layout.name} is not paged", name)
     if not layout.paged:
-        return max(tokens, 1)
+        return max(tokens, 1), "tokens"
+    bs = layout.block_size
     if slots is not None:
-        valid = slots[slots >= 0]
-        return max(int(valid.max()) // layout.block_size + 1, 1) if valid.size else 1
-    blocks = math.ceil(tokens / layout.block_size)
+        bad = np.flatnonzero(slots < -1)
+        if bad.size:
+            i = int(bad[0])
+            raise LayoutError(
+                f"dst_slot_mapping[{i}]: slot {int(slots[i])} is negative (-1 marks padding)", f"dst_slot_mapping[{i}]"
+            )
+        valid = int((slots != -1).sum())
+        if valid != tokens:
+            raise LayoutError(
+                f"dst_slot_mapping: has {valid:,} slots that are not padding, expected {tokens:,} tokens",
+                "dst_slot_mapping",
+            )
+        if not valid:
+            return 1, "dst_slot_mapping"
+        i = int(np.argmax(slots))
+        return int(slots[i]) // bs + 1, f"dst_slot_mapping[{i}]"
+    blocks = -(-tokens // bs)
     if table is not None:
-        # Out-of-range entries are left for the core to report with their index.
+        if table.size < blocks:
+            raise LayoutError(
+                f"dst_block_table: {tokens:,} tokens need {blocks:,} blocks of {bs}, the table has {table.size:,}",
+                "dst_block_table",
+            )
         used = table[:blocks]
-        return max(int(used.max()) + 1, 1) if used.size else 1
-    return max(blocks, 1)
+        bad = np.flatnonzero(used < 0)
+        if bad.size:
+            j = int(bad[0])
+            raise LayoutError(f"dst_block_table[{j}]: block {int(used[j])} is negative", f"dst_block_table[{j}]")
+        if not used.size:
+            return 1, "dst_block_table"
+        j = int(np.argmax(used))
+        return int(used[j]) + 1, f"dst_block_table[{j}]"
+    return max(blocks, 1), "tokens"
 
 
 def gather(

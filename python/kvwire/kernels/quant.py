@@ -28,6 +28,7 @@ Exact rules (NaN/Inf, saturation, scale rules, rounding) are documented per form
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -119,6 +120,7 @@ def _axis(axis: int, ndim: int) -> int:
 
 
 def _format_name(fmt: str) -> str:
+    _args.text(fmt, "format", QuantError)
     cat = catalog()
     name = cat["format_aliases"].get(fmt, fmt)
     if name not in cat["formats"] or name == "none":
@@ -153,6 +155,7 @@ def quantize(
     raw, tag = _input(x)
     ax = _axis(axis, x.ndim)
     name = _format_name(fmt)
+    _scale_rule(scale_rule)
     if group_size is not None:
         group_size = _args.whole(group_size, "group_size", 1, x.shape[ax], QuantError)
     threads = _args.threads(threads, QuantError)
@@ -172,6 +175,94 @@ def quantize(
     return QuantizedTensor(name, tuple(x.shape), ax, codes, scales, zeros, out["tensor_scale"], group, scale_rule)
 
 
+def _scale_rule(rule: Any) -> str:
+    if _args.text(rule, "scale_rule", QuantError) not in ("floor", "rceil"):
+        raise QuantError(f'scale_rule: expected "floor" or "rceil", got {rule!r}', "scale_rule")
+    return str(rule)
+
+
+#: Codes per packing unit and bytes per unit, by code width (FP4: two codes a byte; FP6: four in three bytes).
+_PACK_UNIT = {8: (1, 1), 6: (4, 3), 4: (2, 1)}
+
+
+def _packed_bytes(n: int, bits: int) -> int | None:
+    """Bytes that ``n`` codes of ``bits`` bits take, packed; ``None`` if ``n`` is not a whole number of
+    packing units (an odd count of FP4 codes)."""
+    per, nbytes = _PACK_UNIT[bits]
+    return None if n % per else n // per * nbytes
+
+
+def _check_tensor(q: Any) -> None:
+    """Refuse a :class:`QuantizedTensor` whose fields disagree (edited after :func:`quantize`, or built by
+    hand): every field is checked against the format and the shape before anything is allocated, so an
+    edited ``shape`` can neither allocate its size nor decode the codes in another arrangement."""
+    if not isinstance(q, QuantizedTensor):
+        raise QuantError(f"q: expected a QuantizedTensor (from quant.quantize), got {type(q).__name__}", "q")
+    name = _format_name(q.format)
+    shape = _args.shape(q.shape, "shape", QuantError)
+    if not shape or 0 in shape:
+        raise QuantError(f"shape: needs at least one value in at least one dimension, got {shape}", "shape")
+    if not isinstance(q.axis, int | np.integer) or isinstance(q.axis, bool) or not 0 <= q.axis < len(shape):
+        raise QuantError(f"axis: expected an axis from 0 to {len(shape) - 1} of shape {shape}, got {q.axis!r}", "axis")
+    _scale_rule(q.scale_rule)
+    info = catalog()["formats"][name]
+    bits, block = int(info["element_bits"]), info["block"]
+    if not isinstance(q.codes, np.ndarray) or q.codes.dtype != np.uint8:
+        what = str(q.codes.dtype) if isinstance(q.codes, np.ndarray) else type(q.codes).__name__
+        raise QuantError(f"codes: expected uint8 codes, got {what}", "codes")
+    n = _args.size(shape)
+    want = _packed_bytes(n, bits)
+    if want is None or q.codes.size != want:
+        takes = f"take {want:,} bytes" if want is not None else f"are not a whole number of {bits}-bit packing units"
+        raise QuantError(f"codes: {name} codes of shape {shape} ({n:,} values) {takes}, got {q.codes.size:,}", "codes")
+    layout = shape if bits == 8 else (want,)
+    if q.codes.shape != layout:
+        raise QuantError(f"codes: {name} codes of shape {shape} have shape {layout}, got {q.codes.shape}", "codes")
+    mx, nv, integer = name.startswith("mx"), name == "nvfp4", name.startswith("int")
+    group = q.group_size
+    if not isinstance(group, int | np.integer) or isinstance(group, bool):
+        raise QuantError(f"group_size: expected a whole number, got {group!r}", "group_size")
+    # fp8 formats: group_size 0 is one tensor scale, a group (the format's or an override) fp32 scales.
+    per_tensor = not (mx or nv or integer) and group == 0
+    fixed = int(block) if (mx or nv) else None
+    if fixed is not None and group != fixed:
+        raise QuantError(f"group_size: {name} has group_size {fixed}, got {group}", "group_size")
+    if fixed is None and not per_tensor and not (1 <= group <= shape[q.axis] and shape[q.axis] % group == 0):
+        raise QuantError(
+            f"group_size: {group} does not divide the axis ({shape[q.axis]} values along axis {q.axis})", "group_size"
+        )
+    want_ts = per_tensor or nv
+    ts = q.tensor_scale
+    if want_ts:
+        if ts is None:
+            raise QuantError(f"tensor_scale: {name} needs its tensor scale", "tensor_scale")
+        if not isinstance(ts, float | int | np.floating | np.integer) or isinstance(ts, bool | np.bool_):
+            raise QuantError(f"tensor_scale: expected a number, got {type(ts).__name__}", "tensor_scale")
+        if not (math.isfinite(float(ts)) and float(ts) > 0):
+            raise QuantError(f"tensor_scale: must be a finite number > 0, got {ts!r}", "tensor_scale")
+    elif ts is not None:
+        raise QuantError(f"tensor_scale: {name} has no tensor scale, got {ts!r}", "tensor_scale")
+    scales_kind = None if per_tensor else "uint8" if (mx or nv) else "float16" if integer else "float32"
+    parts = (("scales", q.scales, scales_kind), ("zeros", q.zeros, "float16" if "asym" in name else None))
+    for part_name, part, kind in parts:
+        if kind is None:
+            if part is not None:
+                raise QuantError(f"{part_name}: {name} has no {part_name}, got {type(part).__name__}", part_name)
+            continue
+        if part is None:
+            raise QuantError(f"{part_name}: {name} needs its {part_name} ({kind})", part_name)
+        if not isinstance(part, np.ndarray) or part.dtype.name != kind:
+            got = str(part.dtype) if isinstance(part, np.ndarray) else type(part).__name__
+            raise QuantError(f"{part_name}: expected a {kind} array, got {got}", part_name)
+        expect = _scales_shape(shape, q.axis, group)
+        if part.shape != expect:
+            raise QuantError(
+                f"{part_name}: {name} of shape {shape} along axis {q.axis} has {part_name} of shape {expect} "
+                f"(one per {group} values), got {part.shape}",
+                part_name,
+            )
+
+
 def _scales_shape(shape: tuple[int, ...], axis: int, group: int) -> tuple[int, ...]:
     s = list(shape)
     s[axis] //= group
@@ -181,25 +272,21 @@ def _scales_shape(shape: tuple[int, ...], axis: int, group: int) -> tuple[int, .
 def dequantize(
     q: QuantizedTensor, *, out: npt.NDArray[np.float32] | None = None, threads: int | None = None
 ) -> npt.NDArray[np.float32]:
-    """Decode ``q`` to float32 (into ``out`` if given: C-contiguous float32 of ``q.shape``)."""
+    """Decode ``q`` to float32 (into ``out`` if given: C-contiguous float32 of ``q.shape``).
+
+    Raises:
+        QuantError: ``q`` is not a :class:`QuantizedTensor`, or its fields disagree (codes, scales, zero
+            points, tensor scale, group size or axis that do not fit its format and shape: a tensor edited
+            after :func:`quantize`), checked before anything is allocated; ``path`` names the field.
+    """
+    _check_tensor(q)
     if out is None:
-        out = np.empty(q.shape, dtype=np.float32)
+        out = _args.allocate(tuple(q.shape), np.float32, "shape", "the decoded tensor")
     else:
         _args.array(out, "out", np.float32, QuantError)
-        if out.shape != q.shape:
-            raise QuantError(f"out: expected shape {q.shape}, got {out.shape}", "out")
+        if out.shape != tuple(q.shape):
+            raise QuantError(f"out: expected shape {tuple(q.shape)}, got {out.shape}", "out")
     threads = _args.threads(threads, QuantError)
-    if not isinstance(q.codes, np.ndarray) or q.codes.dtype != np.uint8:
-        what = str(q.codes.dtype) if isinstance(q.codes, np.ndarray) else type(q.codes).__name__
-        raise QuantError(f"codes: expected uint8 codes, got {what}", "codes")
-    parts: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
-        ("scales", q.scales, ("uint8", "float32", "float16")),
-        ("zeros", q.zeros, ("float16",)),
-    )
-    for name, part, ok in parts:
-        if part is not None and (not isinstance(part, np.ndarray) or part.dtype.name not in ok):
-            kind = str(part.dtype) if isinstance(part, np.ndarray) else type(part).__name__
-            raise QuantError(f"{name}: expected a {' or '.join(ok)} array, got {kind}", name)
     scales = q.scales
     if scales is not None and scales.dtype == np.float16:
         scales = scales.view(np.uint16)
@@ -208,11 +295,11 @@ def dequantize(
         np.ascontiguousarray(q.codes),
         None if scales is None else np.ascontiguousarray(scales),
         None if zeros is None else np.ascontiguousarray(zeros),
-        q.tensor_scale,
-        q.group_size,
+        None if q.tensor_scale is None else float(q.tensor_scale),
+        int(q.group_size),
         list(q.shape),
-        q.axis,
-        q.format,
+        int(q.axis),
+        _format_name(q.format),
         out,
         q.scale_rule,
         threads,
@@ -221,7 +308,7 @@ def dequantize(
 
 
 def _element(element: str) -> int:
-    if element not in ELEMENTS:
+    if _args.text(element, "element", QuantError) not in ELEMENTS:
         raise QuantError(f"element: unknown element format {element!r} (known: {', '.join(ELEMENTS)})", "element")
     return ELEMENTS[element]
 
@@ -247,6 +334,7 @@ def cast(
     """
     raw, tag = _input(x)
     bits = _element(element)
+    saturate = _args.flag(saturate, "saturate", QuantError)
     unit = {8: 1, 6: 4, 4: 2}[bits]
     if x.size % unit:
         raise QuantError(f"x: {bits}-bit codes pack {unit} per unit; {x.size} values do not", "x")
@@ -270,7 +358,20 @@ def decode(
     threads: int | None = None,
 ) -> npt.NDArray[np.float32]:
     """Decode packed ``element`` codes to float32 (exact). ``shape`` is required for packed sub-byte codes
-    (it defaults to ``codes.shape`` for 8-bit codes)."""
+    (it defaults to ``codes.shape`` for 8-bit codes).
+
+    Raises:
+        QuantError: an unknown element, codes that are not a uint8 array, or a ``shape`` (whole numbers ≥ 0)
+            whose values do not take exactly ``codes.size`` bytes — checked before the output is allocated.
+
+    >>> import numpy as np
+    >>> decode(np.array([0x38, 0xC0], np.uint8), "e4m3fn").tolist()
+    [1.0, -2.0]
+    >>> decode(np.array([0x38], np.uint8), "e4m3fn", shape=(2, 3))
+    Traceback (most recent call last):
+    ...
+    kvwire.errors.QuantError: shape: (2, 3) holds 6 values, whose 8-bit codes take 6 bytes; codes has 1
+    """
     bits = _element(element)
     if not isinstance(codes, np.ndarray) or codes.dtype != np.uint8:
         got = codes.dtype if isinstance(codes, np.ndarray) else type(codes).__name__
@@ -279,6 +380,17 @@ def decode(
         if bits != 8:
             raise QuantError(f"shape: required to decode packed {bits}-bit codes", "shape")
         shape = codes.shape
+    shape = _args.shape(shape, "shape", QuantError)
+    n = _args.size(shape)
+    want = _packed_bytes(n, bits)
+    if want is None:
+        per = _PACK_UNIT[bits][0]
+        raise QuantError(f"shape: {shape} holds {n:,} values; {bits}-bit codes pack {per} per unit", "shape")
+    if want != codes.size:
+        raise QuantError(
+            f"shape: {shape} holds {n:,} values, whose {bits}-bit codes take {want:,} bytes; codes has {codes.size:,}",
+            "shape",
+        )
     if out is None:
         out = np.empty(shape, dtype=np.float32)
     else:
@@ -289,18 +401,46 @@ def decode(
     return out
 
 
+def _real_values(v: Any, name: str) -> npt.NDArray[np.float32]:
+    """``v`` (an array or a nested list of real numbers) as C-contiguous float32; strings, objects, bools and
+    complex numbers are refused, and so are finite values beyond float32's range (which the cast would turn
+    into ±Inf and :func:`error` would then leave out as non-finite)."""
+    try:
+        a = v if isinstance(v, np.ndarray) else np.asarray(v)
+    except (TypeError, ValueError) as e:  # ragged lists
+        raise QuantError(f"{name}: expected an array of real numbers, got {type(v).__name__} ({e})", name) from None
+    if a.dtype.name != "bfloat16" and a.dtype.kind not in "fiu":
+        what = f"{type(v).__name__}" if a.dtype.kind == "O" else f"{a.dtype} values"
+        raise QuantError(f"{name}: expected an array of real numbers (float or integer), got {what}", name)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = np.ascontiguousarray(a, dtype=np.float32)
+    if a.dtype.kind == "f" and a.dtype.itemsize > 4:
+        lost = np.isinf(f) & np.isfinite(a)
+        if lost.any():
+            i = int(np.flatnonzero(lost)[0])
+            raise QuantError(
+                f"{name}: value {a.reshape(-1)[i]:.6g} at flat index {i} is beyond float32's range (±3.4e38)", name
+            )
+    return f
+
+
 def error(x: npt.NDArray[Any], x_hat: npt.NDArray[Any]) -> dict[str, float | None]:
     """Accuracy of ``x_hat`` against ``x``: ``sqnr_db`` (10·log10(Σx²/Σ(x-x̂)²); ``inf`` when exact),
     ``cosine``, ``mse``, ``max_abs``, and the counts of compared (``count``) and non-finite (left out,
     ``nonfinite``) pairs. With no finite pair to compare (``count`` 0: empty, or every pair holds a NaN or an
-    Inf) the four metrics are ``None``, not a perfect score.
+    Inf) the four metrics are ``None``, not a perfect score. ``x`` and ``x_hat`` are arrays (or nested lists)
+    of real numbers of the same shape, compared as float32.
+
+    Raises:
+        QuantError: an argument that is not real numbers (strings, objects, bools, complex), holds a finite
+            value beyond float32's range, or shapes that differ; ``path`` is ``"x"`` or ``"x_hat"``.
 
     >>> import numpy as np
     >>> error(np.array([np.nan, 1.0], np.float32), np.array([1.0, np.inf], np.float32))["sqnr_db"] is None
     True
     """
-    a = np.ascontiguousarray(x, dtype=np.float32)
-    b = np.ascontiguousarray(x_hat, dtype=np.float32)
+    a = _real_values(x, "x")
+    b = _real_values(x_hat, "x_hat")
     if a.shape != b.shape:
         raise QuantError(f"x_hat: shape {b.shape} differs from x's {a.shape}", "x_hat")
     out: dict[str, float | None] = dict(_core.error(a, b))

@@ -10,8 +10,11 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from kvwire.errors import QuantError
+from kvwire.errors import QuantError, ResourceError
 from kvwire.kernels import _args, quant
+
+#: Most timing repetitions :func:`report` runs per format.
+MAX_REPEAT = 1000
 
 
 def synthetic_kv(tokens: int = 4096, heads: int = 8, head_dim: int = 128, seed: int = 0) -> npt.NDArray[np.float32]:
@@ -23,17 +26,74 @@ def synthetic_kv(tokens: int = 4096, heads: int = 8, head_dim: int = 128, seed: 
     return x
 
 
+def _npy_header(p: Path) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """The shape and dtype a ``.npy`` file's header declares, checked against the file's size: a header that
+    claims more (or fewer) values than the file holds is refused before numpy allocates for it."""
+    try:
+        with p.open("rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+            else:
+                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+            offset = f.tell()
+        total = p.stat().st_size
+    except (OSError, ValueError, EOFError, SyntaxError, TypeError) as e:
+        raise QuantError(f"{p}: cannot read .npy file: {e}", str(p)) from None
+    if dtype.hasobject:
+        raise QuantError(f"{p}: expected a float32, float16 or bfloat16 array, got {dtype} (objects)", str(p))
+    if not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise QuantError(f"{p}: cannot read .npy file: its header declares shape {shape!r}", str(p))
+    need = _args.size(tuple(shape)) * dtype.itemsize
+    if need != total - offset:
+        raise QuantError(
+            f"{p}: cannot read .npy file: its header declares shape {tuple(shape)} of {dtype} ({need:,} bytes of "
+            f"data) but the file holds {total - offset:,} bytes after the header",
+            str(p),
+        )
+    return tuple(shape), dtype
+
+
 def load_kv(path: str | Path) -> npt.NDArray[Any]:
-    """Load a ``.npy`` KV dump (float32/float16, bfloat16 via ml_dtypes; float64 is converted to float32)."""
+    """Load a ``.npy`` KV dump: float32 or float16, bfloat16 (``ml_dtypes``; ``np.save`` writes it as 2-byte
+    void, read back as bfloat16), float64 (converted to float32; values beyond float32's range are refused),
+    either byte order, at least one value.
+
+    Raises:
+        QuantError: naming the file — unreadable, not a ``.npy`` file, a header whose shape does not match the
+            data that follows (checked before anything is allocated), another dtype, or no values.
+        ResourceError: the array would not fit in the memory available.
+    """
     p = Path(path)
+    shape, dtype = _npy_header(p)
+    _args.check_memory(_args.size(shape) * dtype.itemsize, str(p), f"the {shape} array of {p}")
     try:
         x = np.load(p, allow_pickle=False)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError) as e:
         raise QuantError(f"{p}: cannot read .npy file: {e}", str(p)) from None
+    except MemoryError:
+        raise ResourceError(f"{p}: the {shape} array of {dtype} does not fit in memory", str(p)) from None
+    if x.dtype.kind == "V" and x.dtype.itemsize == 2 and x.dtype.fields is None:
+        import ml_dtypes
+
+        x = x.view(ml_dtypes.bfloat16)
+    if x.dtype.kind == "f" and not x.dtype.isnative:
+        x = x.astype(x.dtype.newbyteorder("="))
     if x.dtype == np.float64:
-        x = x.astype(np.float32)
-    if x.dtype.kind not in "fV" or x.dtype.itemsize not in (2, 4):
+        with np.errstate(over="ignore"):
+            x32 = x.astype(np.float32)
+        lost = np.isinf(x32) & np.isfinite(x)
+        if lost.any():
+            i = int(np.flatnonzero(lost)[0])
+            raise QuantError(
+                f"{p}: float64 value {x.reshape(-1)[i]:.6g} at flat index {i} is beyond float32's range (±3.4e38)",
+                str(p),
+            )
+        x = x32
+    if x.dtype not in (np.float32, np.float16) and x.dtype.name != "bfloat16":
         raise QuantError(f"{p}: expected a float32, float16 or bfloat16 array, got {x.dtype}", str(p))
+    if x.ndim == 0 or x.size == 0:
+        raise QuantError(f"{p}: needs at least one value in at least one dimension, got shape {x.shape}", str(p))
     return np.ascontiguousarray(x)
 
 
@@ -46,15 +106,25 @@ def _best_seconds(fn: Any, repeat: int) -> float:
     return best
 
 
+def _rate(nbytes: int, seconds: float) -> float | None:
+    """GB/s, or ``None`` for a time below the clock's resolution (no figure rather than an infinite one)."""
+    return nbytes / seconds / 1e9 if seconds > 0 else None
+
+
 def report(x: npt.NDArray[Any], axis: int = -1, repeat: int = 3, threads: int | None = None) -> pl.DataFrame:
     """One row per format: bits/value, bytes, ratio vs bf16 of this tensor, SQNR, cosine, max abs error,
     and quantise/dequantise throughput (GB/s of input float data, best of ``repeat``). Formats whose block
     does not divide the axis get a note instead of figures.
 
     Raises:
-        QuantError: ``threads`` is not a whole number from 1 to 1024 (checked once, before any format).
+        QuantError: ``x`` is not a float32, float16 or bfloat16 array with at least one value, ``axis`` is
+            not one of its axes, ``repeat`` is not a whole number from 1 to :data:`MAX_REPEAT`, or ``threads``
+            is not a whole number from 1 to 1024 (checked once, before any format).
     """
     threads = _args.threads(threads, QuantError)
+    repeat = _args.whole(repeat, "repeat", 1, MAX_REPEAT, QuantError)
+    quant._input(x)
+    quant._axis(axis, x.ndim)
     x32 = np.ascontiguousarray(x.astype(np.float32)) if x.dtype != np.float32 else x
     bf16_bytes = x.size * 2
     rows = []
@@ -79,8 +149,8 @@ def report(x: npt.NDArray[Any], axis: int = -1, repeat: int = 3, threads: int | 
                 "sqnr_db": err["sqnr_db"],
                 "cosine": err["cosine"],
                 "max_abs_error": err["max_abs"],
-                "quantize_gb_per_s": x.nbytes / t_q / 1e9,
-                "dequantize_gb_per_s": out.nbytes / t_d / 1e9,
+                "quantize_gb_per_s": _rate(x.nbytes, t_q),
+                "dequantize_gb_per_s": _rate(out.nbytes, t_d),
                 "note": None,
             }
         )
@@ -108,7 +178,7 @@ def render(df: pl.DataFrame, x: npt.NDArray[Any], source: str, axis: int) -> str
         lines.append(
             f"  {r['format']:<15}{r['bits_per_value']:>7.3f}{r['bytes']:>14,}{r['ratio_vs_bf16']:>8.3f}"
             f"{_fmt(r['sqnr_db'], '.1f'):>9}{_fmt(r['cosine'], '.5f'):>10}{_fmt(r['max_abs_error'], '.4f'):>10}"
-            f"{r['quantize_gb_per_s']:>12.2f}{r['dequantize_gb_per_s']:>14.2f}"
+            f"{_fmt(r['quantize_gb_per_s'], '.2f'):>12}{_fmt(r['dequantize_gb_per_s'], '.2f'):>14}"
         )
     lines.append("")
     lines.append("ratio: bf16 bytes of this tensor / quantised bytes (scales included); GB/s of float input/output.")

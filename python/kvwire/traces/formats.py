@@ -62,13 +62,76 @@ from kvwire.traces.source import (
 HEAD_BYTES = 1 << 16
 
 
+#: Magic bytes of the compressions kvwire does not read (gzip is read; Parquet compresses itself).
+OTHER_COMPRESSIONS: tuple[tuple[bytes, str, str], ...] = (
+    (b"\x28\xb5\x2f\xfd", "zstd", "zstd -d"),
+    (b"\xfd7zXZ\x00", "xz", "xz -d"),
+    (b"BZh", "bzip2", "bzip2 -d"),
+    (b"\x04\x22\x4d\x18", "lz4", "lz4 -d"),
+    (b"PK\x03\x04", "zip", "unzip"),
+    (b"PK\x05\x06", "zip", "unzip"),
+    (b"7z\xbc\xaf\x27\x1c", "7z", "7z x"),
+)
+#: Bytes read from the start of a file to tell Parquet, gzip and the other compressions apart.
+MAGIC_BYTES = 8
+#: What the readers take, for the messages that refuse something else.
+SUPPORTED = "plain UTF-8 text (CSV or JSON Lines), gzip-compressed text, or Parquet"
+
+
+def other_compression(path: str, magic: bytes, inside_gzip: bool = False) -> TraceFileError | None:
+    """The error for a file compressed by something other than gzip (zstd, xz, bzip2, lz4, zip, 7z; told by
+    its magic bytes), or ``None``; ``inside_gzip``: ``magic`` is the start of a gzip file's content.
+
+    >>> e = other_compression("t.csv.zst", bytes.fromhex("28b52ffd0400"))
+    >>> str(e)[:60]
+    't.csv.zst: the file is zstd-compressed data, which kvwire do'
+    >>> other_compression("t.csv", b"arrival_") is None
+    True
+    """
+    for prefix, name, command in OTHER_COMPRESSIONS:
+        if magic.startswith(prefix):
+            held = f"a {name} archive" if name in ("zip", "7z") else f"{name}-compressed data"
+            what = f"the gzip file holds {held}" if inside_gzip else f"the file is {held}"
+            return fail(
+                path,
+                f"{what}, which kvwire does not read: it reads {SUPPORTED}; decompress it first ({command})"
+                + ("" if name in ("zip", "7z") else " or recompress it with gzip"),
+            )
+    return None
+
+
+def gzip_reason(e: BaseException) -> str:
+    """Why a gzip stream could not be read: cut short (``EOFError``) or corrupt (a bad CRC, bad data)."""
+    if isinstance(e, EOFError):
+        return (
+            "the gzip file is truncated: its compressed data ends before the gzip end-of-stream marker (it was "
+            "cut short, e.g. by an interrupted download or copy); fetch or copy it again"
+        )
+    return f"the gzip file is corrupt ({first_line(e)}); fetch or copy it again"
+
+
+def gzip_error(src: Source) -> TraceFileError | None:
+    """The error for a gzip file whose stream is cut short or corrupt, found by decompressing it all (an
+    error path: what Polars refused is explained before any line-by-line reading), or ``None`` if it reads."""
+    if not src.compressed:
+        return None
+    size = 0
+    try:
+        with open_binary(src.path, True) as f:
+            while chunk := f.read(1 << 20):
+                size += len(chunk)
+    except (OSError, EOFError, zlib.error) as e:
+        return fail(src.path, f"{gzip_reason(e)} ({size:,} bytes decompressed before it ends)")
+    return None
+
+
 def _head(path: str, compressed: bool) -> bytes:
     try:
         with open_binary(path, compressed) as f:
             return f.read(HEAD_BYTES)
     except (OSError, EOFError, zlib.error) as e:
         if compressed:
-            raise fail(path, f"not a readable gzip file ({first_line(e)})") from None
+            raise fail(path, gzip_reason(e)) from None
         raise fail(path, f"cannot read the file: {getattr(e, 'strerror', None) or first_line(e)}") from None
 
 
@@ -159,15 +222,21 @@ def detect(path: str | Path, format: str = "auto") -> Source:
         raise fail(p, "is a directory, not a trace file")
     try:
         with open(p, "rb") as f:
-            magic = f.read(4)
+            magic = f.read(MAGIC_BYTES)
     except OSError as e:
         raise fail(p, f"cannot read the file: {e.strerror or first_line(e)}") from None
-    if magic == b"PAR1":
+    if magic.startswith(b"PAR1"):
         return table.parquet_source(p, format)
+    other = other_compression(p, magic)
+    if other is not None:
+        raise other
     compressed = magic[:2] == b"\x1f\x8b"
     head = _head(p, compressed)
     if compressed and head.startswith(b"PAR1"):
         raise fail(p, "a gzip-compressed Parquet file: decompress it first")
+    other = other_compression(p, head, inside_gzip=True) if compressed else None
+    if other is not None:
+        raise other
     if not head.strip():
         raise fail(p, "the file is empty" if not head else "the file has only blank lines, no requests")
     text = _check_text(p, head, truncated=len(head) == HEAD_BYTES)
@@ -180,7 +249,7 @@ def detect(path: str | Path, format: str = "auto") -> Source:
             raise fail(p, "a UTF-8 byte-order mark starts the file, which JSON Lines do not allow: remove it", 1)
         if number < len(lines) or len(head) < HEAD_BYTES:  # the first line is complete: check it now
             try:
-                record = json.loads(first)
+                record = mooncake.loads(first)
             except json.JSONDecodeError as e:
                 raise fail(p, f"invalid JSON at character {e.colno}: {e.msg}", number) from None
             except RecursionError:
@@ -281,6 +350,9 @@ def diagnose(src: Source, exc: BaseException) -> TraceFileError:
     all of these, Polars' own first line of explanation."""
     if src.kind == "parquet":
         return fail(src.path, f"cannot read the Parquet file ({first_line(exc)})")
+    found = gzip_error(src)  # first: the line-by-line passes below read the stream again
+    if found is not None:
+        return found
     found = _bad_utf8(src)
     if found is None and src.kind == "csv":
         found = _bad_csv_value(src) or _bad_csv_shape(src)
@@ -334,9 +406,11 @@ def _bad_csv_value(src: Source) -> TraceFileError | None:
     if typed[column] == pl.Float64:
         return fail(src.path, f"{quote(value)} is not a number", row + 2, column)
     digits = value.strip().lstrip("+-")
-    too_big = digits.isdigit() and int(digits) > INT64_MAX
+    # By length first: Python refuses int() of more than 4,300 digits.
+    too_big = digits.isascii() and digits.isdigit() and (len(digits) > 19 or int(digits) > INT64_MAX)
     reason = f"is out of range ({TOKEN_RANGE})" if too_big else "is not a whole number of tokens"
-    return fail(src.path, f"{quote(value)} {reason}", row + 2, column)
+    shown = f"an integer of {len(digits):,} digits" if too_big and len(digits) > 30 else quote(value)
+    return fail(src.path, f"{shown} {reason}", row + 2, column)
 
 
 def _bad_csv_shape(src: Source) -> TraceFileError | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bz2
 import datetime as dt
 import gzip
+import json
 import lzma
 import zipfile
 from pathlib import Path
@@ -18,6 +19,9 @@ from pathlib import Path
 import kvwire
 import polars as pl
 import pytest
+from click.testing import CliRunner
+from kvwire.cli import main
+from shared_paths import DATA
 
 HEADER = "arrival_s,prompt_tokens,output_tokens"
 AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens"
@@ -302,3 +306,48 @@ def test_other_compressions_are_named(tmp_path: Path, name: str, pack: object) -
     with pytest.raises(kvwire.TraceFileError) as info:
         kvwire.read_trace(p)
     assert name in str(info.value) and "the gzip file holds" in str(info.value)
+
+
+# --------------------------------------------------------------------------------------------------
+# 9. kvwire trace-info --json: strict JSON
+
+
+def strict(text: str) -> object:
+    """``json.loads`` that refuses NaN and ±Infinity (which it takes by default, but RFC 8259 does not)."""
+
+    def refuse(name: str) -> object:
+        raise ValueError(f"non-finite JSON constant {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_cli_json_is_strict(tmp_path: Path) -> None:
+    """``kvwire trace-info --json`` of a trace two requests 5e-324 s apart (a mean rate beyond a float): strict
+    JSON with that figure null (was a ValueError traceback from json.dumps(allow_nan=False)); the real Azure
+    trace's output is strict JSON too."""
+    p = tmp_path / "t.csv"
+    p.write_text(f"{HEADER}\n0,1,1\n5e-324,1,1\n")
+    r = CliRunner().invoke(main, ["trace-info", str(p), "--json"])
+    assert r.exit_code == 0, r.output
+    info = strict(r.stdout)
+    assert isinstance(info, dict) and info["mean_rate_per_s"] is None and info["requests"] == 2
+    r = CliRunner().invoke(main, ["trace-info", str(DATA / "azure-llm-2023" / "code.csv"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert strict(r.stdout) == json.loads(json.dumps(kvwire.trace_info(DATA / "azure-llm-2023" / "code.csv")))
+
+
+def test_cli_hostile_inputs_are_one_line(tmp_path: Path) -> None:
+    """The new refusals reach the command line as one error line, no traceback: a zstd file, a truncated gzip
+    file, a bin width giving too many bins."""
+    z = tmp_path / "t.csv.zst"
+    z.write_bytes(zstd_frame(kvwire_csv(5)))
+    plain = tmp_path / "t.csv"
+    plain.write_bytes(kvwire_csv(50))  # a span of 0.049 s: 49 million bins of 1 ns
+    for args, needle in (
+        ([str(z)], "zstd"),
+        ([str(truncated_gzip(tmp_path))], "truncated"),
+        ([str(plain), "--bin-s", "1e-9"], "bin_s"),
+    ):
+        r = CliRunner().invoke(main, ["trace-info", *args])
+        assert r.exit_code == 1 and needle in r.output and "Traceback" not in r.output, r.output
+        assert r.exception is None or isinstance(r.exception, SystemExit)

@@ -351,3 +351,94 @@ def test_cli_hostile_inputs_are_one_line(tmp_path: Path) -> None:
         r = CliRunner().invoke(main, ["trace-info", *args])
         assert r.exit_code == 1 and needle in r.output and "Traceback" not in r.output, r.output
         assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+# --------------------------------------------------------------------------------------------------
+# A hostile pass: what else came out as a raw exception, a wrong diagnosis or a silent choice
+
+
+def test_rows_beyond_64_bits(tmp_path: Path) -> None:
+    """batches(rows=2**70): a ScenarioError naming rows (was OverflowError from Polars)."""
+    p = tmp_path / "t.csv"
+    p.write_bytes(kvwire_csv(3))
+    with pytest.raises(kvwire.ScenarioError) as info:
+        kvwire.scan_trace(p).batches(rows=2**70)
+    assert info.value.path == "rows"
+
+
+def test_zeroed_file_is_binary_not_utf16(tmp_path: Path) -> None:
+    """A file of NUL bytes (a zeroed or never-written file): "binary data" (was "the file is UTF-16
+    encoded"); real BOM-less UTF-16 is still named UTF-16."""
+    p = tmp_path / "t.csv"
+    p.write_bytes(bytes(4096))
+    with pytest.raises(kvwire.TraceFileError, match="binary data") as info:
+        kvwire.read_trace(p)
+    assert "UTF-16" not in str(info.value)
+    p.write_bytes(kvwire_csv(3).decode().encode("utf-16-le"))
+    with pytest.raises(kvwire.TraceFileError, match="UTF-16"):
+        kvwire.read_trace(p)
+
+
+@pytest.mark.parametrize("at", [1, 40])
+def test_unclosed_quote_is_named_by_line(tmp_path: Path, at: int) -> None:
+    """A quoted field that never closes (Polars reads the rest of the file as one field): a TraceFileError
+    naming the line the quote opens on (was "the trace has no requests" on the first data line, or
+    Polars' "could not parse" without a line)."""
+    lines = [f"{i},ChatGPT,472,18,490,Conversation log" for i in range(60)]
+    lines[at] = lines[at].replace("ChatGPT", '"ChatGPT')
+    p = tmp_path / "b.csv"
+    p.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n" + "\n".join(lines) + "\n")
+    with pytest.raises(kvwire.TraceFileError, match="quoted field") as info:
+        kvwire.read_trace(p)
+    assert info.value.line == at + 2
+
+
+def test_a_quoted_field_over_two_lines_is_not_unclosed(tmp_path: Path) -> None:
+    """A quoted field holding a line break (valid CSV) reads, and its request is kept."""
+    p = tmp_path / "b.csv"
+    p.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                 '5,"Chat\nGPT",472,18,490,Conversation log\n6,GPT-4,10,2,12,API log\n')  # fmt: skip
+    assert kvwire.read_trace(p)["model"].to_list() == ["Chat\nGPT", "GPT-4"]
+
+
+def test_header_naming_a_column_twice(tmp_path: Path) -> None:
+    """A header with prompt_tokens twice (Polars silently read the first): refused on line 1, naming it."""
+    p = tmp_path / "t.csv"
+    p.write_text("arrival_s,prompt_tokens,output_tokens,prompt_tokens\n0,5,1,7\n")
+    with pytest.raises(kvwire.TraceFileError, match="'prompt_tokens' twice") as info:
+        kvwire.read_trace(p)
+    assert info.value.line == 1
+
+
+def test_reader_argument_types(tmp_path: Path) -> None:
+    """extra="no" (was taken as true), a path that is None, bytes or a number (was "None: cannot read the
+    file"): TraceErrors naming the argument."""
+    p = tmp_path / "t.csv"
+    p.write_bytes(kvwire_csv(3))
+    with pytest.raises(kvwire.TraceError) as info:
+        kvwire.read_trace(p, extra="no")  # type: ignore[arg-type]
+    assert info.value.path == "extra"
+    for bad in (None, b"t.csv", 5):
+        with pytest.raises(kvwire.TraceError) as info:
+            kvwire.read_trace(bad)  # type: ignore[arg-type]
+        assert info.value.path == "path"
+
+
+def test_trace_info_arguments(tmp_path: Path) -> None:
+    """trace_info of a dict (was "{...}: cannot read the file"), an unknown option and reader options with a
+    table (were TypeErrors), options leaving no request (was "the trace has no requests" of a file that has
+    them): kvwire errors naming the argument."""
+    p = tmp_path / "t.csv"
+    p.write_bytes(kvwire_csv(3))
+    with pytest.raises(kvwire.TraceError) as info:
+        kvwire.trace_info({"arrival_s": [0.0]})  # type: ignore[arg-type]
+    assert info.value.path == "trace"
+    with pytest.raises(kvwire.ScenarioError) as info:
+        kvwire.trace_info(p, bogus=1)
+    assert info.value.path == "bogus"
+    with pytest.raises(kvwire.ScenarioError) as info:
+        kvwire.trace_info(table([0.0, 1.0]), sample=0.5)
+    assert info.value.path == "sample"
+    with pytest.raises(kvwire.TraceError) as info:
+        kvwire.trace_info(p, start_s=100.0)
+    assert info.value.path == "start_s" and "no requests are left" in str(info.value)

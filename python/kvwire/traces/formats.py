@@ -34,6 +34,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -161,9 +162,24 @@ def _check_text(path: str, head: bytes, truncated: bool) -> str:
 
 
 def _looks_utf16(sample: bytes) -> bool:
-    """Mostly ASCII text with every other byte NUL: UTF-16 without a byte-order mark."""
+    """Mostly ASCII text with every other byte NUL: UTF-16 without a byte-order mark (the bytes between the
+    NULs mostly not NUL, so that a run of NULs — a zeroed file — is binary data, not UTF-16).
+
+    >>> _looks_utf16("arrival_s".encode("utf-16-le")), _looks_utf16(bytes(10))
+    (True, False)
+    """
     even, odd = sample[0::2], sample[1::2]
-    return max(even.count(0), odd.count(0)) >= 0.4 * len(sample) / 2
+    half = len(sample) / 2
+    nuls = sorted((even.count(0), odd.count(0)))
+    return nuls[1] >= 0.4 * half and nuls[0] <= 0.1 * half
+
+
+#: The optional columns each CSV format reads (a header naming one of these, or a required one, twice is refused).
+_EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
+    "azure": ("NumImages",),
+    "burstgpt": ("Model", "Log Type", "Session ID", "Elapsed time"),
+    "kvwire": (),
+}
 
 
 def _csv_header(line: str) -> tuple[str, ...]:
@@ -196,6 +212,10 @@ def _csv_format(path: str, header: tuple[str, ...], wanted: str) -> tuple[str, s
             f"(the header is {quote(','.join(header), 200)})",
             1,
         )
+    used = (*REQUIRED[wanted], *_EXTRA_COLUMNS[wanted])
+    twice = next((c for c in used if header.count(c) > 1), None)
+    if twice is not None:
+        raise fail(path, f"the header names column {twice!r} twice; which one holds the values is ambiguous", 1)
     layout = {
         "azure": "azure-multimodal" if "NumImages" in names else "azure",
         "burstgpt": "burstgpt-session" if "Session ID" in names else "burstgpt",
@@ -213,7 +233,11 @@ def detect(path: str | Path, format: str = "auto") -> Source:
             missing a required column, a first line that is not a JSON object.
         TraceError: ``format`` is not one of ``auto`` and :data:`FORMATS` (``path`` ``"format"``).
     """
-    p = str(path)
+    if not isinstance(path, str | os.PathLike) or isinstance(path, bytes):
+        raise TraceError(f"path: expected the path of a trace file (a str or pathlib.Path), got {quote(path)}", "path")
+    p = os.fspath(path)
+    if not isinstance(p, str):
+        raise TraceError(f"path: expected the path of a trace file (a str or pathlib.Path), got {quote(path)}", "path")
     if format not in ("auto", *FORMATS):
         raise TraceError(
             f"format: unknown trace format {format!r}; expected one of auto, {', '.join(FORMATS)}", "format"
@@ -355,7 +379,7 @@ def diagnose(src: Source, exc: BaseException) -> TraceFileError:
         return found
     found = _bad_utf8(src)
     if found is None and src.kind == "csv":
-        found = _bad_csv_value(src) or _bad_csv_shape(src)
+        found = unclosed_quote(src) or _bad_csv_value(src) or _bad_csv_shape(src)
     elif found is None:
         found = mooncake.bad_line(src)
     return found or fail(src.path, f"cannot be read as {NAMES[src.format]} trace ({first_line(exc)})")
@@ -383,6 +407,22 @@ def _bad_utf8(src: Source) -> TraceFileError | None:
             line += part.count(b"\n")
             if not chunk:
                 return None
+
+
+def unclosed_quote(src: Source) -> TraceFileError | None:
+    """The line where a quoted CSV field opens and never closes (an odd number of ``"`` from there to the end of
+    the file: Polars reads the rest of the file as that one field), or ``None``."""
+    if src.kind != "csv":
+        return None
+    opened: int | None = None
+    with open_binary(src.path, src.compressed) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
+        for number, line in enumerate(f, 1):
+            if line.count('"') % 2:
+                opened = number if opened is None else None
+    if opened is None:
+        return None
+    return fail(src.path, 'a quoted field opens on this line (a " with no closing ") and runs to the end of the file',
+                opened)  # fmt: skip
 
 
 def _bad_csv_value(src: Source) -> TraceFileError | None:
@@ -423,4 +463,16 @@ def _bad_csv_shape(src: Source) -> TraceFileError | None:
     return None
 
 
-__all__ = ["FORMATS", "REQUIRED", "Plan", "Source", "bad_value", "detect", "diagnose", "line_of", "plan"]
+__all__ = [
+    "FORMATS",
+    "REQUIRED",
+    "Plan",
+    "Source",
+    "bad_value",
+    "detect",
+    "diagnose",
+    "line_of",
+    "other_compression",
+    "plan",
+    "unclosed_quote",
+]

@@ -32,7 +32,7 @@ import polars as pl
 
 from kvwire.errors import ScenarioError, TraceError
 from kvwire.traces.arrays import REQUEST_COLUMNS
-from kvwire.traces.formats import bad_value, detect, diagnose, line_of, plan
+from kvwire.traces.formats import bad_value, detect, diagnose, line_of, plan, unclosed_quote
 from kvwire.traces.ops import (
     _number,
     keep_mask,
@@ -44,7 +44,7 @@ from kvwire.traces.ops import (
     thin,
     window,
 )
-from kvwire.traces.source import FORMATS, MAX_TOKENS, SCAN_ERRORS, TOKEN_RANGE, Plan, Source, fail
+from kvwire.traces.source import FORMATS, INT64_MAX, MAX_TOKENS, SCAN_ERRORS, TOKEN_RANGE, Plan, Source, fail
 
 _TOKENS = ("prompt_tokens", "output_tokens")
 
@@ -223,8 +223,8 @@ class TraceScan:
             TraceFileError: a bad row or an unreadable file (a truncated gzip file, ...), when the chunk
                 that holds it is read.
         """
-        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-            raise ScenarioError(f"rows: expected a whole number ≥ 1, got {rows!r}", "rows")
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= INT64_MAX:
+            raise ScenarioError(f"rows: expected a whole number from 1 to 2^63 - 1, got {rows!r}", "rows")
         return self._scaled_batches(rows)  # checked here, on the call, not on the first chunk
 
     def _scaled_batches(self, rows: int) -> Iterator[pl.DataFrame]:
@@ -305,8 +305,9 @@ def scan_trace(
         raise ScenarioError("rate_per_s: give either time_scale or rate_per_s, not both", "rate_per_s")
     p_sample = _number("sample", sample, positive=True, at_most=1.0)
     s_seed = seed_value("seed", seed)
-    if not isinstance(keep_failed, bool):
-        raise TraceError(f"keep_failed: expected true or false, got {keep_failed!r}", "keep_failed")
+    for name, flag in (("keep_failed", keep_failed), ("extra", extra)):
+        if not isinstance(flag, bool):
+            raise TraceError(f"{name}: expected true or false, got {flag!r}", name)
     src = detect(path, format)
     p = plan(src, model=model, log_type=log_type, keep_failed=keep_failed, extra=extra)
     t0 = _first_time(p)
@@ -331,6 +332,9 @@ def _first_time(p: Plan) -> float | int:
         raise diagnose(src, e) from None
     if head.height and not all(head[c].is_null().all() for c in ("_t", *_TOKENS)):
         raise bad_value(src, p, int(head["_row"][0]), "_t")
+    quote_error = unclosed_quote(src)  # a quote that swallowed every line after it
+    if quote_error is not None:
+        raise quote_error
     if p.filters and not head.height:
         raise fail(src.path, f"no requests are left after the filters ({p.filters})")
     raise fail(src.path, "the trace has no requests (only a header, or blank lines)")

@@ -10,7 +10,9 @@ prefix-block reuse — :func:`trace_info` (``kvwire trace-info``), with a text r
 
 from __future__ import annotations
 
+import inspect
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,8 @@ MIN_BIN_S = 1e-9
 #: Mooncake's prefix block (tokens per hash id).
 MOONCAKE_BLOCK_TOKENS = 512
 _MAX_SERIES = 10_000
+#: The keyword options trace_info passes to the reader (those of :func:`kvwire.scan_trace`).
+_READER_OPTIONS = tuple(inspect.signature(scan_trace).parameters)[1:]
 
 
 def _quantiles(s: pl.Series, qs: Sequence[float]) -> list[float]:
@@ -199,8 +203,8 @@ def trace_info(trace: str | Path | pl.DataFrame, *, bin_s: float | None = None, 
         TraceFileError: the file cannot be read (named with line and column).
         TraceError: a request table with a missing, null or non-numeric column, a non-finite or decreasing
             ``arrival_s`` or a negative token count (``path`` ``requests.<column>[<row>]``), or no request.
-        ScenarioError: a bad ``bin_s`` (not a finite number ≥ 1e-9, or too many bins) or reader option
-            (``path`` names it).
+        ScenarioError: a bad ``bin_s`` (not a finite number ≥ 1e-9, or too many bins), a bad or unknown
+            reader option, or reader options with a table (``path`` names it).
 
     >>> import polars as pl
     >>> trace_info(pl.DataFrame({"arrival_s": [0.0, 0.5], "prompt_tokens": [1, 2], "output_tokens": [1, 1]}),
@@ -208,18 +212,36 @@ def trace_info(trace: str | Path | pl.DataFrame, *, bin_s: float | None = None, 
     [2.0]
     """
     file = fmt = layout = None
+    unknown = sorted(k for k in options if k not in _READER_OPTIONS)
+    if unknown:
+        raise ScenarioError(
+            f"{unknown[0]}: not an option of trace_info or read_trace (expected bin_s, {', '.join(_READER_OPTIONS)})",
+            unknown[0],
+        )
     if isinstance(trace, pl.DataFrame):
         if options:
-            raise TypeError(f"trace_info: reader options {sorted(options)} need a file, not a table")
+            first = sorted(options)[0]
+            raise ScenarioError(f"{first}: reader options {sorted(options)} need a trace file, not a table", first)
         df = trace
+    elif not isinstance(trace, str | os.PathLike) or isinstance(trace, bytes):
+        raise TraceError(
+            f"trace: expected a trace file (a str or pathlib.Path) or a Polars DataFrame, got {type(trace).__name__}",
+            "trace",
+        )
     else:
         scan = scan_trace(trace, **options)
         df = scan.collect()
         file, fmt, layout = str(trace), scan.format, scan.source.layout
     if isinstance(trace, pl.DataFrame):
         _checked_table(df)
-    if df.height == 0:
-        raise TraceError(f"{file or 'requests'}: the trace has no requests", file or "requests")
+    if df.height == 0 and file is None:
+        raise TraceError("requests: the table has no requests", "requests")
+    if df.height == 0:  # the file has requests (the reader refuses one without): the options left none
+        chosen = [k for k in ("start_s", "duration_s", "sample") if k in options]
+        raise TraceError(
+            f"{file}: no requests are left with the options given ({', '.join(chosen) or 'the window'})",
+            chosen[0] if chosen else "start_s",
+        )
     a = df["arrival_s"].to_numpy()
     span = float(a[-1] - a[0])
     width = default_bin_s(span) if bin_s is None else _bin_width(bin_s, span)

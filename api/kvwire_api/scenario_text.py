@@ -31,6 +31,7 @@ from typing import Any
 
 import kvwire
 from kvwire.scenario import scenario_json, to_toml
+from kvwire.scenario.load import loads_json
 
 #: tomllib's message ends with where it stopped: ``(at line 3, column 7)`` or ``(at end of document)``.
 _WHERE = re.compile(r"\s*\((?:at line (\d+), column (\d+)|at end of document)\)\s*$")
@@ -70,19 +71,21 @@ def _kind(value: Any) -> str:
 
 def parse_text(text: str, fmt: str) -> dict[str, Any]:
     """The object ``text`` holds, read as ``kvwire.load_scenario`` reads a file of format ``fmt`` (``"toml"``:
-    ``tomllib.loads``; ``"json"``: ``json.loads``), in the JSON form the library runs (``scenario_json``).
+    ``tomllib.loads``; ``"json"``: ``kvwire.scenario.load.loads_json``, which refuses a key given twice), in the
+    JSON form the library runs (``scenario_json``).
 
     Raises:
         TextSyntaxError: not a document of that format, or not a table/object.
         kvwire.ScenarioError: a value no scenario can hold (non-finite number, date or time, integer beyond 64
-            bits, nesting deeper than the library allows), naming its field.
+            bits, nesting deeper than the library allows), or a JSON key given twice in one object, naming its
+            field.
     """
     data: Any
     try:
         if fmt == "toml":
             data = tomllib.loads(text)
         elif fmt == "json":
-            data = json.loads(text)
+            data = loads_json(text)  # a key given twice: kvwire.ScenarioError naming it, as load_scenario
         else:
             raise ValueError(f"format: expected 'toml' or 'json', got {fmt!r}")
     except tomllib.TOMLDecodeError as e:
@@ -91,6 +94,8 @@ def parse_text(text: str, fmt: str) -> dict[str, Any]:
         raise TextSyntaxError("json", e.msg, e.lineno, e.colno) from None
     except RecursionError:
         raise TextSyntaxError(fmt, "nested too deeply to be a scenario") from None
+    except kvwire.ScenarioError:  # a repeated key (a ValueError, but not a syntax error)
+        raise
     except ValueError as e:  # Python's limit on the digits of an integer read from text
         why = "it holds an integer of more than 4,300 digits" if "4300 digits" in str(e) else str(e)
         raise TextSyntaxError(fmt, why) from None

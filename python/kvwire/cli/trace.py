@@ -5,13 +5,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from kvwire.cli.output import dumps
 from kvwire.errors import KvwireError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -103,7 +103,7 @@ def trace_info_cmd(trace_file: Path, bin_s: float | None, as_json: bool, output:
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
     if as_json:
-        click.echo(json.dumps(info, indent=2, allow_nan=False))
+        click.echo(dumps(info))  # strict JSON: a figure that is not finite is null
     else:
         click.echo(render(info))
         if output is not None:

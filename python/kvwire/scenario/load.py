@@ -30,11 +30,69 @@ def default_scenario() -> dict[str, Any]:
     return out
 
 
+def loads_json(text: str) -> Any:
+    """``json.loads`` of a scenario, a sweep definition or a ``--set`` value, refusing a key given twice in one
+    object (which ``json.loads`` would settle silently by keeping the last value; TOML refuses it too).
+    Every JSON scenario text kvwire reads goes through here: scenario and sweep files, ``--set`` values and the
+    service's ``POST /v1/scenarios/parse``.
+
+    >>> loads_json('{"link": "eth-25g", "workload": {"seed": 1}}')
+    {'link': 'eth-25g', 'workload': {'seed': 1}}
+    >>> try:
+    ...     loads_json('{"workload": {"seed": 1, "requests": 10, "seed": 2}}')
+    ... except ScenarioError as e:
+    ...     print(e.path)
+    workload.seed
+
+    Raises:
+        ScenarioError: a key given twice; ``path`` is its dotted path (``"grid[0].link"`` inside an array).
+        json.JSONDecodeError, RecursionError, ValueError: as ``json.loads`` (callers say where).
+    """
+    repeated: dict[int, tuple[dict[str, Any], str]] = {}  # id -> (the object, kept alive so ids stay unique; key)
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out and id(out) not in repeated:
+                repeated[id(out)] = (out, key)
+            out[key] = value
+        return out
+
+    data = json.loads(text, object_pairs_hook=pairs)
+    if repeated:
+        path = _repeated_path(data, "", repeated)
+        where = path or "scenario"
+        raise ScenarioError(
+            f"{where}: the key appears more than once in the same object; give it once (JSON readers disagree on "
+            "which value a repeated key means)",
+            path,
+        )
+    return data
+
+
+def _repeated_path(value: Any, path: str, repeated: dict[int, tuple[dict[str, Any], str]]) -> str:
+    """The dotted path of the first repeated key in ``value`` (depth first, in the document's order). An object
+    that a repeated key replaced is not in ``value``, but its parent's repeated key is, so one is found."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        node, here = stack.pop()
+        if isinstance(node, dict):
+            if id(node) in repeated:
+                key = repeated[id(node)][1]
+                return f"{here}.{key}" if here else key
+            stack.extend((v, f"{here}.{k}" if here else k) for k, v in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((v, f"{here}[{i}]") for i, v in reversed(list(enumerate(node))))
+    return path
+
+
 def load_scenario(path: str | Path) -> dict[str, Any]:
     """Read a scenario from a ``.json`` or ``.toml`` file.
 
     Raises:
-        ScenarioError: the file is missing, unreadable, not valid JSON/TOML, or not a table/object.
+        ScenarioError: the file is missing, unreadable, not valid JSON/TOML, or not a table/object (``path``
+            the file); a key given twice in one object (``path`` the key's dotted path, the message naming the
+            file).
     """
     p = Path(path)
     try:
@@ -48,13 +106,12 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
             str(p),
         ) from None
     suffix = p.suffix.lower()
+    if suffix not in (".json", ".toml"):
+        raise ScenarioError(f"{p}: scenario files must end in .json or .toml", str(p))
     try:
-        if suffix == ".toml":
-            data: Any = tomllib.loads(text)
-        elif suffix == ".json":
-            data = json.loads(text)
-        else:
-            raise ScenarioError(f"{p}: scenario files must end in .json or .toml", str(p))
+        data: Any = tomllib.loads(text) if suffix == ".toml" else loads_json(text)
+    except ScenarioError as e:  # a repeated key, named by its dotted path
+        raise ScenarioError(f"{p}: {e}", e.path) from None
     except json.JSONDecodeError as e:
         raise ScenarioError(f"{p}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", str(p)) from None
     except tomllib.TOMLDecodeError as e:
@@ -158,4 +215,4 @@ def _defaults() -> dict[str, Any]:
     return _DEFAULT
 
 
-__all__ = ["MAX_DEPTH", "default_scenario", "load_scenario", "scenario_json", "to_toml"]
+__all__ = ["MAX_DEPTH", "default_scenario", "load_scenario", "loads_json", "scenario_json", "to_toml"]

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kvwire.errors import ScenarioError
-from kvwire.scenario.load import _defaults
+from kvwire.scenario.load import _defaults, loads_json
 
 #: Fields that name a preset: a string there is a preset name, and may be given before or after its overrides.
 PRESET_PATHS = ("model", "link", "link.host_link", "prefill.device", "decode.device", "colocated.device")
@@ -37,7 +37,12 @@ def _parse_assignment(assignment: str) -> tuple[list[str], Any]:
     if not all(parts):
         raise ScenarioError(f"--set {assignment!r}: empty path segment", key)
     try:
-        value: Any = json.loads(raw)
+        value: Any = loads_json(raw)
+    except ScenarioError as e:  # a key given twice in an object value
+        path = ".".join(parts) + (f".{e.path}" if e.path else "")
+        raise ScenarioError(
+            f"--set {path}: the key appears more than once in the same object; give it once", path
+        ) from None
     except (json.JSONDecodeError, RecursionError):
         value = raw
     except ValueError:  # an integer of more than 4,300 digits

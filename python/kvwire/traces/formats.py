@@ -34,6 +34,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,13 +63,76 @@ from kvwire.traces.source import (
 HEAD_BYTES = 1 << 16
 
 
+#: Magic bytes of the compressions kvwire does not read (gzip is read; Parquet compresses itself).
+OTHER_COMPRESSIONS: tuple[tuple[bytes, str, str], ...] = (
+    (b"\x28\xb5\x2f\xfd", "zstd", "zstd -d"),
+    (b"\xfd7zXZ\x00", "xz", "xz -d"),
+    (b"BZh", "bzip2", "bzip2 -d"),
+    (b"\x04\x22\x4d\x18", "lz4", "lz4 -d"),
+    (b"PK\x03\x04", "zip", "unzip"),
+    (b"PK\x05\x06", "zip", "unzip"),
+    (b"7z\xbc\xaf\x27\x1c", "7z", "7z x"),
+)
+#: Bytes read from the start of a file to tell Parquet, gzip and the other compressions apart.
+MAGIC_BYTES = 8
+#: What the readers take, for the messages that refuse something else.
+SUPPORTED = "plain UTF-8 text (CSV or JSON Lines), gzip-compressed text, or Parquet"
+
+
+def other_compression(path: str, magic: bytes, inside_gzip: bool = False) -> TraceFileError | None:
+    """The error for a file compressed by something other than gzip (zstd, xz, bzip2, lz4, zip, 7z; told by
+    its magic bytes), or ``None``; ``inside_gzip``: ``magic`` is the start of a gzip file's content.
+
+    >>> e = other_compression("t.csv.zst", bytes.fromhex("28b52ffd0400"))
+    >>> str(e)[:60]
+    't.csv.zst: the file is zstd-compressed data, which kvwire do'
+    >>> other_compression("t.csv", b"arrival_") is None
+    True
+    """
+    for prefix, name, command in OTHER_COMPRESSIONS:
+        if magic.startswith(prefix):
+            held = f"a {name} archive" if name in ("zip", "7z") else f"{name}-compressed data"
+            what = f"the gzip file holds {held}" if inside_gzip else f"the file is {held}"
+            return fail(
+                path,
+                f"{what}, which kvwire does not read: it reads {SUPPORTED}; decompress it first ({command})"
+                + ("" if name in ("zip", "7z") else " or recompress it with gzip"),
+            )
+    return None
+
+
+def gzip_reason(e: BaseException) -> str:
+    """Why a gzip stream could not be read: cut short (``EOFError``) or corrupt (a bad CRC, bad data)."""
+    if isinstance(e, EOFError):
+        return (
+            "the gzip file is truncated: its compressed data ends before the gzip end-of-stream marker (it was "
+            "cut short, e.g. by an interrupted download or copy); fetch or copy it again"
+        )
+    return f"the gzip file is corrupt ({first_line(e)}); fetch or copy it again"
+
+
+def gzip_error(src: Source) -> TraceFileError | None:
+    """The error for a gzip file whose stream is cut short or corrupt, found by decompressing it all (an
+    error path: what Polars refused is explained before any line-by-line reading), or ``None`` if it reads."""
+    if not src.compressed:
+        return None
+    size = 0
+    try:
+        with open_binary(src.path, True) as f:
+            while chunk := f.read(1 << 20):
+                size += len(chunk)
+    except (OSError, EOFError, zlib.error) as e:
+        return fail(src.path, f"{gzip_reason(e)} ({size:,} bytes decompressed before it ends)")
+    return None
+
+
 def _head(path: str, compressed: bool) -> bytes:
     try:
         with open_binary(path, compressed) as f:
             return f.read(HEAD_BYTES)
     except (OSError, EOFError, zlib.error) as e:
         if compressed:
-            raise fail(path, f"not a readable gzip file ({first_line(e)})") from None
+            raise fail(path, gzip_reason(e)) from None
         raise fail(path, f"cannot read the file: {getattr(e, 'strerror', None) or first_line(e)}") from None
 
 
@@ -98,9 +162,24 @@ def _check_text(path: str, head: bytes, truncated: bool) -> str:
 
 
 def _looks_utf16(sample: bytes) -> bool:
-    """Mostly ASCII text with every other byte NUL: UTF-16 without a byte-order mark."""
+    """Mostly ASCII text with every other byte NUL: UTF-16 without a byte-order mark (the bytes between the
+    NULs mostly not NUL, so that a run of NULs — a zeroed file — is binary data, not UTF-16).
+
+    >>> _looks_utf16("arrival_s".encode("utf-16-le")), _looks_utf16(bytes(10))
+    (True, False)
+    """
     even, odd = sample[0::2], sample[1::2]
-    return max(even.count(0), odd.count(0)) >= 0.4 * len(sample) / 2
+    half = len(sample) / 2
+    nuls = sorted((even.count(0), odd.count(0)))
+    return nuls[1] >= 0.4 * half and nuls[0] <= 0.1 * half
+
+
+#: The optional columns each CSV format reads (a header naming one of these, or a required one, twice is refused).
+_EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
+    "azure": ("NumImages",),
+    "burstgpt": ("Model", "Log Type", "Session ID", "Elapsed time"),
+    "kvwire": (),
+}
 
 
 def _csv_header(line: str) -> tuple[str, ...]:
@@ -133,6 +212,10 @@ def _csv_format(path: str, header: tuple[str, ...], wanted: str) -> tuple[str, s
             f"(the header is {quote(','.join(header), 200)})",
             1,
         )
+    used = (*REQUIRED[wanted], *_EXTRA_COLUMNS[wanted])
+    twice = next((c for c in used if header.count(c) > 1), None)
+    if twice is not None:
+        raise fail(path, f"the header names column {twice!r} twice; which one holds the values is ambiguous", 1)
     layout = {
         "azure": "azure-multimodal" if "NumImages" in names else "azure",
         "burstgpt": "burstgpt-session" if "Session ID" in names else "burstgpt",
@@ -150,7 +233,11 @@ def detect(path: str | Path, format: str = "auto") -> Source:
             missing a required column, a first line that is not a JSON object.
         TraceError: ``format`` is not one of ``auto`` and :data:`FORMATS` (``path`` ``"format"``).
     """
-    p = str(path)
+    if not isinstance(path, str | os.PathLike) or isinstance(path, bytes):
+        raise TraceError(f"path: expected the path of a trace file (a str or pathlib.Path), got {quote(path)}", "path")
+    p = os.fspath(path)
+    if not isinstance(p, str):
+        raise TraceError(f"path: expected the path of a trace file (a str or pathlib.Path), got {quote(path)}", "path")
     if format not in ("auto", *FORMATS):
         raise TraceError(
             f"format: unknown trace format {format!r}; expected one of auto, {', '.join(FORMATS)}", "format"
@@ -159,15 +246,21 @@ def detect(path: str | Path, format: str = "auto") -> Source:
         raise fail(p, "is a directory, not a trace file")
     try:
         with open(p, "rb") as f:
-            magic = f.read(4)
+            magic = f.read(MAGIC_BYTES)
     except OSError as e:
         raise fail(p, f"cannot read the file: {e.strerror or first_line(e)}") from None
-    if magic == b"PAR1":
+    if magic.startswith(b"PAR1"):
         return table.parquet_source(p, format)
+    other = other_compression(p, magic)
+    if other is not None:
+        raise other
     compressed = magic[:2] == b"\x1f\x8b"
     head = _head(p, compressed)
     if compressed and head.startswith(b"PAR1"):
         raise fail(p, "a gzip-compressed Parquet file: decompress it first")
+    other = other_compression(p, head, inside_gzip=True) if compressed else None
+    if other is not None:
+        raise other
     if not head.strip():
         raise fail(p, "the file is empty" if not head else "the file has only blank lines, no requests")
     text = _check_text(p, head, truncated=len(head) == HEAD_BYTES)
@@ -180,7 +273,7 @@ def detect(path: str | Path, format: str = "auto") -> Source:
             raise fail(p, "a UTF-8 byte-order mark starts the file, which JSON Lines do not allow: remove it", 1)
         if number < len(lines) or len(head) < HEAD_BYTES:  # the first line is complete: check it now
             try:
-                record = json.loads(first)
+                record = mooncake.loads(first)
             except json.JSONDecodeError as e:
                 raise fail(p, f"invalid JSON at character {e.colno}: {e.msg}", number) from None
             except RecursionError:
@@ -281,9 +374,12 @@ def diagnose(src: Source, exc: BaseException) -> TraceFileError:
     all of these, Polars' own first line of explanation."""
     if src.kind == "parquet":
         return fail(src.path, f"cannot read the Parquet file ({first_line(exc)})")
+    found = gzip_error(src)  # first: the line-by-line passes below read the stream again
+    if found is not None:
+        return found
     found = _bad_utf8(src)
     if found is None and src.kind == "csv":
-        found = _bad_csv_value(src) or _bad_csv_shape(src)
+        found = unclosed_quote(src) or _bad_csv_value(src) or _bad_csv_shape(src)
     elif found is None:
         found = mooncake.bad_line(src)
     return found or fail(src.path, f"cannot be read as {NAMES[src.format]} trace ({first_line(exc)})")
@@ -313,6 +409,22 @@ def _bad_utf8(src: Source) -> TraceFileError | None:
                 return None
 
 
+def unclosed_quote(src: Source) -> TraceFileError | None:
+    """The line where a quoted CSV field opens and never closes (an odd number of ``"`` from there to the end of
+    the file: Polars reads the rest of the file as that one field), or ``None``."""
+    if src.kind != "csv":
+        return None
+    opened: int | None = None
+    with open_binary(src.path, src.compressed) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
+        for number, line in enumerate(f, 1):
+            if line.count('"') % 2:
+                opened = number if opened is None else None
+    if opened is None:
+        return None
+    return fail(src.path, 'a quoted field opens on this line (a " with no closing ") and runs to the end of the file',
+                opened)  # fmt: skip
+
+
 def _bad_csv_value(src: Source) -> TraceFileError | None:
     """The first field that does not parse as its column's type, found by a second scan of every field as
     text (vectorised)."""
@@ -334,9 +446,11 @@ def _bad_csv_value(src: Source) -> TraceFileError | None:
     if typed[column] == pl.Float64:
         return fail(src.path, f"{quote(value)} is not a number", row + 2, column)
     digits = value.strip().lstrip("+-")
-    too_big = digits.isdigit() and int(digits) > INT64_MAX
+    # By length first: Python refuses int() of more than 4,300 digits.
+    too_big = digits.isascii() and digits.isdigit() and (len(digits) > 19 or int(digits) > INT64_MAX)
     reason = f"is out of range ({TOKEN_RANGE})" if too_big else "is not a whole number of tokens"
-    return fail(src.path, f"{quote(value)} {reason}", row + 2, column)
+    shown = f"an integer of {len(digits):,} digits" if too_big and len(digits) > 30 else quote(value)
+    return fail(src.path, f"{shown} {reason}", row + 2, column)
 
 
 def _bad_csv_shape(src: Source) -> TraceFileError | None:
@@ -349,4 +463,16 @@ def _bad_csv_shape(src: Source) -> TraceFileError | None:
     return None
 
 
-__all__ = ["FORMATS", "REQUIRED", "Plan", "Source", "bad_value", "detect", "diagnose", "line_of", "plan"]
+__all__ = [
+    "FORMATS",
+    "REQUIRED",
+    "Plan",
+    "Source",
+    "bad_value",
+    "detect",
+    "diagnose",
+    "line_of",
+    "other_compression",
+    "plan",
+    "unclosed_quote",
+]

@@ -35,6 +35,31 @@ def plan(src: Source, extra: bool) -> Plan:
     return Plan(src, lazy, 1e3, True, names, {"hash_ids": "hash_ids"})
 
 
+class BigInt:
+    """An integer of more digits than any token count or hash has (Python refuses to parse those beyond 4,300
+    digits), kept as its digit count for the error that refuses it."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"an integer of {self.digits:,} digits"
+
+
+def _parse_int(text: str) -> int | BigInt:
+    digits = len(text.lstrip("-"))
+    return BigInt(digits) if digits > 30 else int(text)
+
+
+def loads(line: str) -> Any:
+    """One JSON Lines record as Python values; integers beyond 30 digits become :class:`BigInt`.
+
+    >>> loads('{"input_length": ' + "9" * 5000 + "}")
+    {'input_length': an integer of 5,000 digits}
+    """
+    return json.loads(line, parse_int=_parse_int)
+
+
 def lines(src: Source) -> Iterator[tuple[int, str]]:
     with open_binary(src.path, src.compressed) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig") as f:
         for number, line in enumerate(f, 1):
@@ -46,7 +71,7 @@ def record(src: Source, row: int) -> tuple[int, Any]:
     for i, (number, line) in enumerate(lines(src)):
         if i == row:
             try:
-                return number, json.loads(line)
+                return number, loads(line)
             except (json.JSONDecodeError, RecursionError):
                 return number, None
     return 0, None
@@ -56,7 +81,7 @@ def bad_line(src: Source) -> TraceFileError | None:
     names = REQUIRED["mooncake"]
     for number, line in lines(src):
         try:
-            record = json.loads(line)
+            record = loads(line)
         except json.JSONDecodeError as e:
             return fail(src.path, f"invalid JSON at character {e.colno}: {e.msg}", number)
         except RecursionError:
@@ -71,6 +96,8 @@ def bad_line(src: Source) -> TraceFileError | None:
                 ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
                 if not ok:
                     return fail(src.path, f"{quote(value)} is not a number of milliseconds", number, name)
+            elif isinstance(value, BigInt):
+                return fail(src.path, f"{quote(value)} is out of range ({TOKEN_RANGE})", number, name)
             elif isinstance(value, bool) or not isinstance(value, int):
                 return fail(src.path, f"{quote(value)} is not a whole number of tokens", number, name)
             elif abs(value) > INT64_MAX:
@@ -85,4 +112,4 @@ def bad_line(src: Source) -> TraceFileError | None:
     return None
 
 
-__all__ = ["bad_line", "lines", "plan", "record"]
+__all__ = ["BigInt", "bad_line", "lines", "loads", "plan", "record"]

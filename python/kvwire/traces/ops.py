@@ -81,7 +81,8 @@ def scale_time(requests: pl.DataFrame, time_scale: float) -> pl.DataFrame:
 
 def mean_rate_per_s(requests: pl.DataFrame) -> float | None:
     """The mean arrival rate: (n - 1) / (last - first arrival), the inverse of the mean gap between
-    requests; ``None`` with fewer than two requests or when they all arrive at once.
+    requests; ``None`` with fewer than two requests, when they all arrive at once, or when the rate is beyond
+    a float (a span of a few subnormal seconds).
 
     >>> import polars as pl
     >>> mean_rate_per_s(pl.DataFrame({"arrival_s": [1.0, 1.5, 3.0]}))
@@ -100,7 +101,8 @@ def _ends(requests: pl.DataFrame) -> tuple[float, float]:
 def _rate(n: int, first: float, last: float) -> float | None:
     if n < 2 or not last > first:
         return None
-    return (n - 1) / (last - first)
+    rate = (n - 1) / (last - first)
+    return rate if math.isfinite(rate) else None  # a span of a few subnormal seconds: no rate a float holds
 
 
 def rate_factor(n: int, first: float, last: float, rate_per_s: float) -> float:
@@ -110,7 +112,8 @@ def rate_factor(n: int, first: float, last: float, rate_per_s: float) -> float:
     if observed is None:
         raise ScenarioError(
             f"rate_per_s: a mean rate needs at least two requests at different times; the trace has {n}"
-            + (" arriving at once" if n >= 2 else ""),
+            + (" arriving at once" if n >= 2 and not last > first else "")
+            + (f" spanning only {last - first:g} s" if n >= 2 and last > first else ""),
             "rate_per_s",
         )
     return observed / target

@@ -24,6 +24,7 @@ thinning and rescaling (:mod:`kvwire.trace_ops`) are applied in that order when 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -31,7 +32,7 @@ import polars as pl
 
 from kvwire.errors import ScenarioError, TraceError
 from kvwire.traces.arrays import REQUEST_COLUMNS
-from kvwire.traces.formats import bad_value, detect, diagnose, line_of, plan
+from kvwire.traces.formats import bad_value, detect, diagnose, line_of, plan, unclosed_quote
 from kvwire.traces.ops import (
     _number,
     keep_mask,
@@ -43,7 +44,7 @@ from kvwire.traces.ops import (
     thin,
     window,
 )
-from kvwire.traces.source import FORMATS, MAX_TOKENS, SCAN_ERRORS, TOKEN_RANGE, Plan, Source, fail
+from kvwire.traces.source import FORMATS, INT64_MAX, MAX_TOKENS, SCAN_ERRORS, TOKEN_RANGE, Plan, Source, fail
 
 _TOKENS = ("prompt_tokens", "output_tokens")
 
@@ -96,7 +97,9 @@ class TraceScan:
 
     def _rows(self) -> pl.LazyFrame:
         p = self._plan
-        since = (pl.col("_t") - self._t0).cast(pl.Float64)
+        # Azure's integer nanoseconds are 128-bit (any year, and their differences, exact): so is t0.
+        t0 = pl.lit(self._t0, dtype=pl.Int128) if isinstance(self._t0, int) else self._t0
+        since = (pl.col("_t") - t0).cast(pl.Float64)
         # Divided by a column (x·0 + d), not by the constant d: Polars turns division by a constant into a
         # multiplication by its reciprocal, which is not the correctly rounded quotient (60e9 ns would become
         # 60.00000000000001 s).
@@ -143,6 +146,11 @@ class TraceScan:
                     src, int(df["_row"][i]), p.names[column], f"{df[column][i]} is out of range ({TOKEN_RANGE})"
                 )
         a = df["arrival_s"]
+        far = ~a.is_finite()
+        if far.any():  # finite times whose difference is not: a span beyond the range of a float
+            i = int(far.arg_max() or 0)
+            why = "this time is further from the first request's than a float of seconds holds"
+            raise _row_error(src, int(df["_row"][i]), p.names["_t"], why)
         if not p.rebase and float(a.min() or 0.0) < 0:  # type: ignore[arg-type]
             i = int((a < 0).arg_max() or 0)
             raise _row_error(src, int(df["_row"][i]), "arrival_s", f"{a[i]} is negative; arrival times are ≥ 0")
@@ -169,6 +177,7 @@ class TraceScan:
         df = thin(df, self._sample, self._seed)
         rate = self._rate_per_s
         df = scale_time(df, self._time_scale) if rate is None else scale_to_rate(df, rate)
+        self._check_scaled(df)
         # One contiguous buffer per column (the streaming engine leaves one chunk per morsel), so that handing
         # the columns to the core (numpy views) copies nothing: the requests are held once.
         return df.rechunk()
@@ -208,9 +217,17 @@ class TraceScan:
         ...                          for i in range(10)))
         >>> [b.height for b in scan_trace(p).batches(rows=4)]
         [4, 4, 2]
+
+        Raises:
+            ScenarioError: ``rows`` is not a whole number ≥ 1 (``path`` ``"rows"``), on the call itself.
+            TraceFileError: a bad row or an unreadable file (a truncated gzip file, ...), when the chunk
+                that holds it is read.
         """
-        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-            raise ValueError(f"rows: expected a whole number ≥ 1, got {rows!r}")
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= INT64_MAX:
+            raise ScenarioError(f"rows: expected a whole number from 1 to 2^63 - 1, got {rows!r}", "rows")
+        return self._scaled_batches(rows)  # checked here, on the call, not on the first chunk
+
+    def _scaled_batches(self, rows: int) -> Iterator[pl.DataFrame]:
         factor = self._time_scale
         if self._rate_per_s is not None:
             n, first, last = 0, 0.0, 0.0
@@ -221,7 +238,20 @@ class TraceScan:
                 last = float(chunk["arrival_s"][-1])
             factor = rate_factor(n, first, last, self._rate_per_s)
         for chunk in self._checked_batches(rows):
-            yield chunk if factor == 1.0 else chunk.with_columns(pl.col("arrival_s") * factor)
+            if factor != 1.0:
+                chunk = chunk.with_columns(pl.col("arrival_s") * factor)
+                self._check_scaled(chunk)
+            yield chunk
+
+    def _check_scaled(self, df: pl.DataFrame) -> None:
+        """Refuse a rescaling that takes arrival times beyond the range of a float (``time_scale`` 1e300)."""
+        if df.height and not math.isfinite(float(df["arrival_s"][-1])):
+            key = "time_scale" if self._rate_per_s is None else "rate_per_s"
+            value = self._time_scale if self._rate_per_s is None else self._rate_per_s
+            raise ScenarioError(
+                f"{key}: {value:g} takes the arrival times beyond the range of a float; choose a value nearer 1",
+                key,
+            )
 
 
 def _row_error(src: Source, row: int, column: str, reason: str) -> Exception:
@@ -275,8 +305,9 @@ def scan_trace(
         raise ScenarioError("rate_per_s: give either time_scale or rate_per_s, not both", "rate_per_s")
     p_sample = _number("sample", sample, positive=True, at_most=1.0)
     s_seed = seed_value("seed", seed)
-    if not isinstance(keep_failed, bool):
-        raise TraceError(f"keep_failed: expected true or false, got {keep_failed!r}", "keep_failed")
+    for name, flag in (("keep_failed", keep_failed), ("extra", extra)):
+        if not isinstance(flag, bool):
+            raise TraceError(f"{name}: expected true or false, got {flag!r}", name)
     src = detect(path, format)
     p = plan(src, model=model, log_type=log_type, keep_failed=keep_failed, extra=extra)
     t0 = _first_time(p)
@@ -301,6 +332,9 @@ def _first_time(p: Plan) -> float | int:
         raise diagnose(src, e) from None
     if head.height and not all(head[c].is_null().all() for c in ("_t", *_TOKENS)):
         raise bad_value(src, p, int(head["_row"][0]), "_t")
+    quote_error = unclosed_quote(src)  # a quote that swallowed every line after it
+    if quote_error is not None:
+        raise quote_error
     if p.filters and not head.height:
         raise fail(src.path, f"no requests are left after the filters ({p.filters})")
     raise fail(src.path, "the trace has no requests (only a header, or blank lines)")

@@ -101,8 +101,9 @@ class Plan:
     """A lazy scan of a trace file and how to turn it into requests.
 
     ``lazy`` has ``_row`` (the 0-based data record the row comes from), ``_t`` (the file's time: integer
-    nanoseconds for Azure, float seconds for BurstGPT and kvwire, float milliseconds for Mooncake; null where
-    the value is not a valid time), ``prompt_tokens``, ``output_tokens`` and the format's extra columns;
+    nanoseconds for Azure, in 128 bits so that every year 0001-9999 and their differences are exact; float
+    seconds for BurstGPT and kvwire, float milliseconds for Mooncake; null where the value is not a valid
+    time), ``prompt_tokens``, ``output_tokens`` and the format's extra columns;
     the format's row filters are applied.
     """
 

@@ -10,6 +10,9 @@ prefix-block reuse — :func:`trace_info` (``kvwire trace-info``), with a text r
 
 from __future__ import annotations
 
+import inspect
+import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,15 +20,23 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kvwire.errors import KvwireError, TraceError
+from kvwire.errors import KvwireError, ScenarioError, TraceError
+from kvwire.traces.arrays import request_arrays
 from kvwire.traces.ops import _number, mean_rate_per_s
 from kvwire.traces.read import scan_trace
+from kvwire.traces.source import MAX_TOKENS
 
 #: Bin widths (s) tried for the rate over time, smallest first; the default is the first giving ≤ 200 bins.
 NICE_BINS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 604800)
+#: Most bins the rate over time may have (a ``bin_s`` giving more is refused: 80 MB of counts at this bound).
+MAX_BINS = 10_000_000
+#: Narrowest bin, seconds: a nanosecond, the finest time any trace format records.
+MIN_BIN_S = 1e-9
 #: Mooncake's prefix block (tokens per hash id).
 MOONCAKE_BLOCK_TOKENS = 512
 _MAX_SERIES = 10_000
+#: The keyword options trace_info passes to the reader (those of :func:`kvwire.scan_trace`).
+_READER_OPTIONS = tuple(inspect.signature(scan_trace).parameters)[1:]
 
 
 def _quantiles(s: pl.Series, qs: Sequence[float]) -> list[float]:
@@ -45,20 +56,86 @@ def _lengths(s: pl.Series) -> dict[str, float | int]:
     }
 
 
+def _at_least(x: float) -> float:
+    """``x`` rounded up to 3 significant digits (a width to suggest that is not below the bound)."""
+    if x <= 0:
+        return x
+    k = 2 - math.floor(math.log10(x))
+    up = math.ceil(x * 10.0**k) / 10.0**k
+    return up if up >= x else math.nextafter(up, math.inf)
+
+
 def default_bin_s(span_s: float) -> float:
-    """The smallest of :data:`NICE_BINS_S` that cuts ``span_s`` into at most 200 bins."""
-    return float(next((b for b in NICE_BINS_S if span_s / b <= 200), NICE_BINS_S[-1]))
+    """The smallest of :data:`NICE_BINS_S` that cuts ``span_s`` into at most 200 bins; beyond 200 weeks,
+    ``span_s / 200`` rounded up to 3 significant digits.
+
+    >>> default_bin_s(3600.0), default_bin_s(1e9)
+    (30.0, 5000000.0)
+    """
+    nice = next((b for b in NICE_BINS_S if span_s / b <= 200), None)
+    return float(nice) if nice is not None else _at_least(span_s / 200)
+
+
+def _bin_width(bin_s: object, span: float) -> float:
+    """``bin_s`` checked: finite, at least :data:`MIN_BIN_S`, and giving at most :data:`MAX_BINS` bins."""
+    width = _number("bin_s", bin_s, positive=True)
+    if width < MIN_BIN_S:
+        raise ScenarioError(f"bin_s: must be ≥ {MIN_BIN_S:g} s (a nanosecond), got {bin_s!r}", "bin_s")
+    if span / width >= MAX_BINS:
+        raise ScenarioError(
+            f"bin_s: {width:g} s cuts the trace's span of {span:,.6g} s into more than {MAX_BINS:,} bins (the "
+            f"most the rate over time may have); choose bin_s ≥ {_at_least(span / (MAX_BINS - 1)):g} s (span / "
+            f"{MAX_BINS - 1:,}), or leave it out for at most about 200 bins",
+            "bin_s",
+        )
+    return width
+
+
+def _checked_table(df: pl.DataFrame) -> None:
+    """Refuse a request table the figures cannot describe, naming the column and row: a missing, null or
+    non-numeric column, a non-finite or decreasing arrival time, a token count below 0 or beyond 2^32 - 1."""
+    a, *tokens = request_arrays(df)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        i = int(np.argmax(bad))
+        path = f"requests.arrival_s[{i}]"
+        raise TraceError(f"{path}: arrival times must be finite numbers of seconds, got {a[i]}", path)
+    if a.size and not math.isfinite(float(a[-1]) - float(a[0])):
+        path = "requests.arrival_s"
+        raise TraceError(
+            f"{path}: the span from {a[0]:g} s to {a[-1]:g} s is beyond the range of a float (not a time)", path
+        )
+    back = a[1:] < a[:-1]
+    if back.any():
+        i = int(np.argmax(back)) + 1
+        path = f"requests.arrival_s[{i}]"
+        raise TraceError(
+            f"{path}: the table must be sorted by arrival_s: row {i} ({a[i]:g}) comes before row {i - 1} "
+            f"({a[i - 1]:g})",
+            path,
+        )
+    for name, t in zip(("prompt_tokens", "output_tokens"), tokens, strict=True):
+        out = (t < 0) | (t > MAX_TOKENS)
+        if out.any():
+            i = int(np.argmax(out))
+            path = f"requests.{name}[{i}]"
+            raise TraceError(f"{path}: token counts must be ≥ 0 and below 2^32, got {t[i]}", path)
 
 
 def _interarrival(a: np.ndarray[Any, np.dtype[np.float64]]) -> dict[str, float | None] | None:
     if a.size < 2:
         return None
     gaps = np.diff(a)
-    mean = float(gaps.mean())
+    big = float(gaps.max())
+    if big > 1e150:  # gaps this long would overflow the squares of the standard deviation: scaled first
+        mean = float((gaps / big).mean()) * big
+        std = float((gaps / big).std()) * big
+    else:
+        mean, std = float(gaps.mean()), float(gaps.std())
     p50, p90, p99 = (float(np.quantile(gaps, q)) for q in (0.5, 0.9, 0.99))
     return {
         "mean_s": mean,
-        "cv": float(gaps.std()) / mean if mean > 0 else None,
+        "cv": std / mean if mean > 0 else None,
         "p50_s": p50,
         "p90_s": p90,
         "p99_s": p99,
@@ -113,7 +190,21 @@ def trace_info(trace: str | Path | pl.DataFrame, *, bin_s: float | None = None, 
     (requests with no output token); ``rate`` {bin_s, bins, peak_req_per_s, min_req_per_s,
     series_req_per_s (requests per second in each bin from the first arrival; the last bin may be
     partial)}; ``prefix`` (Mooncake ``hash_ids`` only, see :func:`prefix_reuse`, else ``None``).
-    Percentiles interpolate linearly. ``None`` where a figure does not exist.
+    Percentiles interpolate linearly. ``None`` where a figure does not exist; every number is finite.
+
+    Args:
+        trace: a trace file (any format :func:`kvwire.read_trace` reads) or a request table.
+        bin_s: width of the rate-over-time bins in seconds: at least :data:`MIN_BIN_S` (a nanosecond) and
+            giving at most :data:`MAX_BINS` (10,000,000) bins, so at least span / 9,999,999; default the
+            smallest round width giving at most 200 bins (:func:`default_bin_s`).
+        options: the reader's options (:func:`kvwire.read_trace`), for a file only.
+
+    Raises:
+        TraceFileError: the file cannot be read (named with line and column).
+        TraceError: a request table with a missing, null or non-numeric column, a non-finite or decreasing
+            ``arrival_s`` or a negative token count (``path`` ``requests.<column>[<row>]``), or no request.
+        ScenarioError: a bad ``bin_s`` (not a finite number ≥ 1e-9, or too many bins), a bad or unknown
+            reader option, or reader options with a table (``path`` names it).
 
     >>> import polars as pl
     >>> trace_info(pl.DataFrame({"arrival_s": [0.0, 0.5], "prompt_tokens": [1, 2], "output_tokens": [1, 1]}),
@@ -121,19 +212,39 @@ def trace_info(trace: str | Path | pl.DataFrame, *, bin_s: float | None = None, 
     [2.0]
     """
     file = fmt = layout = None
+    unknown = sorted(k for k in options if k not in _READER_OPTIONS)
+    if unknown:
+        raise ScenarioError(
+            f"{unknown[0]}: not an option of trace_info or read_trace (expected bin_s, {', '.join(_READER_OPTIONS)})",
+            unknown[0],
+        )
     if isinstance(trace, pl.DataFrame):
         if options:
-            raise TypeError(f"trace_info: reader options {sorted(options)} need a file, not a table")
+            first = sorted(options)[0]
+            raise ScenarioError(f"{first}: reader options {sorted(options)} need a trace file, not a table", first)
         df = trace
+    elif not isinstance(trace, str | os.PathLike) or isinstance(trace, bytes):
+        raise TraceError(
+            f"trace: expected a trace file (a str or pathlib.Path) or a Polars DataFrame, got {type(trace).__name__}",
+            "trace",
+        )
     else:
         scan = scan_trace(trace, **options)
         df = scan.collect()
         file, fmt, layout = str(trace), scan.format, scan.source.layout
-    if df.height == 0:
-        raise TraceError(f"{file or 'requests'}: the trace has no requests", file or "requests")
+    if isinstance(trace, pl.DataFrame):
+        _checked_table(df)
+    if df.height == 0 and file is None:
+        raise TraceError("requests: the table has no requests", "requests")
+    if df.height == 0:  # the file has requests (the reader refuses one without): the options left none
+        chosen = [k for k in ("start_s", "duration_s", "sample") if k in options]
+        raise TraceError(
+            f"{file}: no requests are left with the options given ({', '.join(chosen) or 'the window'})",
+            chosen[0] if chosen else "start_s",
+        )
     a = df["arrival_s"].to_numpy()
     span = float(a[-1] - a[0])
-    width = default_bin_s(span) if bin_s is None else _number("bin_s", bin_s, positive=True)
+    width = default_bin_s(span) if bin_s is None else _bin_width(bin_s, span)
     return {
         "file": file,
         "format": fmt,

@@ -246,7 +246,7 @@ def test_cancel_stops_a_sweep_while_it_validates_its_points(monkeypatch: pytest.
     with pytest.raises(kvwire.Cancelled) as info:
         kvwire.sweep(SMALL, {"workload.seed": list(range(5000))}, cancel=stop)
     assert info.value.path == "cancel"
-    assert calls[0] <= GRID_MODULE.CANCEL_CHECK_EVERY
+    assert calls[0] <= getattr(GRID_MODULE, "CANCEL_CHECK_EVERY", 64)  # (64: before the fix, all 5,000)
 
 
 def test_ctrl_c_stops_the_running_points_and_starts_no_new_one(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -305,7 +305,8 @@ def test_best_split_stops_on_ctrl_c(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_best_split_cancel_event_stops_the_searches() -> None:
     """A cancel event set during a best split (here by the first progress call after a finished split)
-    raises Cancelled with most splits never searched: fewer simulations than the splits' searches need."""
+    raises Cancelled with most splits never searched (a guard of the new wait loop, which looks at the event
+    itself: this passed before the fix too, through each search's own look at it)."""
     stop = threading.Event()
     calls: list[int] = []
 

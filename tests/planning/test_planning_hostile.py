@@ -134,6 +134,15 @@ def test_field_type_comes_from_the_schema_then_the_value() -> None:
     assert field_type({"model": {"hidden": 4096.5}}, "model.hidden") is float
 
 
+@pytest.mark.parametrize("field", ["workload", "link", "cost.enforce_tdp", 3, ""])
+def test_a_field_that_is_not_a_number_is_named(field: Any) -> None:
+    """A table, a preset name, a true/false field or a non-path as ``field`` failed on the first probe naming
+    something else (or with a TypeError); now a ScenarioError naming field, before any simulation."""
+    with pytest.raises(kvwire.ScenarioError) as info:
+        kvwire.capacity(SMALL, field=field, bounds=(1, 10))
+    assert info.value.path == "field"
+
+
 def test_bounds_the_scenario_does_not_take_are_named() -> None:
     """A bound the core refuses (1e12 req/s, 10^12 requests) failed on a probe naming the field; now refused
     before any simulation naming bounds; an integer field's bounds with fewer than two whole numbers too."""

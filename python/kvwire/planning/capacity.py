@@ -333,6 +333,13 @@ def capacity(
     validate(base)
     if field == RATE_FIELD and isinstance(base.get("workload"), Mapping) and "trace" in base["workload"]:
         raise ScenarioError("workload.trace: capacity over the arrival rate needs a generated workload", "workload")
+    current = _current(base, field)
+    if _schema_type(field) is None and current is not None and not _is_number(current):
+        raise ScenarioError(
+            f"field: {field} is not a numeric field (its value is a {type(current).__name__}); capacity searches a "
+            "number whose growth makes attainment fall",
+            "field",
+        )
     kind = field_type(base, field)
     checked = _search_bounds(base, field, bounds, kind) if bounds is not None else None
     ceil = _ceilings(base) if field == RATE_FIELD else None

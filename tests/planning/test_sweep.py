@@ -372,9 +372,9 @@ module = sys.modules["kvwire.planning.sweep"]  # (kvwire.sweep is the function)
 module.FLUSH_INTERVAL_S = 0.0         # write every finished point at once, so the kill finds many parts
 run_point = module.run_point
 
-def slow_run_point(*args):            # 50 ms per point, so that the kill lands mid-sweep on any machine
+def slow_run_point(*args, **kwargs):  # 50 ms per point, so that the kill lands mid-sweep on any machine
     time.sleep(0.05)
-    return run_point(*args)
+    return run_point(*args, **kwargs)
 
 module.run_point = slow_run_point
 definition = {definition!r}

@@ -3,13 +3,13 @@ answering one planning question, each printed as a short table (the whole result
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 import polars as pl
 
+from kvwire.cli.output import dumps
 from kvwire.errors import KvwireError
 from kvwire.scenario import load_scenario, with_overrides
 
@@ -95,7 +95,17 @@ def sweep_cmd(
         if replicates is not None:
             definition["replicates"] = replicates
         with progress_bar("sweep", enabled=progress) as bar:
-            df = sweep(definition, workers=workers, executor=executor, out=out_dir, resume=resume, progress=bar)
+            said: list[bool] = []
+
+            def report(done: int, total: int) -> None:
+                if resume and not said:  # the first call: the runs already written
+                    said.append(True)
+                    click.echo(
+                        f"resuming: {done:,} of {total:,} runs already in {out_dir}, {total - done:,} left", err=True
+                    )
+                bar(done, total)
+
+            df = sweep(definition, workers=workers, executor=executor, out=out_dir, resume=resume, progress=report)
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
     except KeyboardInterrupt:
@@ -162,13 +172,16 @@ def _plan(label: str, as_json: bool, call: Any) -> Any:
     except KvwireError as e:
         raise click.ClickException(str(e)) from None
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(dumps(result.to_dict()))
         return None
     return result
 
 
 def _rate(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.3f}"
+    """A rate (3 decimals), or a whole-number field's capacity as the whole number it is."""
+    if x is None:
+        return "-"
+    return f"{x:,}" if isinstance(x, int) else f"{x:,.3f}"
 
 
 def _print_ceilings(c: dict[str, Any] | None) -> None:

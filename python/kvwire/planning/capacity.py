@@ -20,8 +20,9 @@ from __future__ import annotations
 import copy
 import math
 import threading
+import typing
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path
@@ -31,11 +32,12 @@ import polars as pl
 
 from kvwire.errors import Cancelled, ScenarioError
 from kvwire.planning.progress import ProgressFn
-from kvwire.planning.sweep import flatten_summary
+from kvwire.planning.sweep import _default_workers, check_arguments, flatten_summary
 from kvwire.results.run import simulate
 from kvwire.scenario.check import validate
-from kvwire.scenario.load import load_scenario
+from kvwire.scenario.load import _defaults, load_scenario
 from kvwire.scenario.overrides import with_value
+from kvwire.scenario.types import ScenarioDict
 
 #: The field :func:`capacity` searches by default.
 RATE_FIELD = "workload.arrivals.rate_per_s"
@@ -45,6 +47,9 @@ FIRST_STEP_DOWN = 0.8
 STEP_UP = 1.25
 #: Probes allowed to find each end of the bracket before giving up with a note.
 MAX_BRACKET_PROBES = 12
+#: The arrival rates a scenario takes (``workload.arrivals.rate_per_s``, the core's ``MIN_RATE`` and
+#: ``MAX_QUANTITY`` in ``rust/kvwire-core/src/limits.rs``): the search's probes stay within them.
+MIN_RATE, MAX_RATE = 1e-6, 1e9
 
 
 def _scenario(scenario: Mapping[str, Any] | str | Path | None) -> dict[str, Any]:
@@ -57,11 +62,66 @@ def _scenario(scenario: Mapping[str, Any] | str | Path | None) -> dict[str, Any]
     return copy.deepcopy(dict(scenario))
 
 
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
 def _check(slo_attainment: float, rel_tol: float) -> None:
-    if not isinstance(slo_attainment, int | float) or not 0.0 < slo_attainment <= 1.0:
+    if not _is_number(slo_attainment) or not 0.0 < slo_attainment <= 1.0:
         raise ScenarioError(f"slo_attainment: expected a fraction in (0, 1], got {slo_attainment!r}", "slo_attainment")
-    if not isinstance(rel_tol, int | float) or not 0.0 < rel_tol < 0.5:
+    if not _is_number(rel_tol) or not 0.0 < rel_tol < 0.5:
         raise ScenarioError(f"rel_tol: expected a relative tolerance in (0, 0.5), got {rel_tol!r}", "rel_tol")
+
+
+def _check_callbacks(progress: Any, cancel: Any) -> None:
+    """A search's ``progress`` must be a callable (no progress bar of its own: ``True`` is refused too) and its
+    ``cancel`` a ``threading.Event``; a ScenarioError names the wrong one."""
+    if isinstance(progress, bool):
+        raise ScenarioError(f"progress: expected a callable progress(done, total), got {progress!r}", "progress")
+    check_arguments(progress=progress, cancel=cancel)
+
+
+def _schema_type(path: str) -> type | None:
+    """``int`` or ``float`` when the typed scenario (:class:`kvwire.scenario.ScenarioDict`) says which the field
+    at ``path`` is (``workload.prompt_tokens.value``: int, ``.mean``: float), else None."""
+    hint: Any = ScenarioDict
+    for part in path.split("."):
+        tables = [h for h in (typing.get_args(hint) or (hint,)) if typing.is_typeddict(h)]
+        hints = [typing.get_type_hints(t) for t in tables]
+        found = [h[part] for h in hints if part in h]
+        if not found:
+            return None
+        hint = found[0]
+    kinds = {a for a in (typing.get_args(hint) or (hint,)) if a in (int, float, bool)}
+    return kinds.pop() if len(kinds) == 1 and bool not in kinds else None
+
+
+def _current(scenario: Mapping[str, Any], path: str) -> Any:
+    """The value at ``path`` in the scenario, else in the default scenario (``None`` when neither has it)."""
+    for source in (scenario, _defaults()):
+        node: Any = source
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is not None:
+            return node
+    return None
+
+
+def field_type(scenario: Mapping[str, Any], path: str) -> type:
+    """Whether :func:`capacity` searches ``path`` over whole numbers (``int``) or real numbers (``float``):
+    the scenario schema's type of the field, or, for a field it does not type (inside a custom model or
+    device table), the type of the field's current value in the scenario (or its default).
+
+    >>> field_type({}, "workload.prompt_tokens.value"), field_type({}, "workload.prompt_tokens.mean")
+    (<class 'int'>, <class 'float'>)
+    >>> field_type({"model": {"layers": 32}}, "model.layers"), field_type({}, "workload.requests")
+    (<class 'int'>, <class 'int'>)
+    """
+    kind = _schema_type(path)
+    if kind is not None:
+        return kind
+    current = _current(scenario, path)
+    return int if isinstance(current, int) and not isinstance(current, bool) else float
 
 
 def _ceilings(scenario: Mapping[str, Any]) -> dict[str, Any]:
@@ -95,20 +155,22 @@ class CapacityResult:
         field: the searched field (dotted path).
         slo_attainment: the target share of measured requests meeting the SLO.
         rel_tol: the bracket's relative width at the end.
-        capacity: the highest evaluated value that met the target (``None`` if none did).
+        capacity: the highest evaluated value that met the target (``None`` if none did); an ``int`` for a
+            whole-number field (``workload.requests``, ``workload.prompt_tokens.value``, ...).
         failed_at: the lowest evaluated value above it that missed the target (``None`` if none did).
         ceilings: the analytic ceilings the search started from (``None`` when the field is not the rate).
         binding: the resource with the lowest ceiling (``"prefill"``, ``"decode"``, ``"kv-link"``, ``"colocated"``).
         evaluations: simulations run.
-        note: why the search stopped early, if it did (``None`` otherwise).
+        note: why the search stopped early, or that the answer is at the largest (smallest) rate a scenario
+            takes, if so (``None`` otherwise).
         points: every evaluated point: ``<field>``, ``met``, then the flattened summary, in evaluation order.
     """
 
     field: str
     slo_attainment: float
     rel_tol: float
-    capacity: float | None
-    failed_at: float | None
+    capacity: float | int | None
+    failed_at: float | int | None
     ceilings: dict[str, Any] | None
     binding: str | None
     evaluations: int
@@ -156,7 +218,7 @@ class _Search:
     def met(self, value: float) -> bool:
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled(f"capacity search cancelled after {len(self.rows)} simulations", "cancel")
-        summary = simulate(with_value(self.base, self.field, value)).summary
+        summary = simulate(with_value(self.base, self.field, value), cancel=self.cancel).summary
         attainment = summary["slo"]["attainment"]
         ok = attainment is not None and attainment >= self.target
         self.rows.append({self.field: value, "met": ok, **flatten_summary(summary)})
@@ -179,6 +241,53 @@ def _bisect(search: _Search, lo: float, hi: float, rel_tol: float) -> tuple[floa
     return lo, hi
 
 
+def _bisect_int(search: _Search, lo: int, hi: int, rel_tol: float) -> tuple[int, int]:
+    """:func:`_bisect` over whole numbers: narrow [lo met, hi missed] until hi ≤ lo·(1 + rel_tol) or hi = lo + 1
+    (then lo is the largest whole number meeting the target), at whole geometric midpoints."""
+    while hi - lo > 1 and hi > lo * (1.0 + rel_tol):
+        mid = math.isqrt(lo * hi) if lo > 0 else (lo + hi) // 2
+        mid = min(max(mid, lo + 1), hi - 1)
+        if search.met(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi
+
+
+def _check_bound(base: dict[str, Any], field: str, value: float | int, which: str) -> None:
+    """A bound the scenario does not take is refused naming ``bounds`` (before any simulation)."""
+    try:
+        validate(with_value(base, field, value))
+    except ScenarioError as e:
+        raise ScenarioError(
+            f"bounds: the {which} bound {value!r} is not a value {field} takes: {e}", "bounds"
+        ) from None
+
+
+def _search_bounds(base: dict[str, Any], field: str, bounds: Any, kind: type) -> tuple[float, float] | tuple[int, int]:
+    """``bounds`` checked: two finite numbers, low < high (whole numbers inside them for an integer field),
+    each a value the scenario takes."""
+    if (
+        not isinstance(bounds, tuple | list)
+        or len(bounds) != 2
+        or not all(_is_number(b) and math.isfinite(b) for b in bounds)
+        or not bounds[0] < bounds[1]
+    ):
+        raise ScenarioError(f"bounds: expected (low, high) with low < high, got {bounds!r}", "bounds")
+    if kind is int:
+        low, high = math.ceil(bounds[0]), math.floor(bounds[1])
+        if not low < high:
+            raise ScenarioError(
+                f"bounds: {field} is a whole number and {bounds!r} holds fewer than two whole numbers", "bounds"
+            )
+        _check_bound(base, field, low, "lower")
+        _check_bound(base, field, high, "upper")
+        return low, high
+    _check_bound(base, field, float(bounds[0]), "lower")
+    _check_bound(base, field, float(bounds[1]), "upper")
+    return float(bounds[0]), float(bounds[1])
+
+
 def capacity(
     scenario: Mapping[str, Any] | str | Path | None = None,
     *,
@@ -194,9 +303,16 @@ def capacity(
     Args:
         scenario: the scenario (dict, file, or None for the default); its own value of ``field`` is ignored.
         slo_attainment: the share of measured requests that must meet the scenario's SLO (TTFT and TPOT).
-        field: a numeric field whose growth makes attainment fall.
-        rel_tol: stop when the first failing value is within this ratio above the last passing one.
-        bounds: (low, high) to search between; default for the arrival rate: from the analytic ceilings.
+        field: a numeric field whose growth makes attainment fall. A whole-number field (by the scenario
+            schema: ``workload.requests``, ``workload.prompt_tokens.value``, ...; see :func:`field_type`) is
+            searched over whole numbers and its capacity is an ``int``.
+        rel_tol: stop when the first failing value is within this ratio above the last passing one (for a
+            whole-number field, also when it is the next whole number: then the capacity is the largest whole
+            number meeting the target).
+        bounds: (low, high) to search between (for a whole-number field, the whole numbers inside them); each
+            must be a value the scenario takes. Default for the arrival rate: from the analytic ceilings,
+            the probes kept within the rates a scenario takes (``MIN_RATE`` to ``MAX_RATE``, 1e-6 to 1e9
+            req/s; ``note`` says when the answer is at that bound).
         progress: ``progress(simulations done, expected)`` after each simulation.
         cancel: a ``threading.Event``; once set, :class:`kvwire.Cancelled` is raised before the next simulation.
 
@@ -210,56 +326,74 @@ def capacity(
     True
     """
     _check(slo_attainment, rel_tol)
+    _check_callbacks(progress, cancel)
+    if not isinstance(field, str) or not field or any(not part for part in field.split(".")):
+        raise ScenarioError(f"field: expected a dotted field path, got {field!r}", "field")
     base = _scenario(scenario)
     validate(base)
     if field == RATE_FIELD and isinstance(base.get("workload"), Mapping) and "trace" in base["workload"]:
         raise ScenarioError("workload.trace: capacity over the arrival rate needs a generated workload", "workload")
+    current = _current(base, field)
+    if _schema_type(field) is None and current is not None and not _is_number(current):
+        raise ScenarioError(
+            f"field: {field} is not a numeric field (its value is a {type(current).__name__}); capacity searches a "
+            "number whose growth makes attainment fall",
+            "field",
+        )
+    kind = field_type(base, field)
+    checked = _search_bounds(base, field, bounds, kind) if bounds is not None else None
     ceil = _ceilings(base) if field == RATE_FIELD else None
     search = _Search(base, field, float(slo_attainment), progress, cancel)
     note: str | None = None
-    lo: float | None = None
-    hi: float | None = None
-    if bounds is not None:
-        if (
-            not isinstance(bounds, tuple | list)
-            or len(bounds) != 2
-            or not all(isinstance(b, int | float) and math.isfinite(b) for b in bounds)
-            or not bounds[0] < bounds[1]
-        ):
-            raise ScenarioError(f"bounds: expected (low, high) with low < high, got {bounds!r}", "bounds")
-        low, high = float(bounds[0]), float(bounds[1])
+    lo: Any = None
+    hi: Any = None
+    if checked is not None:
+        low, high = checked
         if search.met(high):
             lo, note = high, f"the SLO is met at the upper bound {high:g}; the capacity may be higher"
         elif not search.met(low):
             hi, note = low, f"the SLO is missed already at the lower bound {low:g}"
+        elif kind is int:
+            lo, hi = _bisect_int(search, int(low), int(high), rel_tol)
         else:
             lo, hi = _bisect(search, low, high, rel_tol)
     else:
         if ceil is None:
             raise ScenarioError(f"bounds: give (low, high) to search {field} (only the rate has ceilings)", "bounds")
-        start = float(ceil["ceiling_req_per_s"])
-        if not math.isfinite(start) or start <= 0:
-            raise ScenarioError(f"{field}: the analytic ceiling is {start}, nothing to search", field)
+        ceiling = float(ceil["ceiling_req_per_s"])
+        if not math.isfinite(ceiling) or ceiling <= 0:
+            raise ScenarioError(f"{field}: the analytic ceiling is {ceiling}, nothing to search", field)
+        start = min(max(ceiling, MIN_RATE), MAX_RATE)  # the probes stay within the rates a scenario takes
+        top = f"{MAX_RATE:,.0f} req/s, the largest rate a scenario takes"
         if search.met(start):
-            lo, probe = start, start * STEP_UP
+            lo, probe = start, min(start * STEP_UP, MAX_RATE)
             for _ in range(MAX_BRACKET_PROBES):
+                if lo >= MAX_RATE:
+                    note = f"the SLO is met at {top}: the capacity is at least that"
+                    break
                 if not search.met(probe):
                     hi = probe
                     break
-                lo, probe = probe, probe * STEP_UP
+                lo, probe = probe, min(probe * STEP_UP, MAX_RATE)
             else:
-                note = f"the SLO is met up to {lo:g} ({lo / start:.2f} x the ceiling): the run may be too short"
+                note = f"the SLO is met up to {lo:g} ({lo / ceiling:.2f} x the ceiling): the run may be too short"
         else:
-            hi, probe = start, start * FIRST_STEP_DOWN
+            hi, probe = start, max(start * FIRST_STEP_DOWN, MIN_RATE)
             for _ in range(MAX_BRACKET_PROBES):
                 if search.met(probe):
                     lo = probe
                     break
-                hi, probe = probe, probe * FIRST_STEP_DOWN**2
+                if probe <= MIN_RATE:
+                    hi = probe
+                    note = f"the SLO is missed down to {MIN_RATE:g} req/s, the smallest rate a scenario takes"
+                    break
+                hi, probe = probe, max(probe * FIRST_STEP_DOWN**2, MIN_RATE)
             else:
-                note = f"the SLO is missed down to {hi:g} ({hi / start:.3f} x the ceiling)"
+                note = f"the SLO is missed down to {hi:g} ({hi / ceiling:.3f} x the ceiling)"
         if lo is not None and hi is not None:
             lo, hi = _bisect(search, lo, hi, rel_tol)
+            if ceiling > MAX_RATE:
+                note = f"the analytic ceiling ({ceiling:g} req/s) is above {top}; the search stayed below it"
     return CapacityResult(
         field=field,
         slo_attainment=float(slo_attainment),
@@ -330,7 +464,10 @@ def best_split(
     Args:
         scenario: a disaggregated scenario; its pools' devices are kept, their instance counts replaced.
         total_instances: instances to share, ≥ 2 (every split has at least one of each).
-        progress: ``progress(splits done, splits)``.
+        workers: splits searched at once (threads; default: all cores, at most 1,024).
+        progress: ``progress(splits done, splits)``, called from the calling thread.
+        cancel: a ``threading.Event``; once set, every search stops within its running simulation and
+            :class:`kvwire.Cancelled` is raised. Ctrl-C stops them the same way.
 
     >>> import kvwire
     >>> r = kvwire.best_split({"workload": {"requests": 300}}, 3)
@@ -342,6 +479,8 @@ def best_split(
             f"total_instances: expected a whole number >= 2, got {total_instances!r}", "total_instances"
         )
     _check(slo_attainment, rel_tol)
+    check_arguments(workers=workers)
+    _check_callbacks(progress, cancel)
     base = _scenario(scenario)
     if base.get("mode", "disaggregated") != "disaggregated":
         raise ScenarioError("mode: best_split needs a disaggregated scenario", "mode")
@@ -350,27 +489,46 @@ def best_split(
         sc = with_value(with_value(base, "prefill.instances", p), "decode.instances", total_instances - p)
         validate(sc)
         variants.append((p, total_instances - p, sc))
-    done = [0]
-    lock = threading.Lock()
+    n = len(variants)
     if progress is not None:
-        progress(0, len(variants))
+        progress(0, n)
+    # The searches look at ``stop``, never at ``cancel`` itself: the calling thread sets it when ``cancel`` is
+    # set, on Ctrl-C and on any failure, and each search then stops within its running simulation.
+    stop = threading.Event()
 
     def one(p: int, d: int, sc: dict[str, Any]) -> tuple[int, int, CapacityResult]:
-        r = capacity(sc, slo_attainment=slo_attainment, field=field, rel_tol=rel_tol, bounds=bounds, cancel=cancel)
+        r = capacity(sc, slo_attainment=slo_attainment, field=field, rel_tol=rel_tol, bounds=bounds, cancel=stop)
         return p, d, r
 
-    with ThreadPoolExecutor(workers or None) as pool:
-        futures = [pool.submit(one, p, d, sc) for p, d, sc in variants]
-        results = []
-        for fut in futures:
-            results.append(fut.result())
-            with lock:
-                done[0] += 1
+    pool = ThreadPoolExecutor(min(workers or _default_workers(), n), thread_name_prefix="kvwire-split")
+    futures: list[Future[tuple[int, int, CapacityResult]]] = [pool.submit(one, p, d, sc) for p, d, sc in variants]
+    results: dict[int, tuple[int, int, CapacityResult]] = {}
+    try:
+        pending = set(futures)
+        while pending:
+            if cancel is not None and cancel.is_set():
+                stop.set()
+            finished, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+            for fut in sorted(finished, key=futures.index):
+                try:
+                    p, d, r = fut.result()
+                except Cancelled:
+                    if cancel is not None and cancel.is_set():
+                        raise Cancelled(f"best split cancelled after {len(results)} of {n} splits", "cancel") from None
+                    raise
+                results[p] = (p, d, r)
                 if progress is not None:
-                    progress(done[0], len(variants))
+                    progress(len(results), n)
+    except BaseException:
+        stop.set()
+        for fut in futures:
+            fut.cancel()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     splits: list[dict[str, Any]] = []
     frames: list[pl.DataFrame] = []
-    for p, d, r in results:
+    for p, d, r in (results[k] for k in sorted(results)):
         splits.append(
             {
                 "prefill": p,
@@ -437,6 +595,14 @@ def _counterparts(base: dict[str, Any], split: tuple[int, int] | None) -> dict[s
     if base.get("mode", "disaggregated") == "colocated":
         pool = {**defaults, "instances": 2, **base.get("colocated", {})}
         n = int(pool["instances"])
+        if split is not None and (
+            not isinstance(split, tuple | list)
+            or len(split) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in split)
+        ):
+            raise ScenarioError(
+                f"split: expected (prefill, decode), two whole numbers >= 1 adding up to {n}, got {split!r}", "split"
+            )
         p, d = split if split is not None else (max(1, n // 2), n - max(1, n // 2))
         if p < 1 or d < 1 or p + d != n:
             raise ScenarioError(f"split: expected (prefill, decode) >= 1 adding up to {n}, got {split!r}", "split")
@@ -444,6 +610,12 @@ def _counterparts(base: dict[str, Any], split: tuple[int, int] | None) -> dict[s
         dis = {k: v for k, v in base.items() if k not in ("mode", "colocated")}
         dis.update({"mode": "disaggregated", "prefill": {**hw, "instances": p}, "decode": {**hw, "instances": d}})
         return {"disaggregated": dis, "colocated": base}
+    if split is not None:
+        raise ScenarioError(
+            "split: only for a colocated scenario (a disaggregated one's pools are its split; change "
+            "prefill.instances and decode.instances instead)",
+            "split",
+        )
     prefill = {**defaults, **base.get("prefill", {})}
     decode = {**defaults, **base.get("decode", {})}
     for key in POOL_HARDWARE:
@@ -487,7 +659,11 @@ def compare(
     (['disaggregated', 'colocated'], 2)
     """
     _check(slo_attainment, rel_tol)
+    _check_callbacks(progress, cancel)
+    if not isinstance(with_capacity, bool):
+        raise ScenarioError(f"with_capacity: expected True or False, got {with_capacity!r}", "with_capacity")
     base = _scenario(scenario)
+    validate(base)
     pair = _counterparts(base, split)
     for sc in pair.values():
         validate(sc)
@@ -502,7 +678,7 @@ def compare(
     for mode, sc in pair.items():
         if cancel is not None and cancel.is_set():
             raise Cancelled("compare cancelled", "cancel")
-        summaries[mode] = simulate(sc).summary
+        summaries[mode] = simulate(sc, cancel=cancel).summary
         tick()
         row: dict[str, Any] = {"mode": mode, **flatten_summary(summaries[mode])}
         if with_capacity:

@@ -17,12 +17,15 @@ that was interrupted, even by ``kill -9``.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
+import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -71,6 +74,9 @@ FLUSH_INTERVAL_S = 1.0
 DEFAULT_IN_FLIGHT = 256
 #: Largest automatic chunk (points per task) on an executor the caller passed.
 MAX_AUTO_CHUNK = 32
+#: Most threads a sweep (or a best split) starts: beyond this a machine runs out of threads before it runs
+#: points faster (each thread reserves its stack; ``workers=10**6`` aborted the process).
+MAX_WORKERS = 1024
 
 # --------------------------------------------------------------------------------------------------
 # Running one point (on any worker: a plain module-level function, picklable)
@@ -94,26 +100,52 @@ def flatten_summary(summary: Mapping[str, Any], prefix: str = "") -> dict[str, A
     return out
 
 
-def run_point(point: int, replicate: int, seed: int | None, scenario_text: str) -> dict[str, Any]:
+def run_point(
+    point: int, replicate: int, seed: int | None, scenario_text: str, cancel: threading.Event | None = None
+) -> dict[str, Any]:
     """Simulate one task and return its table row (point, replicate, seed and the flattened summary).
 
-    This is what a worker runs; it is deterministic in its arguments.
+    This is what a worker runs; it is deterministic in its arguments. ``cancel`` (on the sweep's own threads)
+    stops the simulation within milliseconds with :class:`kvwire.Cancelled`.
     """
-    summary = simulate(json.loads(scenario_text)).summary
+    summary = simulate(json.loads(scenario_text), cancel=cancel).summary
     return {POINT_COLUMN: point, REPLICATE_COLUMN: replicate, SEED_COLUMN: seed, **flatten_summary(summary)}
 
 
-def run_points(tasks: list[tuple[int, int, int | None, str]]) -> list[dict[str, Any]]:
-    """:func:`run_point` for a chunk of tasks (one executor task: one scheduler round trip for several points)."""
-    return [run_point(*t) for t in tasks]
+def run_points(
+    tasks: list[tuple[int, int, int | None, str]], cancel: threading.Event | None = None
+) -> list[dict[str, Any]]:
+    """:func:`run_point` for a chunk of tasks (one executor task: one scheduler round trip for several points).
+
+    With ``cancel`` (the sweep's own threads, where an event can be shared), no point of the chunk starts once
+    it is set and the running one stops: :class:`kvwire.Cancelled`."""
+    rows = []
+    for t in tasks:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(f"sweep stopped before point {t[0]} replicate {t[1]}", "cancel")
+        rows.append(run_point(*t, cancel=cancel))
+    return rows
 
 
 # --------------------------------------------------------------------------------------------------
 # Output directory
 
 
+#: A part's file name: ``part-NNNNNN.parquet`` (other names in the directory are not the sweep's and are left alone).
+_PART_NAME = re.compile(r"part-(\d{6,})\.parquet")
+
+
+def _why(e: BaseException) -> str:
+    """An OS or Polars error in a few words (``No space left on device``), without a traceback."""
+    strerror = getattr(e, "strerror", None)
+    return str(strerror) if strerror else (str(e).splitlines() or [type(e).__name__])[0]
+
+
 class _Output:
-    """``out=DIR``: the manifest, the parts already written, and atomic writes of new parts."""
+    """``out=DIR``: the manifest, the parts already written, and atomic writes of new parts.
+
+    Every failure is a ``ScenarioError`` naming ``out`` and the file; nothing of the user's is deleted (only
+    this sweep's own hidden temporary files), and a temporary file that could not be written is removed."""
 
     def __init__(self, out: str | Path, definition: dict[str, Any], total: int, resume: bool) -> None:
         self.dir = Path(out)
@@ -121,10 +153,7 @@ class _Output:
             raise ScenarioError(f"out: {self.dir} exists and is not a directory", "out")
         manifest = self.dir / "manifest.json"
         if manifest.exists():
-            try:
-                old = json.loads(manifest.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as e:
-                raise ScenarioError(f"out: cannot read {manifest}: {e}", "out") from None
+            old = self._manifest(manifest)
             if not resume:
                 raise ScenarioError(
                     f"out: {self.dir} already holds a sweep; pass resume=True (--resume) to continue it, or choose "
@@ -137,33 +166,92 @@ class _Output:
                     "(choose another directory)",
                     "out",
                 )
-        elif self.dir.exists() and any(p for p in self.dir.iterdir() if not p.name.startswith(".")):
-            raise ScenarioError(f"out: {self.dir} is not empty and holds no kvwire sweep manifest.json", "out")
         else:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            _atomic_write_text(
-                manifest,
-                json.dumps(
-                    {
-                        "format": MANIFEST_FORMAT,
-                        "kvwire_version": _core.__version__,
-                        "tasks": total,
-                        "definition": definition,
-                    },
-                    indent=2,
-                    allow_nan=False,
-                ),
+            try:
+                foreign = self.dir.exists() and any(p for p in self.dir.iterdir() if not p.name.startswith("."))
+            except OSError as e:
+                raise ScenarioError(f"out: cannot read the directory {self.dir}: {_why(e)}", "out") from None
+            if foreign:
+                raise ScenarioError(f"out: {self.dir} is not empty and holds no kvwire sweep manifest.json", "out")
+            created = not self.dir.exists()
+            try:
+                self.dir.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise ScenarioError(f"out: cannot create the directory {self.dir}: {_why(e)}", "out") from None
+            text = json.dumps(
+                {
+                    "format": MANIFEST_FORMAT,
+                    "kvwire_version": _core.__version__,
+                    "tasks": total,
+                    "definition": definition,
+                },
+                indent=2,
+                allow_nan=False,
             )
-        for tmp in self.dir.glob(".part-*.tmp"):  # torn writes of a killed run: never renamed, never read
-            tmp.unlink(missing_ok=True)
-        self.parts = sorted(self.dir.glob("part-*.parquet"))
-        self._seq = 1 + max((int(p.stem.split("-")[1]) for p in self.parts), default=-1)
+            try:
+                _atomic_write(manifest, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+            except ScenarioError:
+                if created:  # leave nothing behind: the directory this call made, now empty again
+                    with contextlib.suppress(OSError):
+                        self.dir.rmdir()
+                raise
+        try:
+            for tmp in self.dir.glob(".part-*.tmp"):  # torn writes of a killed run: never renamed, never read
+                tmp.unlink(missing_ok=True)
+            named = [(m, p) for p in self.dir.glob("part-*.parquet") if (m := _PART_NAME.fullmatch(p.name))]
+        except OSError as e:
+            raise ScenarioError(f"out: cannot read the directory {self.dir}: {_why(e)}", "out") from None
+        self.parts = [p for _, p in sorted(named, key=lambda mp: int(mp[0].group(1)))]
+        self._seq = 1 + max((int(m.group(1)) for m, _ in named), default=-1)
+
+    def _manifest(self, manifest: Path) -> dict[str, Any]:
+        """The manifest of a sweep directory, or a ScenarioError saying what is wrong with it."""
+        try:
+            old = json.loads(manifest.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise ScenarioError(f"out: cannot read {manifest}: {_why(e)}", "out") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ScenarioError(
+                f"out: {manifest} is not JSON ({_why(e)}): not a kvwire sweep directory, or a damaged one; "
+                "choose another directory (nothing in it was changed)",
+                "out",
+            ) from None
+        if not isinstance(old, dict) or old.get("format") != MANIFEST_FORMAT:
+            got = old.get("format") if isinstance(old, dict) else type(old).__name__
+            raise ScenarioError(
+                f"out: {manifest} is not a kvwire sweep manifest (format {MANIFEST_FORMAT!r} expected, got {got!r}); "
+                "choose another directory (nothing in it was changed)",
+                "out",
+            )
+        return old
+
+    def _read_part(self, part: Path, columns: list[str] | None = None) -> pl.DataFrame:
+        try:
+            df = pl.read_parquet(part, columns=columns)
+        except (OSError, pl.exceptions.PolarsError) as e:
+            raise ScenarioError(
+                f"out: {part} cannot be read as a part of this sweep ({_why(e)}); it was left as it is: move it "
+                "out of the directory to run its points again",
+                "out",
+            ) from None
+        missing = [c for c in (POINT_COLUMN, REPLICATE_COLUMN) if c not in df.columns]
+        if missing:
+            raise ScenarioError(
+                f"out: {part} is not a part of this sweep (no {missing[0]!r} column); it was left as it is: move it "
+                "out of the directory to run its points again",
+                "out",
+            )
+        return df
 
     def done(self) -> set[tuple[int, int]]:
         """The (point, replicate) pairs already written."""
         keys: set[tuple[int, int]] = set()
         for part in self.parts:
-            df = pl.read_parquet(part, columns=[POINT_COLUMN, REPLICATE_COLUMN])
+            try:
+                df = self._read_part(part, [POINT_COLUMN, REPLICATE_COLUMN])
+            except ScenarioError:
+                self._read_part(part)  # the clearer error of the two: unreadable, or a missing column
+                raise
             keys.update(zip(df[POINT_COLUMN].to_list(), df[REPLICATE_COLUMN].to_list(), strict=True))
         return keys
 
@@ -173,24 +261,37 @@ class _Output:
             return
         name = f"part-{self._seq:06d}.parquet"
         self._seq += 1
-        tmp = self.dir / f".{name}.tmp"
-        _frame(rows).write_parquet(tmp, statistics=False)
-        os.replace(tmp, self.dir / name)
+        data = _parquet_bytes(_frame(rows), statistics=False)
+        _atomic_write(self.dir / name, lambda tmp: tmp.write_bytes(data))
         self.parts.append(self.dir / name)
 
     def read(self) -> pl.DataFrame:
-        return _concat([pl.read_parquet(p) for p in self.parts])
+        return _concat([self._read_part(p) for p in self.parts])
 
     def write_results(self, table: pl.DataFrame) -> None:
-        tmp = self.dir / ".results.parquet.tmp"
-        table.write_parquet(tmp)
-        os.replace(tmp, self.dir / "results.parquet")
+        data = _parquet_bytes(table)
+        _atomic_write(self.dir / "results.parquet", lambda tmp: tmp.write_bytes(data))
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
+def _parquet_bytes(table: pl.DataFrame, statistics: bool = True) -> bytes:
+    """A table as Parquet bytes, written to the file by Python (so that a full disk or a lost mount is an
+    ``OSError`` saying so, not Polars' "Invalid thrift: transport error")."""
+    buffer = io.BytesIO()
+    table.write_parquet(buffer, statistics=statistics)
+    return buffer.getvalue()
+
+
+def _atomic_write(path: Path, write: Callable[[Path], object]) -> None:
+    """``write(tmp)`` to a hidden temporary name next to ``path``, then rename it to ``path``; on failure the
+    temporary file is removed and a ScenarioError naming ``out`` and the file says why."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except (OSError, pl.exceptions.PolarsError) as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise ScenarioError(f"out: cannot write {path}: {_why(e)}", "out") from None
 
 
 def _same_definition(old: Any, new: Mapping[str, Any]) -> bool:
@@ -348,8 +449,8 @@ def sweep(
         replicates: seeds per point (default 1: every point uses the base seed, common random numbers);
             replicate r > 0 uses :func:`replicate_seed` and the table gains ``<column>:mean`` and
             ``<column>:ci95`` (half-width of the 95% Student-t interval over the point's replicates).
-        workers: threads running points (default: all cores). With ``executor``, the number of points kept
-            in flight is twice this (default 256).
+        workers: threads running points (default: all cores; at most :data:`MAX_WORKERS`, 1,024). With
+            ``executor``, the number of points kept in flight is twice this (default 256).
         executor: any ``concurrent.futures.Executor`` to run points on, e.g. Dask's
             ``distributed.Client(...).get_executor()``; it is not shut down.
         out: a directory for Parquet parts (``part-NNNNNN.parquet``) and ``manifest.json``; when the sweep
@@ -359,7 +460,9 @@ def sweep(
             finished point; ``True`` draws a progress bar (:func:`kvwire.progress.progress_bar`) on a
             terminal or in a notebook.
         cancel: a ``threading.Event``; once set, no new point starts, the points in flight finish and are
-            written, and :class:`kvwire.Cancelled` is raised.
+            written, and :class:`kvwire.Cancelled` is raised (also while the points are being validated).
+            Ctrl-C (or a failed write) instead stops the points running on the sweep's own threads within
+            milliseconds; no point starts after it.
         chunk: points per executor task (default 1 on the own threads; with ``executor``, total / 256 rounded
             up, at most 32, which amortises a cluster scheduler's per-task cost). A chunk is written when all
             of its points are done, so an interruption loses at most the chunks in flight.
@@ -372,7 +475,10 @@ def sweep(
 
     Raises:
         SweepError: invalid points (all of them, each naming the point and field), before any work.
-        ScenarioError: a malformed definition, or an ``out`` directory that holds a different sweep.
+        ScenarioError: a malformed definition (overlapping keys, more than ``MAX_REPLICATES`` replicates or
+            ``MAX_TASKS`` runs), a wrong-typed argument (naming it), or an ``out`` directory that cannot be
+            written or that holds a different sweep, a damaged manifest or an unreadable part (nothing of it
+            is deleted).
         Cancelled: ``cancel`` was set.
 
     >>> import kvwire
@@ -383,6 +489,11 @@ def sweep(
     >>> "slo.attainment:ci95" in df.columns
     True
     """
+    check_arguments(workers=workers, executor=executor, progress=progress, cancel=cancel, out=out)
+    if not isinstance(resume, bool):
+        raise ScenarioError(f"resume: expected True or False, got {resume!r}", "resume")
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
+        raise ScenarioError(f"chunk: expected a whole number >= 1, got {chunk!r}", "chunk")
     if progress is True:
         with progress_bar("sweep") as bar:
             return sweep(
@@ -391,11 +502,8 @@ def sweep(
             )  # fmt: skip
     if progress is False:
         progress = None
-    for name, value in (("workers", workers), ("chunk", chunk)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ScenarioError(f"{name}: expected a whole number >= 1, got {value!r}", name)
     definition = definition_of(base, grid, zip, replicates)
-    tasks = resolve(definition)
+    tasks = resolve(definition, cancel)
     values = point_values(definition)
     total = len(tasks)
     output = _Output(out, definition, total, resume) if out is not None else None
@@ -407,6 +515,10 @@ def sweep(
 
     own = executor is None
     n_workers = workers or _default_workers()
+    # On its own threads the sweep shares ``stop`` with the running points: set when the sweep stops for Ctrl-C,
+    # a failed write or any other exception of its own, it ends them (an executor's workers may be processes or
+    # other machines, which cannot share an event: their points in flight finish, and are dropped).
+    stop = threading.Event()
     pool: Executor = ThreadPoolExecutor(n_workers, thread_name_prefix="kvwire-sweep") if own else executor  # type: ignore[assignment]
     limit = 2 * n_workers if (own or workers) else DEFAULT_IN_FLIGHT
     size = chunk or (1 if own else max(1, min(MAX_AUTO_CHUNK, -(-len(todo) // DEFAULT_IN_FLIGHT))))
@@ -418,11 +530,16 @@ def sweep(
     last_flush = time.monotonic()
     queue = iter(chunks)
     exhausted = False
+    write_failed = False
 
     def flush() -> None:
-        nonlocal last_flush
-        if output is not None:
-            output.write(unwritten)
+        nonlocal last_flush, write_failed
+        if output is not None and unwritten:
+            try:
+                output.write(unwritten)
+            except ScenarioError:
+                write_failed = True
+                raise
         unwritten.clear()
         last_flush = time.monotonic()
 
@@ -435,7 +552,8 @@ def sweep(
                     exhausted = True
                     break
                 args = [(t["point"], t["replicate"], t["seed"], t["scenario_json"]) for t in part]
-                in_flight[pool.submit(run_points, args)] = part
+                fut = pool.submit(run_points, args, stop) if own else pool.submit(run_points, args)
+                in_flight[fut] = part
             if stopping:
                 for fut in [f for f in in_flight if f.cancel()]:
                     del in_flight[fut]
@@ -462,13 +580,17 @@ def sweep(
             if unwritten and (time.monotonic() - last_flush >= FLUSH_INTERVAL_S):
                 flush()
     except BaseException:
+        stop.set()  # the running points of the own threads end; no point of theirs starts
         for fut in in_flight:
             fut.cancel()
         raise
     finally:
-        flush()
-        if own:
-            pool.shutdown(wait=not in_flight, cancel_futures=True)
+        try:
+            if not write_failed:
+                flush()  # the points that finished (not again after a write that failed)
+        finally:
+            if own:
+                pool.shutdown(wait=True, cancel_futures=True)
     if failure is not None:
         raise failure
     if cancel is not None and cancel.is_set() and done_count < total:
@@ -479,8 +601,52 @@ def sweep(
     return table
 
 
+def check_arguments(
+    *,
+    workers: Any = None,
+    executor: Any = None,
+    progress: Any = None,
+    cancel: Any = None,
+    out: Any = None,
+) -> None:
+    """Refuse a wrong-typed or out-of-range ``workers``, ``executor``, ``progress``, ``cancel`` or ``out`` of a
+    sweep or search with a ``ScenarioError`` naming it (before any work).
+
+    >>> check_arguments(workers=10**6)
+    Traceback (most recent call last):
+    ...
+    kvwire.errors.ScenarioError: workers: expected a whole number from 1 to 1,024 (threads), got 1000000
+    """
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
+    ):
+        raise ScenarioError(
+            f"workers: expected a whole number from 1 to {MAX_WORKERS:,} (threads), got {workers!r}", "workers"
+        )
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise ScenarioError(
+            f"executor: expected a concurrent.futures.Executor (with submit()), got {type(executor).__name__}",
+            "executor",
+        )
+    if progress is not None and not isinstance(progress, bool) and not callable(progress):
+        raise ScenarioError(
+            f"progress: expected a callable progress(done, total), True or False, got {type(progress).__name__}",
+            "progress",
+        )
+    if cancel is not None and not callable(getattr(cancel, "is_set", None)):
+        raise ScenarioError(
+            f"cancel: expected a threading.Event (with is_set()), got {type(cancel).__name__}", "cancel"
+        )
+    if out is not None and not isinstance(out, str | os.PathLike):
+        raise ScenarioError(f"out: expected a directory path (str or Path), got {type(out).__name__}", "out")
+    if isinstance(out, str) and not out:
+        raise ScenarioError("out: expected a directory path, got an empty string", "out")
+
+
 __all__ = [
     "DEFINITION_KEYS",
+    "MAX_WORKERS",
+    "check_arguments",
     "flatten_summary",
     "load_sweep",
     "replicate_seed",

@@ -1001,16 +1001,21 @@ fn positive(path: &str, v: f64, zero_ok: bool) -> Result<()> {
 /// A rate the simulation divides by: in [[`MIN_RATE`], [`MAX_QUANTITY`]].
 fn rate(path: &str, v: f64) -> Result<()> {
     if (MIN_RATE..=MAX_QUANTITY).contains(&v) {
-        Ok(())
-    } else {
-        Err(Error::field(
-            path,
-            format!(
-                "must be a finite number > 0, from {MIN_RATE:e} to {MAX_QUANTITY:e} (a smaller rate makes the \
-                 simulated times overflow), got {v}"
-            ),
-        ))
+        return Ok(());
     }
+    let why = if v > MAX_QUANTITY {
+        // Not "a smaller rate overflows": what is wrong here is a rate above the largest quantity taken.
+        format!(
+            "{MAX_QUANTITY:e} is the largest quantity a scenario takes, so that every derived time and energy \
+             stays finite"
+        )
+    } else {
+        "a smaller rate makes the simulated times overflow".to_string()
+    };
+    Err(Error::field(
+        path,
+        format!("must be a finite number > 0, from {MIN_RATE:e} to {MAX_QUANTITY:e} ({why}), got {v}"),
+    ))
 }
 
 /// `v` in the interval (lo|[lo, hi)|hi] with the given closedness.

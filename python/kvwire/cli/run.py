@@ -145,6 +145,7 @@ def presets_cmd(as_json: bool) -> None:
     click.echo("devices:")
     for k, d in cat["devices"].items():
         fp8 = f", FP8 {d['fp8_peak_tflops']:.0f}" if d.get("fp8_peak_tflops") else ""
+        fp8 += f", FP4 {d['fp4_peak_tflops']:.0f}" if d.get("fp4_peak_tflops") else ""
         click.echo(
             f"  {k:<12} {d['name']:<14} {d['peak_tflops']:6.0f} TFLOP/s BF16{fp8}, {d['hbm_tb_per_s']:5.2f} TB/s, "
             f"{d['hbm_gb']:5.0f} GB {d.get('memory', 'HBM')}, TDP {d['tdp_w']:.0f} W"

@@ -297,6 +297,12 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
     )
     capped = ", ".join(f"{k} {_pct(v['power_capped_fraction'])}" for k, v in s["instances"].items())
     lines.append(f"power-capped share of busy time: {capped}")
+    formats = {k: v.get("compute_format", "bf16") for k, v in s["instances"].items()}
+    if any(f != "bf16" for f in formats.values()) or any(v.get("compute_fallback_from") for v in s["instances"].values()):
+        lines.append("matmuls: " + ", ".join(
+            f"{k} {f}" + (f" (no {w} tensor cores: ran {f})" if (w := s["instances"][k].get("compute_fallback_from")) else "")
+            for k, f in formats.items()
+        ))  # fmt: skip
     comm = {k: v.get("comm_fraction") for k, v in s["instances"].items()}
     if any(comm.values()):
         lines.append(

@@ -543,6 +543,8 @@ def summarise(
             i["name"]: {
                 "device": i["device"],
                 "devices": i["devices"],
+                "compute_format": i["compute_format"],
+                "compute_fallback_from": i["compute_wanted"],
                 "steps": i["steps"],
                 "mean_batch": _safe_div(i["batch_sum"], i["steps"]),
                 "power_capped_fraction": _safe_div(i["power_bound_s"], i["busy_s"]),

@@ -98,6 +98,8 @@ class HotspotDict(TypedDict):
 class InstanceDict(TypedDict):
     device: str
     devices: int
+    compute_format: str
+    compute_fallback_from: str | None
     steps: int
     mean_batch: float | None
     power_capped_fraction: float | None

@@ -2,6 +2,7 @@
 //! and energy under the power roof.
 
 pub mod model;
+pub mod numerics;
 pub mod parallel;
 pub mod presets;
 pub mod roofline;

@@ -85,6 +85,9 @@ pub struct ModelCost {
     top_k: u32,
     moe_layers: u128,
     lm_head: LmHead,
+    /// What one matmul FLOP counts on the roofline's BF16 rate: BF16 peak / the compute format's peak (1 for
+    /// BF16; 989/1979 for FP8 on an H100). Attention FLOPs stay at 1 (BF16).
+    matmul_scale: f64,
 }
 
 impl ModelCost {
@@ -140,6 +143,24 @@ impl ModelCost {
             top_k: m.top_k,
             moe_layers,
             lm_head,
+            matmul_scale: 1.0,
+        }
+    }
+
+    /// The same model with its matmuls counted `scale` times (a compute format faster than BF16: `scale` =
+    /// BF16 peak / that format's peak).
+    pub fn with_matmul_scale(&self, scale: f64) -> Self {
+        ModelCost { matmul_scale: scale, ..self.clone() }
+    }
+
+    /// FLOPs of a step on the roofline's BF16 rate: matmuls scaled by the compute format, attention as is
+    /// (exactly the exact sum rounded once when the scale is 1).
+    #[inline(always)]
+    fn step_flops(&self, matmul: u128, attention: u128) -> f64 {
+        if self.matmul_scale == 1.0 {
+            to_f64(matmul + attention)
+        } else {
+            to_f64(matmul) * self.matmul_scale + to_f64(attention)
         }
     }
 
@@ -171,7 +192,7 @@ impl ModelCost {
 
     /// Matmul FLOPs of the routed experts per token (2 · top-k · expert parameters per MoE layer).
     pub fn routed_flops_per_token(&self) -> f64 {
-        to_f64(2 * self.moe_layers * self.top_k as u128 * self.expert_params)
+        to_f64(2 * self.moe_layers * self.top_k as u128 * self.expert_params) * self.matmul_scale
     }
 
     /// Bytes of weights resident in HBM (both embedding tables counted).
@@ -209,7 +230,7 @@ impl ModelCost {
             LmHead::Last => 2 * self.layer_params * t + 2 * self.vocab * self.d_model * prompts as u128,
         };
         StepWork {
-            flops: to_f64(matmul + attention_flops),
+            flops: self.step_flops(matmul, attention_flops),
             bytes: self.weights_read(t) + total_tokens as f64 * self.kv_bytes_per_token,
         }
     }
@@ -238,10 +259,11 @@ impl ModelCost {
             LmHead::All => 2 * self.matmul_params * t,
             LmHead::Last => 2 * self.layer_params * t + 2 * self.vocab * self.d_model * chunks.last_chunks as u128,
         };
-        let decode_flops = 2 * self.matmul_params * b + self.layers * self.attn_pair_flops * (ctx as u128 + b);
+        let decode_attention = self.layers * self.attn_pair_flops * (ctx as u128 + b);
         let kv_tokens = ctx as u128 + b + chunks.cached_tokens as u128 + t;
         StepWork {
-            flops: to_f64(decode_flops + chunk_matmul + chunks.attention_flops),
+            flops: self
+                .step_flops(2 * self.matmul_params * b + chunk_matmul, decode_attention + chunks.attention_flops),
             bytes: self.weights_read(b + t) + to_f64(kv_tokens) * self.kv_bytes_per_token,
         }
     }
@@ -252,7 +274,7 @@ impl ModelCost {
         let b = batch as u128;
         let positions = ctx as u128 + b;
         StepWork {
-            flops: to_f64(2 * self.matmul_params * b + self.layers * self.attn_pair_flops * positions),
+            flops: self.step_flops(2 * self.matmul_params * b, self.layers * self.attn_pair_flops * positions),
             bytes: self.weights_read(b) + to_f64(positions) * self.kv_bytes_per_token,
         }
     }

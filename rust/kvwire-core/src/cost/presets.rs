@@ -61,9 +61,18 @@ pub struct ModelSpec {
     /// MoE: leading layers that use a dense MLP of size `d_ff` instead of experts.
     #[serde(default)]
     pub dense_layers: u32,
-    /// Bytes per weight (2.0 = BF16).
+    /// Bytes per weight (2.0 = BF16). With `weights` given, the format's bytes (a different value here is
+    /// refused).
     #[serde(default = "two")]
     pub weight_bytes_per_param: f64,
+    /// Weight format: `"bf16"`, `"fp8"`, `"fp4"`/`"nvfp4"`, `"mxfp4"` or `"int4"` (`None`: as
+    /// `weight_bytes_per_param` says, BF16 matmuls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<String>,
+    /// Activation format of the matmuls: `"bf16"` (default), `"fp8"`, `"fp4"`/`"nvfp4"` or `"mxfp4"`. A
+    /// matmul runs in the wider of the weights' and the activations' formats, at the device's peak for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activations: Option<String>,
     /// Bytes per cached K or V element (2.0 = BF16).
     #[serde(default = "two")]
     pub kv_bytes_per_value: f64,
@@ -99,6 +108,13 @@ pub struct DeviceSpec {
     pub name: String,
     /// Dense BF16 peak, TFLOP/s (1e12 FLOP/s).
     pub peak_tflops: f64,
+    /// Dense FP8 peak, TFLOP/s (`None`: no FP8 tensor cores; FP8 matmuls run at the BF16 peak).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_peak_tflops: Option<f64>,
+    /// Dense FP4 (NVFP4 / MXFP4) peak, TFLOP/s (`None`: no FP4 tensor cores; FP4 matmuls run at the FP8 peak,
+    /// or BF16's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp4_peak_tflops: Option<f64>,
     /// HBM bandwidth, TB/s (1e12 B/s).
     pub hbm_tb_per_s: f64,
     /// HBM capacity, GB (1e9 B).
@@ -324,6 +340,8 @@ fn model(
         moe_d_ff: 0,
         dense_layers: 0,
         weight_bytes_per_param: 2.0,
+        weights: None,
+        activations: None,
         kv_bytes_per_value: 2.0,
         max_context_tokens: Some(max_context_tokens),
         source: format!("{source}; {SHAPE_SRC}; {CONTEXT_SRC}"),
@@ -456,6 +474,8 @@ fn device(
     DeviceSpec {
         name: name.into(),
         peak_tflops,
+        fp8_peak_tflops: None,
+        fp4_peak_tflops: None,
         hbm_tb_per_s,
         hbm_gb,
         flops_eff: 0.55,
@@ -476,6 +496,7 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
         (
             "h100",
             DeviceSpec {
+                fp8_peak_tflops: Some(1979.0),
                 scale_up: ScaleUp::nvlink("nvlink4"),
                 ..device(
                     "H100-SXM",
@@ -486,13 +507,14 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
                     100.0,
                     1.0,
                     60.0,
-                    "NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense BF16, 3.35 TB/s, 80 GB, 700 W",
+                    "NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense BF16 (1,979 dense FP8), 3.35 TB/s, 80 GB, 700 W",
                 )
             },
         ),
         (
             "h200",
             DeviceSpec {
+                fp8_peak_tflops: Some(1979.0),
                 scale_up: ScaleUp::nvlink("nvlink4"),
                 ..device(
                     "H200-SXM",
@@ -503,7 +525,7 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
                     100.0,
                     1.0,
                     60.0,
-                    "NVIDIA H200 SXM datasheet: 989 TFLOP/s dense BF16, 4.8 TB/s, 141 GB, 700 W",
+                    "NVIDIA H200 SXM datasheet: 989 TFLOP/s dense BF16 (1,979 dense FP8), 4.8 TB/s, 141 GB, 700 W",
                 )
             },
         ),
@@ -544,6 +566,8 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
         (
             "b200",
             DeviceSpec {
+                fp8_peak_tflops: Some(4500.0),
+                fp4_peak_tflops: Some(9000.0),
                 scale_up: ScaleUp::nvlink("nvlink5"),
                 ..device(
                     "B200",
@@ -554,13 +578,14 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
                     140.0,
                     0.6,
                     45.0,
-                    "NVIDIA B200 (HGX) datasheet: 2.25 PFLOP/s dense BF16, 8 TB/s, 180 GB, 1000 W",
+                    "NVIDIA B200 (HGX) datasheet: 2.25 PFLOP/s dense BF16 (4.5 dense FP8, 9 dense FP4), 8 TB/s, 180 GB, 1000 W",
                 )
             },
         ),
         (
             "mi300x",
             DeviceSpec {
+                fp8_peak_tflops: Some(2614.9),
                 scale_up: Some(ScaleUp {
                     domain: 8,
                     link: None,
@@ -577,6 +602,8 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
         (
             "mi355x",
             DeviceSpec {
+                fp8_peak_tflops: Some(5033.2),
+                fp4_peak_tflops: Some(10066.4),
                 scale_up: Some(ScaleUp {
                     domain: 8,
                     link: None,
@@ -584,7 +611,7 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
                     latency_us: Some(5.0),
                 }),
                 source: format!(
-                    "AMD Instinct MI355X datasheet: 2,516.6 TFLOP/s dense BF16 (5,033.2 dense FP8), 8 TB/s HBM3E, \
+                    "AMD Instinct MI355X datasheet: 2,516.6 TFLOP/s dense BF16 (5,033.2 dense FP8, 10,066.4 dense MXFP4), 8 TB/s HBM3E, \
                      288 GB, 1,400 W; {AMD_ASSUMED} B200's (same generation): idle 1400/7 W, 0.6 pJ/FLOP, \
                      45 pJ/byte"
                 ),
@@ -596,6 +623,8 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
             DeviceSpec {
                 name: "Wafer-scale engine (illustrative)".into(),
                 peak_tflops: 125_000.0,
+                fp8_peak_tflops: None,
+                fp4_peak_tflops: None,
                 hbm_tb_per_s: 21_000.0,
                 hbm_gb: 44.0,
                 flops_eff: 0.55,
@@ -629,8 +658,6 @@ const WAFER_SRC: &str = "ILLUSTRATIVE, not a product model: one wafer-scale deco
 /// Descriptive facts of a device preset that the cost model does not use (listed by `kvwire presets`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DeviceFacts {
-    /// Dense FP8 peak, TFLOP/s (`None`: no FP8 tensor rate).
-    pub fp8_peak_tflops: Option<f64>,
     /// The scale-up link between devices of one instance.
     pub scale_up_fabric: &'static str,
     /// What `hbm_gb` / `hbm_tb_per_s` describe.
@@ -641,24 +668,18 @@ pub struct DeviceFacts {
 
 /// [`DeviceFacts`] of every device preset: `(key, facts)`, in the order of [`device_presets`].
 pub fn device_facts() -> Vec<(&'static str, DeviceFacts)> {
-    let f = |fp8: Option<f64>, scale_up_fabric, memory| DeviceFacts {
-        fp8_peak_tflops: fp8,
-        scale_up_fabric,
-        memory,
-        illustrative: false,
-    };
+    let f = |scale_up_fabric, memory| DeviceFacts { scale_up_fabric, memory, illustrative: false };
     vec![
-        ("h100", f(Some(1979.0), "NVLink 4: 900 GB/s bidirectional (nvlink4)", "HBM3")),
-        ("h200", f(Some(1979.0), "NVLink 4: 900 GB/s bidirectional (nvlink4)", "HBM3e")),
-        ("a100", f(None, "NVLink 3: 600 GB/s bidirectional (nvlink3)", "HBM2e")),
-        ("a100-40g", f(None, "NVLink 3: 600 GB/s bidirectional (nvlink3)", "HBM2")),
-        ("b200", f(Some(4500.0), "NVLink 5: 1.8 TB/s bidirectional (nvlink5)", "HBM3e")),
-        ("mi300x", f(Some(2614.9), "Infinity Fabric: 7 links x 128 GB/s = 896 GB/s", "HBM3")),
-        ("mi355x", f(Some(5033.2), "Infinity Fabric: 7 links x 153.6 GB/s = 1,075.2 GB/s", "HBM3E")),
+        ("h100", f("NVLink 4: 900 GB/s bidirectional (nvlink4)", "HBM3")),
+        ("h200", f("NVLink 4: 900 GB/s bidirectional (nvlink4)", "HBM3e")),
+        ("a100", f("NVLink 3: 600 GB/s bidirectional (nvlink3)", "HBM2e")),
+        ("a100-40g", f("NVLink 3: 600 GB/s bidirectional (nvlink3)", "HBM2")),
+        ("b200", f("NVLink 5: 1.8 TB/s bidirectional (nvlink5)", "HBM3e")),
+        ("mi300x", f("Infinity Fabric: 7 links x 128 GB/s = 896 GB/s", "HBM3")),
+        ("mi355x", f("Infinity Fabric: 7 links x 153.6 GB/s = 1,075.2 GB/s", "HBM3E")),
         (
             "wafer-scale",
             DeviceFacts {
-                fp8_peak_tflops: None,
                 scale_up_fabric: "wafers chained layer by layer (illustrative: no fabric modelled, so a pool of it takes no parallel)",
                 memory: "on-chip SRAM (no HBM)",
                 illustrative: true,

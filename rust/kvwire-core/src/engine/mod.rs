@@ -220,6 +220,8 @@ fn instance_stats(name: String, pool: &Pool) -> InstanceStats {
         name,
         device: pool.device.key.clone(),
         devices: pool.devices_per_instance,
+        compute_format: pool.compute.used.name().to_string(),
+        compute_wanted: pool.compute.falls_back().then(|| pool.compute.wanted.name().to_string()),
         idle_w: dev.idle_w * n,
         peak_flops_per_s: dev.peak_tflops * 1e12 * n,
         peak_bytes_per_s: dev.hbm_tb_per_s * 1e12 * n,
@@ -316,13 +318,12 @@ impl<'c> Sim<'c> {
     /// also the KV capacity that rejection is judged against.
     fn new(sc: &Scenario, requests: Option<Requests>) -> Result<(Self, u64)> {
         let base = ModelCost::new(&sc.model.spec, sc.lm_head);
-        let ratio = |p: &Pool| p.kv_format.map_or(1.0, |f| f.ratio_vs_bf16());
         let (front_pool, back_pool, colocated) = match &sc.topology {
             Topology::Disaggregated { prefill, decode } => (prefill, Some(decode), false),
             Topology::Colocated { pool } => (pool, None, true),
         };
-        let front_model = base.with_kv_ratio(ratio(front_pool));
-        let back_model = back_pool.map_or_else(|| front_model.clone(), |p| base.with_kv_ratio(ratio(p)));
+        let front_model = front_pool.cost(&base);
+        let back_model = back_pool.map_or_else(|| front_model.clone(), |p| p.cost(&base));
         let front_decodes = colocated || matches!(sc.disaggregate, Disaggregate::Conditional { .. });
         let hold = !colocated && sc.kv.policy == crate::scenario::KvPolicy::Paged;
         let front_capacity = if front_decodes || hold { capacity(sc, front_pool, &front_model)? } else { 0 };

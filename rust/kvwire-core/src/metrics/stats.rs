@@ -16,6 +16,10 @@ pub struct InstanceStats {
     /// Device preset key.
     pub device: String,
     pub devices: u32,
+    /// The format the instance's matmuls run in (`"bf16"`, `"fp8"`, `"nvfp4"`, `"mxfp4"`).
+    pub compute_format: String,
+    /// The format asked for when the device lacks it and runs a wider one (`None`: no fallback).
+    pub compute_wanted: Option<String>,
     /// Σ step times including the per-step overhead, s.
     pub busy_s: f64,
     pub steps: u64,

@@ -9,7 +9,7 @@ use crate::cost::model::ModelCost;
 impl Scenario {
     /// The cost model of `p`'s instances: the scenario's model, its KV at the pool's format's size.
     pub fn pool_cost(&self, p: &Pool) -> ModelCost {
-        ModelCost::new(&self.model.spec, self.lm_head).with_kv_ratio(p.kv_format.map_or(1.0, |f| f.ratio_vs_bf16()))
+        p.cost(&ModelCost::new(&self.model.spec, self.lm_head))
     }
 
     /// KV capacity (tokens) of an instance of `p` with cost model `model` (at least 1: validation refused

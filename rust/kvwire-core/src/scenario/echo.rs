@@ -38,7 +38,9 @@ fn format_name(f: Option<&'static Format>) -> String {
 }
 
 fn pool(p: &Pool) -> PoolSpec {
-    let Pool { device, instances, devices_per_instance, power_cap_w, kv_format, parallel } = p;
+    // The compute rate and matmul scale are derived from the model's formats and the device (echoed there).
+    let Pool { device, instances, devices_per_instance, power_cap_w, kv_format, parallel, compute: _, matmul_scale: _ } =
+        p;
     PoolSpec {
         device: expanded(device),
         instances: Some(*instances),

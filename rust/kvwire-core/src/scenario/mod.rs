@@ -42,9 +42,18 @@ pub struct Pool {
     pub kv_format: Option<&'static Format>,
     /// The instances' parallel layout (`None`: the devices act as one, no collective charged).
     pub parallel: Option<Box<parallel::PoolParallel>>,
+    /// The format the pool's matmuls run in on its device (`model.weights` × `model.activations`).
+    pub compute: crate::cost::numerics::ComputeRate,
+    /// BF16 peak / the compute format's peak: what a matmul FLOP counts on the roofline.
+    pub matmul_scale: f64,
 }
 
 impl Pool {
+    /// `base` as this pool's instances run it: KV at the pool's format's size, matmuls at its compute format.
+    pub fn cost(&self, base: &ModelCost) -> ModelCost {
+        base.with_kv_ratio(self.kv_format.map_or(1.0, |f| f.ratio_vs_bf16())).with_matmul_scale(self.matmul_scale)
+    }
+
     /// The step timer of one instance of this pool.
     pub fn timer(&self, roofline: RooflineParams) -> crate::cost::roofline::StepTimer {
         crate::cost::roofline::StepTimer::new(&self.device.spec, self.devices_per_instance, self.power_cap_w, roofline)

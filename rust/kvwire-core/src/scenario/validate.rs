@@ -11,6 +11,7 @@ use super::spec::{
 use super::{serde_error, Disaggregate, Link, LinkModel, Named, Pool, Rule, Scenario, Topology, Workload};
 use super::{DEFAULT_HOST_CONVERT_GB_PER_S, DEFAULT_HOST_W_PER_THREAD};
 use crate::cost::model::{LmHead, ModelCost};
+use crate::cost::numerics::{ComputeRate, NumFormat, FORMAT_NAMES};
 use crate::cost::presets::{
     default_nic_efficiency, device_presets, link_presets, model_presets, AttentionKind, DeviceSpec, LinkSpec, ModelSpec,
 };
@@ -25,8 +26,9 @@ use crate::workload::{Arrivals, LengthDist, Trace};
 
 pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scenario> {
     let model_value = s.model.unwrap_or_else(|| Value::String("llama3-8b".into()));
-    let model = resolve_preset::<ModelSpec>(&model_value, "model", "model", &model_presets())?;
+    let mut model = resolve_preset::<ModelSpec>(&model_value, "model", "model", &model_presets())?;
     check_model(&model.spec)?;
+    let compute_format = formats(&mut model.spec)?;
 
     let mem_util = s.cost.mem_util;
     in_range("cost.mem_util", mem_util, 0.0, 1.0, false, true)?;
@@ -49,8 +51,8 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
                     "only used when mode is \"colocated\"; a disaggregated scenario takes \"prefill\" and \"decode\"",
                 ));
             }
-            let prefill = pool(s.prefill, "prefill", 1, &model, &cost, mem_util)?;
-            let decode = pool(s.decode, "decode", 1, &model, &cost, mem_util)?;
+            let prefill = pool(s.prefill, "prefill", 1, &model, &cost, mem_util, compute_format)?;
+            let decode = pool(s.decode, "decode", 1, &model, &cost, mem_util, compute_format)?;
             Topology::Disaggregated { prefill, decode }
         }
         ModeSpec::Colocated => {
@@ -62,7 +64,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
                     ));
                 }
             }
-            Topology::Colocated { pool: pool(s.colocated, "colocated", 2, &model, &cost, mem_util)? }
+            Topology::Colocated { pool: pool(s.colocated, "colocated", 2, &model, &cost, mem_util, compute_format)? }
         }
     };
 
@@ -552,12 +554,53 @@ fn check_model(m: &ModelSpec) -> Result<()> {
     positive("model.kv_bytes_per_value", m.kv_bytes_per_value, false)
 }
 
+/// `model.weights` / `model.activations`: the weight bytes they imply (set on `m`) and the format a matmul
+/// runs in.
+fn formats(m: &mut ModelSpec) -> Result<NumFormat> {
+    let parse = |name: &Option<String>, path: &str| -> Result<Option<NumFormat>> {
+        match name.as_deref() {
+            None => Ok(None),
+            Some(n) => NumFormat::parse(n).map(Some).ok_or_else(|| {
+                Error::field(path, format!("unknown format {n:?} (known: {})", FORMAT_NAMES.join(", ")))
+            }),
+        }
+    };
+    let weights = parse(&m.weights, "model.weights")?;
+    let activations = parse(&m.activations, "model.activations")?;
+    if activations == Some(NumFormat::Int4) {
+        return Err(Error::field(
+            "model.activations",
+            "int4 is a weight format: its matmuls run at the activations' precision (bf16, fp8 or fp4)",
+        ));
+    }
+    if let Some(w) = weights {
+        let given = m.weight_bytes_per_param;
+        if given != 2.0 && given != w.weight_bytes() {
+            return Err(Error::field(
+                "model.weight_bytes_per_param",
+                format!(
+                    "{given} disagrees with model.weights {:?} ({} bytes per weight): give one of the two",
+                    w.name(),
+                    w.weight_bytes()
+                ),
+            ));
+        }
+        m.weight_bytes_per_param = w.weight_bytes();
+    }
+    Ok(NumFormat::compute(weights.unwrap_or(NumFormat::Bf16), activations.unwrap_or(NumFormat::Bf16)))
+}
+
 fn check_device(d: &DeviceSpec, path: &str) -> Result<()> {
     for (name, v) in [("peak_tflops", d.peak_tflops), ("hbm_tb_per_s", d.hbm_tb_per_s)] {
         rate(&format!("{path}.{name}"), v)?;
     }
     for (name, v) in [("hbm_gb", d.hbm_gb), ("tdp_w", d.tdp_w)] {
         positive(&format!("{path}.{name}"), v, false)?;
+    }
+    for (name, v) in [("fp8_peak_tflops", d.fp8_peak_tflops), ("fp4_peak_tflops", d.fp4_peak_tflops)] {
+        if let Some(v) = v {
+            rate(&format!("{path}.{name}"), v)?;
+        }
     }
     in_range(&format!("{path}.flops_eff"), d.flops_eff, MIN_RATE, 1.0, true, true)?;
     in_range(&format!("{path}.bw_eff"), d.bw_eff, MIN_RATE, 1.0, true, true)?;
@@ -580,6 +623,7 @@ fn pool(
     model: &Named<ModelSpec>,
     cost: &ModelCost,
     mem_util: f64,
+    compute_format: NumFormat,
 ) -> Result<Pool> {
     let p = p.unwrap_or(PoolSpec {
         device: Value::String("h100".into()),
@@ -602,10 +646,12 @@ fn pool(
             f
         }
     };
-    let cost = &cost.with_kv_ratio(kv_format.map_or(1.0, |f| f.ratio_vs_bf16()));
     let dpath = format!("{path}.device");
     let device = resolve_preset::<DeviceSpec>(&p.device, &dpath, "device", &device_presets())?;
     check_device(&device.spec, &dpath)?;
+    let compute = ComputeRate::on(&device.spec, compute_format);
+    let matmul_scale = compute.matmul_scale(&device.spec);
+    let cost = &cost.with_kv_ratio(kv_format.map_or(1.0, |f| f.ratio_vs_bf16())).with_matmul_scale(matmul_scale);
     let instances = p.instances.unwrap_or(default_instances);
     if instances == 0 || instances > MAX_INSTANCES {
         return Err(Error::field(
@@ -692,7 +738,16 @@ fn pool(
             })));
         }
     }
-    Ok(Pool { device, instances, devices_per_instance, power_cap_w: p.power_cap_w, kv_format, parallel })
+    Ok(Pool {
+        device,
+        instances,
+        devices_per_instance,
+        power_cap_w: p.power_cap_w,
+        kv_format,
+        parallel,
+        compute,
+        matmul_scale,
+    })
 }
 
 /// A format of the table by name or alias (`None` for `"none"`), or an error listing the known names.

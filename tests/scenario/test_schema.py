@@ -132,7 +132,7 @@ TRACE = {"arrival_s": [0.0, 1.0], "prompt_tokens": [10, 20], "output_tokens": [0
 POOL = {"device": "a100", "instances": 2, "devices_per_instance": 2, "power_cap_w": 350.0}
 LINK = {"preset": "ib-ndr", "channels": 2, "name": "fat link", "bandwidth_gb_per_s": 80.0, "latency_us": 3.0,
         "pj_per_bit": 9.0, "source": "a test", "nics": 2, "gpus_per_nic": 1, "nic_efficiency": 0.9,
-        "launch_overhead_us": 5.0, "registration": "per_transfer", "registration_ms_per_gb": 50.0}  # fmt: skip
+        "launch_overhead_us": 5.0, "registration": "per_transfer", "registration_ms_per_gb": 50.0, "descriptor_us": 1.5}  # fmt: skip
 LENGTHS: dict[str, dict[str, Any]] = {
     "fixed": {"dist": "fixed", "value": 12},
     "uniform": {"dist": "uniform", "min": 3, "max": 9},
@@ -154,6 +154,9 @@ HOST_CONVERT = {"from": "vllm_hnd", "to": "sglang", "at": "host", "from_block_si
                 "to_dtype": "bfloat16"}  # fmt: skip
 
 
+#: Speculative decoding with every field set (rust/kvwire-core/tests/speculative.rs).
+SPECULATIVE = {"method": "draft", "tokens": 2, "acceptance": [0.8, 0.6], "draft_model": "llama3.2-1b"}
+
 #: A parallel layout with every field set (tests/simulator/test_parallel.py, rust/kvwire-core/tests/parallel.rs).
 PARALLEL = {"tp": 2, "pp": 1, "ep": 2, "dp": 1, "expert_imbalance": 1.2, "scale_out": "ib-ndr"}
 
@@ -167,6 +170,8 @@ def example_for(path: str) -> dict[str, Any]:
             return {"mode": "colocated", "model": "mixtral-8x7b", "colocated": layout}
         other = "decode" if top == "prefill" else "prefill"
         return {"model": "mixtral-8x7b", top: layout, other: {"devices_per_instance": 2}}
+    if path.startswith("speculative"):
+        return {"speculative": SPECULATIVE}
     if path == "prefill.kv_format":  # a prefill pool keeps KV only for requests it decodes itself
         return {"prefill": {**POOL, "kv_format": "fp8_e4m3"}, "router": CONDITIONAL}
     if path.endswith(".kv_format"):
@@ -228,6 +233,9 @@ def literal_example(path: str, value: Any) -> dict[str, Any]:
         return {"router": {"prefill": value}, "prefix_cache": {"enabled": True}}
     if path == "link.registration":
         return {"link": {"preset": "ib-ndr", "registration": value}}
+    if path == "speculative.method":
+        spec = {"method": value, "tokens": 2, "acceptance": 0.5}
+        return {"speculative": {**spec, "draft_model": "llama3.2-1b"} if value == "draft" else spec}
     if path == "handoff.convert.at":
         if value == "host":
             return example_for(path)
@@ -269,9 +277,10 @@ def test_default_scenario_conforms_to_scenario_dict() -> None:
 
 
 def test_every_top_level_section_is_in_the_default() -> None:
-    """Every ScenarioDict section except the mode-specific ``colocated`` is written out by default_scenario()
-    (so ``kvwire scenario`` shows every section a user can edit)."""
-    missing = set(hints(ks.ScenarioDict)) - set(kvwire.default_scenario()) - {"colocated"}
+    """Every ScenarioDict section except the mode-specific ``colocated`` and ``speculative`` (off by default, and
+    its method, tokens and acceptance have no defaults) is written out by default_scenario() (so ``kvwire
+    scenario`` shows every section a user can edit)."""
+    missing = set(hints(ks.ScenarioDict)) - set(kvwire.default_scenario()) - {"colocated", "speculative"}
     assert not missing
 
 
@@ -342,6 +351,7 @@ LOCATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "EngineDict": ("engine", {}),
     "DisaggregateDict": ("router.disaggregate", {}),
     "PrefixCacheDict": ("prefix_cache", {}),
+    "SpeculativeDict": ("speculative", {"speculative": SPECULATIVE}),
 }
 #: Keys the core takes outside serde's field list (the link object's preset and channels are read first).
 EXTRA_CORE_KEYS = {"LinkDict": {"preset", "channels", "model", "host_link"}}
@@ -450,12 +460,15 @@ def test_interface_example_is_the_default_and_typed() -> None:
 
 def test_typeddicts_are_total_false_except_trace() -> None:
     """Every field is optional (interface.md: every omitted field has a default) except the three trace
-    columns, which must come together, and a sessions workload's count and turns (no sessions by default)."""
+    columns, which must come together, a sessions workload's count and turns (no sessions by default), and
+    speculative decoding's method, tokens and acceptance (none by default)."""
     for name, td in all_typed_dicts().items():
         if name == "TraceDict":
             assert set(td.__required_keys__) == {"arrival_s", "prompt_tokens", "output_tokens"}
         elif name == "SessionsDict":
             assert set(td.__required_keys__) == {"count", "turns"}
+        elif name == "SpeculativeDict":
+            assert set(td.__required_keys__) == {"method", "tokens", "acceptance"}
         else:
             assert not td.__required_keys__, name
 

@@ -58,6 +58,8 @@ def handoff(
     decode_devices_per_instance: int | None = None,
     compress_at: Literal["transit", "sender"] = "transit",
     convert: dict[str, Any] | None = None,
+    parallel: dict[str, Any] | None = None,
+    decode_parallel: dict[str, Any] | None = None,
 ) -> HandoffResultDict:
     """Hand-off of one ``prompt_tokens`` prompt of ``model`` from a prefill instance of ``devices_per_instance``
     x ``device`` over an idle ``link``, in closed form (no queueing): ``bytes_per_token``, ``handoff_bytes``,
@@ -76,6 +78,17 @@ def handoff(
     ``decode_devices_per_instance`` (default: the same as the prefill pool; only its fit is checked unless it
     converts). Presets and fields are those of a scenario; ``cost`` takes the scenario's cost switches (e.g.
     ``{"prefill_lm_head": "all"}`` for the reference's prefill); ``compress_at`` places the compression.
+    ``parallel`` / ``decode_parallel`` are the pools' parallel layouts (a scenario pool's ``parallel``; the decode
+    pool's defaults to the prefill pool's): with both, ``rank_pairs`` counts the (prefill rank, decode rank)
+    pairs that exchange KV heads and ``descriptors_s`` is what the busiest rank's extra transfers and
+    descriptors add to ``transfer_s`` (docs: concepts/parallelism, "The hand-off between layouts").
+
+    Example:
+        >>> import kvwire
+        >>> unlike = kvwire.handoff("llama3-70b", 2048, link={"preset": "ib-ndr", "descriptor_us": 2.0},
+        ...                         parallel={"tp": 8}, decode_parallel={"tp": 2})
+        >>> unlike["rank_pairs"]
+        8
     """
     if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool) or not 1 <= prompt_tokens < 2**32:
         from kvwire.errors import ScenarioError
@@ -87,13 +100,19 @@ def handoff(
         )
     # The decode pool mirrors the prefill pool: the scenario is validated whole, and a default 1-device decode
     # pool would refuse any model that needs several devices per instance.
-    pool = {"device": device, "devices_per_instance": devices_per_instance}
-    decode = {
+    pool: dict[str, Any] = {"device": device, "devices_per_instance": devices_per_instance}
+    decode: dict[str, Any] = {
         "device": device if decode_device is None else decode_device,
         "devices_per_instance": devices_per_instance
         if decode_devices_per_instance is None
         else decode_devices_per_instance,
     }
+    if parallel is not None:
+        pool["parallel"] = parallel
+        if decode_parallel is None and decode_devices_per_instance is None:
+            decode["parallel"] = parallel
+    if decode_parallel is not None:
+        decode["parallel"] = decode_parallel
     hand: dict[str, Any] = {"compression": compression}
     if compress_at != "transit":
         hand["compress_at"] = compress_at

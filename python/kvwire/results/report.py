@@ -297,12 +297,14 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
     )
     capped = ", ".join(f"{k} {_pct(v['power_capped_fraction'])}" for k, v in s["instances"].items())
     lines.append(f"power-capped share of busy time: {capped}")
-    formats = {k: v.get("compute_format", "bf16") for k, v in s["instances"].items()}
-    if any(f != "bf16" for f in formats.values()) or any(v.get("compute_fallback_from") for v in s["instances"].values()):
-        lines.append("matmuls: " + ", ".join(
-            f"{k} {f}" + (f" (no {w} tensor cores: ran {f})" if (w := s["instances"][k].get("compute_fallback_from")) else "")
-            for k, f in formats.items()
-        ))  # fmt: skip
+    insts = s["instances"]
+    formats = {k: v.get("compute_format", "bf16") for k, v in insts.items()}
+    fallback = {k: v.get("compute_fallback_from") for k, v in insts.items()}
+    if any(f != "bf16" for f in formats.values()) or any(fallback.values()):
+        said = []
+        for k, f in formats.items():
+            said.append(f"{k} {f}" + (f" (no {fallback[k]} tensor cores: ran {f})" if fallback[k] else ""))
+        lines.append("matmuls: " + ", ".join(said))
     comm = {k: v.get("comm_fraction") for k, v in s["instances"].items()}
     if any(comm.values()):
         lines.append(

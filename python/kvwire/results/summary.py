@@ -612,6 +612,18 @@ def summarise(
     sessions = None if df is None else sessions_summary(df, scenario)
     if sessions is not None:
         summary["sessions"] = sessions
+    if scenario.get("speculative") is not None:
+        verified = sum(int(i["spec_rows"]) for i in instances)
+        accepted = sum(int(i["spec_accepted"]) for i in instances)
+        draft_s = sum(float(i["draft_s"]) for i in instances)
+        summary["speculative"] = {
+            # Per sequence and verify step: the drafts kept, and the tokens got (those plus the step's own).
+            "accepted_tokens_per_step": _safe_div(accepted, verified),
+            "tokens_per_step": _safe_div(verified + accepted, verified),
+            "verified_sequence_steps": verified,
+            "draft_s": draft_s,
+            "draft_share_of_busy": _safe_div(draft_s, sum(float(i["busy_s"]) for i in instances)),
+        }
     # Ratios of finite figures can still overflow (an offered rate over a subnormal arrival window).
     out: dict[str, Any] = finite(summary)
     return out

@@ -266,6 +266,18 @@ class LoadDict(CeilingsDict):
     overload_note: str | None
 
 
+class SpeculativeResultDict(TypedDict):
+    """Speculative decoding (``speculative``; ``docs/concepts/speculative.md``): per sequence and verify step, the
+    drafts accepted and the tokens got (accepted + 1), how many sequence-steps were verified, and the time of the
+    draft passes (s, and its share of the instances' busy time)."""
+
+    accepted_tokens_per_step: float | None
+    tokens_per_step: float | None
+    verified_sequence_steps: int
+    draft_s: float
+    draft_share_of_busy: float | None
+
+
 class SummaryDict(TypedDict):
     """The summary of one run (``docs/reference/summary.md``); JSON-serialisable, ``None`` where a figure does not
     exist. ``utilisation`` and ``instances`` are keyed by resource (``prefill-0``, ``decode-0``, ``kv-link``,
@@ -291,6 +303,7 @@ class SummaryDict(TypedDict):
     prefix_cache: PrefixCacheResultDict
     load: NotRequired[LoadDict]
     sessions: NotRequired[SessionsResultDict]
+    speculative: NotRequired[SpeculativeResultDict]
 
 
 class PercentileRowDict(LatencyStatsDict):
@@ -311,6 +324,8 @@ class HandoffResultDict(TypedDict):
     wire_bytes: float
     transfer_s: float
     launch_s: float
+    descriptors_s: float
+    rank_pairs: int
     registration_s: float
     staging_s: float
     convert_s: float
@@ -343,6 +358,7 @@ __all__ = [
     "RunStatsDict",
     "SessionsResultDict",
     "SloResultDict",
+    "SpeculativeResultDict",
     "StagesDict",
     "SummaryDict",
     "ThroughputDict",

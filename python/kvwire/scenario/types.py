@@ -45,6 +45,7 @@ class LinkDict(TypedDict, total=False):
     nic_efficiency: float
     gpus_per_nic: int
     launch_overhead_us: float
+    descriptor_us: float
     registration: Literal["pool", "per_transfer"]
     registration_ms_per_gb: float
     source: str
@@ -204,6 +205,19 @@ class PrefixCacheDict(TypedDict, total=False):
     capacity_tokens: int | None
 
 
+class _SpeculativeRequired(TypedDict):
+    method: Literal["draft", "mtp", "eagle"]
+    tokens: int
+    acceptance: float | list[float]
+
+
+class SpeculativeDict(_SpeculativeRequired, total=False):
+    """``speculative``: each decode step drafts ``tokens`` tokens per sequence and verifies them in one pass
+    (docs: concepts/speculative)."""
+
+    draft_model: str | dict[str, Any]
+
+
 class ScenarioDict(TypedDict, total=False):
     """A kvwire scenario. Every key is optional; omitted keys take the documented defaults."""
 
@@ -223,3 +237,4 @@ class ScenarioDict(TypedDict, total=False):
     router: RouterDict
     engine: EngineDict
     prefix_cache: PrefixCacheDict
+    speculative: SpeculativeDict

@@ -196,9 +196,20 @@ fn decode_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (Option<f6
     }
     let ctx = (b as f64 * (m.prompt + m.output / 2.0)).round() as u64;
     let t = p.timer(sc.roofline);
-    let step_s = t.step(model.decode(ctx, b), b, ctx).time_s;
+    let (step_s, tokens_per_step) = match &sc.speculative {
+        None => (t.step(model.decode(ctx, b), b, ctx).time_s, 1.0),
+        Some(sp) => {
+            // One verify pass over γ + 1 positions per sequence and γ draft passes, for the mean tokens a
+            // sequence gets per step.
+            let g = sp.gamma as u64;
+            let draft = p.cost(&sp.draft_cost(sc.lm_head));
+            let verify = t.step(model.verify(ctx, b, sp.gamma), b * (g + 1), ctx).time_s;
+            let drafts: f64 = (0..g).map(|j| t.pass(draft.decode(ctx + j * b, b)).time_s).sum();
+            (verify + drafts, sp.mean_tokens_per_step())
+        }
+    };
     let pass_s = if pass.bytes > 0.0 { t.pass(pass).time_s * m.handoff } else { 0.0 };
-    let per_request_s = step_s / b as f64 * m.decode_steps + pass_s;
+    let per_request_s = step_s / b as f64 * m.decode_steps / tokens_per_step + pass_s;
     (Some(p.instances as f64 / per_request_s), b)
 }
 

@@ -96,6 +96,17 @@ impl Error {
         Error::Field { path: path.into(), reason: reason.into() }
     }
 
+    /// The same error with a field path under `old` moved under `new` (a draft model checked by the rules of
+    /// `model`, reported at `speculative.draft_model`).
+    pub fn under(self, new: &str, old: &str) -> Self {
+        match self {
+            Error::Field { path, reason } if path == old || path.starts_with(&format!("{old}.")) => {
+                Error::Field { path: format!("{new}{}", &path[old.len()..]), reason }
+            }
+            other => other,
+        }
+    }
+
     /// An allocation of `n` items of `what` for `path` failed.
     pub fn alloc(path: &str, what: &str, n: usize) -> Self {
         Error::Resource {

@@ -253,3 +253,36 @@ fn the_echo_keeps_the_layout() {
     assert_eq!(table_diff(&a.table, &b.table), None);
     assert!(a.stats.instances.iter().all(|i| i.comm_s > 0.0), "every pool charges collectives");
 }
+
+/// The hand-off between unlike TP layouts (issue 24 item 5), in the closed form the engine shares: Llama-3-70B
+/// (8 KV heads, 80 layers), a 2,048-token prompt (128 blocks of 16 per layer), a link with a 100 µs launch
+/// overhead and 2 µs per descriptor. The busiest rank's k transfers each pay the launch overhead and
+/// 128 · 80 descriptors: TP 4 → 8 has k = 2 (each prefill rank feeds two decode ranks), TP 8 → 2 k = 4 (each
+/// decode rank gathers from four), matched TP 8 → 8 k = 1.
+#[test]
+fn unlike_tp_handoffs_pay_for_their_transfers() {
+    let figures = |p: u32, d: u32| {
+        let v = json!({"model": "llama3-70b",
+                       "prefill": {"device": "h100", "parallel": {"tp": p}},
+                       "decode": {"device": "h100", "parallel": {"tp": d}},
+                       "link": {"preset": "ib-ndr", "launch_overhead_us": 100.0, "descriptor_us": 2.0}});
+        let sc = Scenario::from_json(&v.to_string(), None).unwrap();
+        sc.handoff_figures(2048, kvwire_core::scenario::Streaming::Whole).unwrap()
+    };
+    let bytes = 2048.0 * 80.0 * 2.0 * 8.0 * 128.0 * 2.0;
+    let base = 10e-6 + 100e-6 + bytes / 50e9;
+    for (p, d, k, pairs) in [(4u32, 8u32, 2.0, 8u32), (8, 2, 4.0, 8), (8, 8, 1.0, 8)] {
+        let f = figures(p, d);
+        let extra = (k - 1.0) * 100e-6 + k * 128.0 * 80.0 * 2e-6;
+        assert_eq!(f.rank_pairs, pairs, "{p} -> {d}");
+        assert!(close(f.descriptors_s, extra), "{p} -> {d}: {} vs {extra}", f.descriptors_s);
+        assert!(close(f.transfer_s, base + extra), "{p} -> {d}: {} vs {}", f.transfer_s, base + extra);
+    }
+    // Without parallel on both pools and without a descriptor cost, a hand-off is one transfer, as before.
+    let v = json!({"model": "llama3-70b", "prefill": {"devices_per_instance": 4},
+                   "decode": {"parallel": {"tp": 8}}, "link": {"preset": "ib-ndr", "launch_overhead_us": 100.0}});
+    let sc = Scenario::from_json(&v.to_string(), None).unwrap();
+    let f = sc.handoff_figures(2048, kvwire_core::scenario::Streaming::Whole).unwrap();
+    assert_eq!((f.rank_pairs, f.descriptors_s), (1, 0.0));
+    assert!(close(f.transfer_s, base));
+}

@@ -140,6 +140,9 @@ pub fn table_columns(py: Python<'_>, t: RequestTable) -> PyResult<Bound<'_, PyDi
         cols.set_item("turn", t.turn.into_pyarray(py))?;
     }
     cols.set_item("kv_hold_wait_s", t.kv_hold_wait_s.into_pyarray(py))?;
+    if !t.accepted_tokens.is_empty() {
+        cols.set_item("accepted_tokens", t.accepted_tokens.into_pyarray(py))?;
+    }
     Ok(cols)
 }
 

@@ -279,6 +279,21 @@ impl ModelCost {
         }
     }
 
+    /// Work of a speculative verify step: `batch` sequences holding `ctx` tokens of context each run γ + 1
+    /// positions (the last token and γ drafts) in one pass — matmuls and the LM head on every position,
+    /// causal attention over the context and the positions before it (c·ctx_i + c(c+1)/2 pairs per sequence,
+    /// c = γ + 1), the context's KV read and the positions' written. With γ = 0 this is [`Self::decode`]
+    /// exactly.
+    pub fn verify(&self, ctx: u64, batch: u64, gamma: u32) -> StepWork {
+        let (b, c) = (batch as u128, gamma as u128 + 1);
+        let t = b * c;
+        let attention = self.layers * self.attn_pair_flops * (c * ctx as u128 + b * c * (c + 1) / 2);
+        StepWork {
+            flops: self.step_flops(2 * self.matmul_params * t, attention),
+            bytes: self.weights_read(t) + to_f64(ctx as u128 + t) * self.kv_bytes_per_token,
+        }
+    }
+
     /// KV hand-off size of a prompt, bytes.
     pub fn handoff_bytes(&self, prompt_tokens: u32) -> f64 {
         prompt_tokens as f64 * self.kv_bytes_per_token
@@ -422,6 +437,30 @@ mod tests {
 
     /// A whole prompt as one chunk with no decode rows costs exactly its whole-prompt prefill; no chunks is
     /// exactly a decode step; and the chunks of a prompt, split anywhere, sum to its whole attention.
+    #[test]
+    fn verify_with_no_drafts_is_a_decode_step() {
+        for key in ["llama3-8b", "mixtral-8x7b", "deepseek-v3"] {
+            let m = ModelCost::new(&preset(key), LmHead::Last);
+            assert_eq!(m.verify(123_456, 37, 0), m.decode(123_456, 37), "{key}");
+            let scaled = m.with_matmul_scale(0.5);
+            assert_eq!(scaled.verify(99, 3, 0), scaled.decode(99, 3), "{key}");
+        }
+    }
+
+    /// A verify pass over c = γ + 1 positions per sequence: c times the matmul FLOPs and tokens, and
+    /// attention pairs c·ctx + b·c(c+1)/2 (written out for Llama-3-8B: 2·(P_L + V·d) per position, 4·d per
+    /// pair and layer).
+    #[test]
+    fn verify_pass_counts_every_position() {
+        let m = ModelCost::new(&preset("llama3-8b"), LmHead::Last);
+        let (ctx, b, g) = (1000u64, 2u64, 3u32);
+        let c = (g + 1) as f64;
+        let p_mm = 32.0 * (2.0 * 4096.0 * 4096.0 + 2.0 * 4096.0 * 1024.0 + 3.0 * 4096.0 * 14336.0) + 128256.0 * 4096.0;
+        let pairs = c * ctx as f64 + b as f64 * c * (c + 1.0) / 2.0;
+        let want = 2.0 * p_mm * b as f64 * c + 32.0 * 4.0 * 4096.0 * pairs;
+        assert_eq!(m.verify(ctx, b, g).flops, want);
+    }
+
     #[test]
     fn mixed_step_reduces_to_prefill_and_decode() {
         for key in ["llama3-8b", "mixtral-8x7b", "deepseek-v3"] {

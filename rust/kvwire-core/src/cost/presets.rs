@@ -214,6 +214,10 @@ pub struct LinkSpec {
     /// `"per_transfer"`).
     #[serde(default = "default_registration_ms_per_gb")]
     pub registration_ms_per_gb: f64,
+    /// Cost of posting one transfer descriptor (one per KV block of a rank pair), µs; 0 (the default): not
+    /// charged.
+    #[serde(default)]
+    pub descriptor_us: f64,
     /// Where the preset's numbers come from.
     #[serde(default)]
     pub source: String,
@@ -233,6 +237,7 @@ impl Default for LinkSpec {
             launch_overhead_us: 0.0,
             registration: Registration::Pool,
             registration_ms_per_gb: REGISTRATION_MS_PER_GB,
+            descriptor_us: 0.0,
             source: String::new(),
         }
     }

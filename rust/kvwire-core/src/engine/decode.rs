@@ -7,8 +7,9 @@ use super::instance::Pool;
 #[cfg(doc)]
 use super::instance::Role;
 use super::{cols, Decoder, Sim};
-use crate::cost::model::ModelCost;
+use crate::cost::model::{ModelCost, StepWork};
 use crate::cost::roofline::StepTimer;
+use crate::cost::roofline::StepTiming;
 use crate::metrics::itl::ItlHistogram;
 use crate::metrics::stats::InstanceStats;
 use crate::metrics::table::RequestTable;
@@ -116,8 +117,22 @@ impl Sim<'_> {
     #[inline(always)]
     pub(super) fn decode_done(&mut self, i: usize, now: f64) {
         complete_decode(&mut self.insts[i].dec, &self.t, &mut self.itl, &mut self.finished, now);
+        if self.insts[i].dec.running.spec.is_some() {
+            self.take_accepted(i);
+        }
         if !self.finished.is_empty() {
             self.complete_finished(now);
+        }
+    }
+
+    /// Speculative decoding: the accepted totals of instance `i`'s finished requests go to the table.
+    #[inline(never)]
+    fn take_accepted(&mut self, i: usize) {
+        let Some(sp) = self.insts[i].dec.running.spec.as_deref_mut() else { return };
+        for (r, a) in sp.done.drain(..) {
+            if let Some(x) = self.t.accepted_tokens.get_mut(r as usize) {
+                *x = a;
+            }
         }
     }
 
@@ -140,6 +155,37 @@ impl Sim<'_> {
     }
 }
 
+/// What speculative decoding costs on one instance: each step drafts γ tokens per sequence (γ passes of the
+/// draft model or head, element-wise on the roofline: no overhead) and verifies them in one pass of the target
+/// over γ + 1 positions per sequence.
+pub(super) struct Draft {
+    pub gamma: u32,
+    pub model: ModelCost,
+}
+
+impl Draft {
+    /// The work and timing of a step over `b` sequences holding `ctx` tokens of context.
+    #[inline(never)]
+    fn step(
+        &self,
+        model: &ModelCost,
+        timer: &StepTimer,
+        stats: &mut InstanceStats,
+        ctx: u64,
+        b: u64,
+    ) -> (StepWork, StepTiming) {
+        let g = self.gamma as u64;
+        let mut work = model.verify(ctx, b, self.gamma);
+        let mut timing = timer.step(work, b * (g + 1), ctx);
+        let verify_s = timing.time_s;
+        for j in 0..g {
+            super::add_pass(timer, self.model.decode(ctx + j * b, b), &mut work, &mut timing);
+        }
+        stats.draft_s += timing.time_s - verify_s;
+        (work, timing)
+    }
+}
+
 /// Start a decode step over everything running (plus any pending decompression pass); `None` when nothing
 /// runs. (Always inlined: it is most of a decode step's work and the step is one frame.)
 #[inline(always)]
@@ -159,8 +205,13 @@ pub(super) fn start_decode(
     }
     let b = dec.running.len() as u64;
     let ctx = dec.running.ctx_tokens(prompt);
-    let mut work = model.decode(ctx, b);
-    let mut timing = timer.step(work, b, ctx);
+    let (mut work, mut timing) = match dec.draft.as_deref() {
+        None => {
+            let work = model.decode(ctx, b);
+            (work, timer.step(work, b, ctx))
+        }
+        Some(d) => d.step(model, timer, stats, ctx, b),
+    };
     dec.take_pending_pass(timer, &mut work, &mut timing);
     stats.add_step(now, work, timing, b, 0, false, dec.kv_used);
     Some(now + timing.time_s)

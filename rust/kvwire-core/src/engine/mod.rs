@@ -110,6 +110,8 @@ struct Decoder {
     rule: KvRule,
     /// Paged KV: growth, preemption and resumption state (`None` with reserved KV).
     paged: Option<Box<paged::Paged>>,
+    /// Speculative decoding: what drafting costs (`None`: one token per sequence and step).
+    draft: Option<Box<decode::Draft>>,
 }
 
 impl Decoder {
@@ -126,7 +128,16 @@ impl Decoder {
             pending_pass: StepWork { flops: 0.0, bytes: 0.0 },
             rule,
             paged: paged.map(Box::new),
+            draft: None,
         }
+    }
+
+    /// The same decoder verifying `spec`'s drafts on every step (a plain running set: each sequence gets its
+    /// own number of tokens), drafting with `draft` (the draft model or head as this pool runs it).
+    fn speculative(mut self, spec: &crate::scenario::speculative::Speculative, draft: ModelCost) -> Self {
+        self.running = RunningSet::speculative(running::Speculation::new(spec.acceptance.clone(), spec.seed));
+        self.draft = Some(Box::new(decode::Draft { gamma: spec.gamma, model: draft }));
+        self
     }
 }
 
@@ -332,6 +343,9 @@ impl<'c> Sim<'c> {
             .map(|i| {
                 let mut stats = instance_stats(format!("{name}-{i}"), front_pool);
                 let mut dec = Decoder::new(front_capacity, sc.macro_steps, paged::Paged::of(sc, &front_model));
+                if let Some(sp) = &sc.speculative {
+                    dec = dec.speculative(sp, front_pool.cost(&sp.draft_cost(sc.lm_head)));
+                }
                 dec.rule.hold = hold;
                 stats.kv_capacity_tokens = (front_decodes || hold).then_some(dec.kv_capacity);
                 Instance::new(role, front_model.clone(), timer(sc, front_pool), dec, stats)
@@ -342,7 +356,10 @@ impl<'c> Sim<'c> {
             let cap = capacity(sc, bp, &back_model)?;
             for i in 0..bp.instances {
                 let mut stats = instance_stats(format!("decode-{i}"), bp);
-                let dec = Decoder::new(cap, sc.macro_steps, paged::Paged::of(sc, &back_model));
+                let mut dec = Decoder::new(cap, sc.macro_steps, paged::Paged::of(sc, &back_model));
+                if let Some(sp) = &sc.speculative {
+                    dec = dec.speculative(sp, bp.cost(&sp.draft_cost(sc.lm_head)));
+                }
                 stats.kv_capacity_tokens = Some(dec.kv_capacity);
                 insts.push(Instance::new(Role::Decode, back_model.clone(), timer(sc, bp), dec, stats));
             }
@@ -371,6 +388,9 @@ impl<'c> Sim<'c> {
                 let mut t = RequestTable::new(arrival, prompt, output)?;
                 if track_seen {
                     t.first_token_seen_s = crate::metrics::table::try_filled(n, f64::NAN)?;
+                }
+                if sc.speculative.is_some() {
+                    t.accepted_tokens = crate::metrics::table::try_filled(n, 0)?;
                 }
                 // Rejection depends only on sizes, so the measured set (completed requests after the warm-up
                 // fraction, in arrival order) is known before the run.
@@ -648,6 +668,9 @@ impl<'c> Sim<'c> {
         let mut kv_hold = crate::metrics::stats::KvHoldStats::default();
         for Instance { role, stats: mut s, dec, .. } in self.insts {
             s.kv_end_tokens = dec.kv_used;
+            if let Some(sp) = &dec.running.spec {
+                (s.spec_accepted, s.spec_rows) = (sp.accepted_sum, sp.verified_rows);
+            }
             if let Some(p) = dec.paged {
                 preemptions += p.preemptions;
                 recompute_tokens += p.recompute_tokens;

@@ -31,6 +31,8 @@ pub struct Cols<'a> {
 struct Seq {
     req: u32,
     tokens_out: u32,
+    /// Draft tokens accepted so far (speculative decoding; 0 otherwise).
+    accepted: u32,
     newly: bool,
     /// A resumed sequence (swapped back in): when it got its last token (`NaN` otherwise).
     since: f64,
@@ -44,7 +46,16 @@ struct Seq {
 impl Seq {
     fn new(r: u32, tokens_out: u32, newly: bool, since: f64, c: Cols) -> Self {
         let i = r as usize;
-        Seq { req: r, tokens_out, newly, since, prompt: c.prompt[i], output: c.output[i], measured: c.measured[i] }
+        Seq {
+            req: r,
+            tokens_out,
+            accepted: 0,
+            newly,
+            since,
+            prompt: c.prompt[i],
+            output: c.output[i],
+            measured: c.measured[i],
+        }
     }
 }
 
@@ -243,11 +254,63 @@ impl FastPaged {
     }
 }
 
+/// Speculative decoding on a running set (plain representation only): every step verifies γ drafted tokens
+/// per sequence and the sequence keeps the leading accepted ones plus one token of its own.
+///
+/// Draft position i is accepted with probability `acceptance[i]` given that the ones before it were, drawn
+/// from a counter-based generator keyed by (seed, request, tokens the request has, position): the same draws
+/// whatever instance, step or order the request runs in, so a run is deterministic and independent of the
+/// representation and of the other requests.
+#[derive(Clone, Debug)]
+pub struct Speculation {
+    pub acceptance: Vec<f64>,
+    pub seed: u64,
+    /// Σ over verify steps and sequences of the draft tokens accepted, and of the sequences verified.
+    pub accepted_sum: u64,
+    pub verified_rows: u64,
+    /// Requests finished since the engine last took them, with their accepted totals.
+    pub done: Vec<(u32, u32)>,
+}
+
+impl Speculation {
+    pub fn new(acceptance: Vec<f64>, seed: u64) -> Self {
+        Speculation { acceptance, seed, accepted_sum: 0, verified_rows: 0, done: Vec::new() }
+    }
+
+    /// Draft tokens request `req` accepts on the step after its `tokens_out`-th token.
+    #[inline]
+    pub fn accepted(&self, req: u32, tokens_out: u32) -> u32 {
+        let mut n = 0;
+        for (i, &a) in self.acceptance.iter().enumerate() {
+            if uniform(self.seed, req, tokens_out, i as u32) >= a {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+}
+
+/// A uniform draw in [0, 1) for (seed, request, tokens, position): SplitMix64's finaliser over a mix of the
+/// four (Steele, Lea & Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014).
+#[inline]
+fn uniform(seed: u64, req: u32, tokens_out: u32, position: u32) -> f64 {
+    let mut z = seed
+        ^ (((req as u64) << 32) | tokens_out as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (position as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
 /// Sequences currently decoding on one instance.
 #[derive(Clone, Debug)]
 pub struct RunningSet {
     repr: Repr,
     len: usize,
+    /// Speculative decoding (`None`: one token per sequence and step).
+    pub spec: Option<Box<Speculation>>,
 }
 
 impl RunningSet {
@@ -272,7 +335,14 @@ impl RunningSet {
         } else {
             Repr::Plain { seqs: Vec::new(), block, ctx: 0, needing: 0 }
         };
-        RunningSet { repr, len: 0 }
+        RunningSet { repr, len: 0, spec: None }
+    }
+
+    /// A plain set whose steps verify drafted tokens ([`Speculation`]).
+    pub fn speculative(spec: Speculation) -> Self {
+        let mut set = Self::new(false);
+        set.spec = Some(Box::new(spec));
+        set
     }
 
     pub fn new(fast: bool) -> Self {
@@ -288,7 +358,7 @@ impl RunningSet {
         } else {
             Repr::Plain { seqs: Vec::new(), block: 0, ctx: 0, needing: 0 }
         };
-        RunningSet { repr, len: 0 }
+        RunningSet { repr, len: 0, spec: None }
     }
 
     pub fn len(&self) -> usize {
@@ -398,7 +468,8 @@ impl RunningSet {
     ) {
         match &mut self.repr {
             Repr::Plain { seqs, block, ctx, needing } => {
-                self.len = plain_step(seqs, *block, ctx, needing, end, continuing_gap, c, itl, finished);
+                let spec = self.spec.as_deref_mut();
+                self.len = plain_step(seqs, *block, ctx, needing, end, continuing_gap, c, itl, finished, spec);
             }
             Repr::Fast { finish_at, ctx_tokens, step_index, newly, measured_running, measured_newly } => {
                 itl.record(continuing_gap, *measured_running - *measured_newly);
@@ -443,10 +514,13 @@ fn plain_step(
     c: Cols,
     itl: &mut ItlHistogram,
     finished: &mut Vec<u32>,
+    mut spec: Option<&mut Speculation>,
 ) -> usize {
     // One pass: tokens, gaps, finishes, and (paged) the context and block-growth counts.
     let (mut sum, mut need) = (0u64, 0u64);
     let mut continuing = 0u64;
+    // Speculative decoding: tokens beyond a sequence's first of the step arrive with it (a gap of 0).
+    let mut together = 0u64;
     let mut newly = Vec::new();
     let mut resumed = Vec::new();
     seqs.retain_mut(|s| {
@@ -461,10 +535,24 @@ fn plain_step(
         }
         s.newly = false;
         s.since = f64::NAN;
-        s.tokens_out += 1;
+        let mut got = 1;
+        if let Some(sp) = spec.as_deref_mut() {
+            let accepted = sp.accepted(s.req, s.tokens_out).min(s.output - s.tokens_out - 1);
+            sp.accepted_sum += accepted as u64;
+            sp.verified_rows += 1;
+            s.accepted += accepted;
+            got += accepted;
+            if s.measured {
+                together += accepted as u64;
+            }
+        }
+        s.tokens_out += got;
         let done = s.tokens_out >= s.output;
         if done {
             finished.push(s.req);
+            if let Some(sp) = spec.as_deref_mut() {
+                sp.done.push((s.req, s.accepted));
+            }
         } else if block > 0 {
             let tokens = s.prompt as u64 + s.tokens_out as u64;
             sum += tokens;
@@ -475,6 +563,9 @@ fn plain_step(
     itl.record(continuing_gap, continuing);
     for r in newly {
         itl.record(end - c.first_token_s[r as usize], 1);
+    }
+    if together > 0 {
+        itl.record(0.0, together);
     }
     for since in resumed {
         itl.record(end - since, 1);

@@ -28,6 +28,11 @@ pub struct Handoff {
     pub transfer_s: f64,
     /// The network hop's connector launch overhead (`link.launch_overhead_us`; in `transfer_s`), s.
     pub launch_s: f64,
+    /// The busiest rank's extra transfers (launch overhead each) and descriptors on the network hop, for a
+    /// hand-off between two parallel layouts or over a link with `descriptor_us` (in `transfer_s`), s.
+    pub descriptors_s: f64,
+    /// (prefill rank, decode rank) pairs that exchange KV heads (1 without parallel layouts on both pools).
+    pub rank_pairs: u32,
     /// The network hop's per-transfer memory registration (`link.registration` `"per_transfer"`:
     /// registration_ms_per_gb × the bytes handed to the NIC; 0 with a pool; in `transfer_s`), s.
     pub registration_s: f64,
@@ -69,8 +74,8 @@ pub fn handoff(
     let network = plan.network_hop()?;
     let handoff_bytes = prompt_tokens as f64 * plan.bytes_per_token;
     let tokens = prompt_tokens as f64;
-    let mut prefill_s =
-        sender.time(model.prefill(prompt_tokens, 1, model.prompt_attention_flops(prompt_tokens))).time_s;
+    let work = model.prefill(prompt_tokens, 1, model.prompt_attention_flops(prompt_tokens));
+    let mut prefill_s = sender.step(work, prompt_tokens, 0).time_s;
     let pass = plan.endpoint_work(tokens, true);
     if pass.bytes > 0.0 {
         // Compression and/or conversion on the sender: one pass after the prefill, as the engine charges it.
@@ -104,6 +109,8 @@ pub fn handoff(
         wire_bytes: x.wire_bytes,
         transfer_s,
         launch_s: x.launch_s,
+        descriptors_s: x.descriptors_s,
+        rank_pairs: plan.rank_pairs,
         registration_s: x.registration_s,
         staging_s,
         convert_s,

@@ -5,5 +5,6 @@
 pub mod closed_form;
 pub mod link;
 pub mod plan;
+pub mod ranks;
 pub mod shared;
 pub mod transfer;

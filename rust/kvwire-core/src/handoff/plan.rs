@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cost::model::StepWork;
 use crate::cost::presets::LinkSpec;
-use crate::handoff::transfer::{endpoint_pass, TransferCost};
+use crate::handoff::transfer::{endpoint_pass, RankCost, TransferCost};
 use crate::layout::Layout;
 use crate::quant::formats::Format;
 
@@ -177,6 +177,11 @@ pub struct HandoffPlan {
     /// hop among them.
     pub hops: Vec<Hop>,
     pub network: usize,
+    /// The rank pairs and descriptor cost of the network hop (`None`: one transfer per hand-off and no
+    /// descriptor cost, the reference's link).
+    pub ranks: Option<RankCost>,
+    /// (prefill rank, decode rank) pairs of a hand-off between two parallel layouts (1 without them).
+    pub rank_pairs: u32,
 }
 
 impl HandoffPlan {
@@ -364,6 +369,7 @@ fn hops(n: &NetworkLink, p: &HandoffPlan) -> (Vec<Hop>, usize) {
         processor_sharing: n.processor_sharing,
         convert_w: 0.0,
     };
+    let network = Hop { cost: network.cost.clone().with_ranks(p.ranks), ..network };
     let Some((host_key, host)) = n.host else { return (vec![network], 0) };
     // A hop before the network carries the hand-off as it left the GPU: compressed only if the sender did.
     let leaving_gpu = |hop: &LinkSpec| match (p.compression, p.compress_at) {
@@ -444,6 +450,8 @@ mod tests {
             convert: None,
             hops: Vec::new(),
             network: 0,
+            ranks: None,
+            rank_pairs: 1,
         }
         .with_path(Some(network))
     }

@@ -29,6 +29,9 @@ pub struct Transfer {
     pub launch_s: f64,
     /// Per-transfer memory registration (part of `latency_s`; 0 with a pre-registered pool), s.
     pub registration_s: f64,
+    /// The busiest rank's extra launches and its descriptors (part of `latency_s`; 0 for one pair without a
+    /// descriptor cost), s.
+    pub descriptors_s: f64,
     pub wire_bytes: f64,
     pub link_j: f64,
     pub transit_j: f64,
@@ -49,6 +52,19 @@ pub struct TransferCost {
     ratio: f64,
     /// The in-transit compression stage, when this hop runs it.
     stage: Option<f64>,
+    /// The rank pairs of an unlike-layout hand-off and the descriptor cost (`None`: one transfer, none).
+    ranks: Option<RankCost>,
+}
+
+/// What the rank pairs of a hand-off add: the busiest rank's `per_rank` transfers each pay the launch
+/// overhead (the first is already in the transfer) and one descriptor per KV block.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RankCost {
+    pub per_rank: u32,
+    /// Cost of one descriptor, s.
+    pub descriptor_s: f64,
+    /// Hand-off bytes (uncompressed) of one KV block: a transfer of S bytes has ⌈S / this⌉ blocks.
+    pub block_bytes: f64,
 }
 
 impl TransferCost {
@@ -65,7 +81,13 @@ impl TransferCost {
             },
             ratio: 1.0,
             stage: None,
+            ranks: None,
         }
+    }
+
+    /// The same hop with the rank pairs and descriptors of a hand-off (`None`: unchanged).
+    pub fn with_ranks(self, ranks: Option<RankCost>) -> Self {
+        TransferCost { ranks, ..self }
     }
 
     /// A hop carrying data already compressed to `f` elsewhere (the sender GPU): fewer bytes, no stage.
@@ -100,7 +122,14 @@ impl TransferCost {
         let t_wire = wire / self.bytes_per_s;
         let registered = if self.stage.is_some() { bytes } else { wire };
         let registration_s = registered * self.registration_s_per_byte;
-        let setup_s = self.latency_s + self.launch_s + registration_s;
+        let descriptors_s = match self.ranks {
+            None => 0.0,
+            Some(r) => {
+                let blocks = (bytes / r.block_bytes).ceil();
+                (r.per_rank - 1) as f64 * self.launch_s + r.per_rank as f64 * blocks * r.descriptor_s
+            }
+        };
+        let setup_s = self.latency_s + self.launch_s + registration_s + descriptors_s;
         let (data_s, latency_s, transit_j, transit_bound) = match self.stage {
             None => (t_wire, setup_s, 0.0, false),
             Some(ops_per_input_byte) => {
@@ -114,6 +143,7 @@ impl TransferCost {
             latency_s,
             launch_s: self.launch_s,
             registration_s,
+            descriptors_s,
             wire_bytes: wire,
             link_j: wire * 8.0 * self.j_per_bit,
             transit_j,

@@ -40,6 +40,11 @@ pub struct InstanceStats {
     pub compute_bound_s: f64,
     /// Collective time the steps could not hide under compute, s (0 without `parallel`).
     pub comm_s: f64,
+    /// Speculative decoding: time of the draft passes (in `busy_s`), s; draft tokens accepted and sequences
+    /// verified, over all steps.
+    pub draft_s: f64,
+    pub spec_accepted: u64,
+    pub spec_rows: u64,
     pub flops: f64,
     pub bytes: f64,
     pub compute_j: f64,

@@ -53,6 +53,9 @@ pub struct RequestTable {
     /// Paged KV in a disaggregated run: how long the finished prefill waited for room on its decode
     /// instance before its transfer started, s (0 otherwise; part of `kv_start_s − first_token_s`).
     pub kv_hold_wait_s: Vec<f64>,
+    /// Speculative decoding (`speculative`): draft tokens accepted over the request's decode steps; empty
+    /// otherwise.
+    pub accepted_tokens: Vec<u32>,
     /// Rows added by [`Self::set_row`] get a `first_token_seen_s` entry (a streamed run with
     /// `metrics.first_token = "decode"`).
     pub track_seen: bool,
@@ -91,6 +94,7 @@ impl RequestTable {
             session: Vec::new(),
             turn: Vec::new(),
             kv_hold_wait_s: try_filled(n, 0.0)?,
+            accepted_tokens: Vec::new(),
             track_seen: false,
         })
     }

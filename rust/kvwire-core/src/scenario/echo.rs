@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 use super::spec::{
     ArrivalSpec, ConvertSpec, CostSpec, DisaggregatePolicy, DisaggregateSpec, DistSpec, EngineSpec, HandoffSpec,
     LengthSpec, LmHeadSpec, LoadRouterSpec, MetricsSpec, ModeSpec, PoolSpec, PrefillRouterSpec, ProcessSpec,
-    RouterSpec, ScenarioSpec, SchedulerSpec, SessionsSpec, SloSpec, TraceSpec, WorkloadSpec,
+    RouterSpec, ScenarioSpec, SchedulerSpec, SessionsSpec, SloSpec, SpeculativeMethod, SpeculativeSpec, TraceSpec,
+    WorkloadSpec,
 };
 use super::{Disaggregate, LinkModel, Named, Pool, Rule, Scenario, Topology, Workload};
 use crate::cost::model::LmHead;
@@ -115,6 +116,9 @@ fn handoff(plan: &HandoffPlan) -> HandoffSpec {
         layers: _,
         hops: _,
         network: _,
+        // From the pools' parallel layouts and the link's descriptor cost.
+        ranks: _,
+        rank_pairs: _,
     } = plan;
     let convert = convert.as_ref().map(|c| {
         let host = c.at == ConvertAt::Host;
@@ -172,6 +176,7 @@ impl Scenario {
             max_steps,
             timeline_max_spans,
             prefix_cache,
+            speculative,
         } = self;
         let (mode, prefill, decode, colocated, link_value) = match topology {
             Topology::Disaggregated { prefill, decode } => {
@@ -274,6 +279,12 @@ impl Scenario {
                 timeline_max_spans: timeline_max_spans.unwrap_or(super::spec::DEFAULT_TIMELINE_MAX_SPANS),
             },
             prefix_cache: prefix_cache.spec(),
+            speculative: speculative.as_ref().map(|sp| SpeculativeSpec {
+                method: sp.method,
+                tokens: sp.gamma,
+                acceptance: sp.acceptance_given.clone(),
+                draft_model: (sp.method == SpeculativeMethod::Draft).then(|| expanded(&sp.draft)),
+            }),
         }
     }
 

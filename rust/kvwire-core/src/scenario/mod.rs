@@ -6,6 +6,7 @@ mod echo;
 pub mod parallel;
 pub mod prefix;
 pub mod spec;
+pub mod speculative;
 mod validate;
 
 use crate::cost::model::{LmHead, ModelCost};
@@ -194,6 +195,8 @@ pub struct Scenario {
     pub timeline_max_spans: Option<u64>,
     /// `prefix_cache` and `handoff.skip_cached_prefix`.
     pub prefix_cache: PrefixConfig,
+    /// `speculative` (`None`: one token per sequence and decode step).
+    pub speculative: Option<speculative::Speculative>,
 }
 
 impl Scenario {
@@ -271,7 +274,7 @@ impl Scenario {
     pub fn handoff_figures(&self, prompt_tokens: u64, streaming: Streaming) -> Option<Handoff> {
         crate::handoff::closed_form::handoff(
             &self.handoff,
-            &ModelCost::new(&self.model.spec, self.lm_head),
+            &self.prefill_pool().cost(&ModelCost::new(&self.model.spec, self.lm_head)),
             &self.prefill_pool().timer(self.roofline),
             &self.decode_pool().timer(self.roofline),
             prompt_tokens,
@@ -297,8 +300,12 @@ pub fn parse_spec(json: &str) -> Result<ScenarioSpec> {
 }
 
 /// The only places a scenario holds lists.
-const LIST_FIELDS: [&str; 3] =
-    ["workload.trace.arrival_s", "workload.trace.prompt_tokens", "workload.trace.output_tokens"];
+const LIST_FIELDS: [&str; 4] = [
+    "workload.trace.arrival_s",
+    "workload.trace.prompt_tokens",
+    "workload.trace.output_tokens",
+    "speculative.acceptance",
+];
 
 /// Walk the JSON text once and refuse a list anywhere but [`LIST_FIELDS`], naming its path. Other errors
 /// (syntax, depth) are left to the typed parse, which reports them with their path.
@@ -310,7 +317,8 @@ fn no_lists(json: &str) -> Result<()> {
     match bad {
         Some(p) => Err(Error::field(
             if p.is_empty() { "scenario".to_string() } else { p },
-            "expected an object or a value, got a list (lists are only the columns of workload.trace)",
+            "expected an object or a value, got a list (lists are only the columns of workload.trace and \
+             speculative.acceptance)",
         )),
         None => Ok(()),
     }

@@ -45,6 +45,35 @@ pub struct ScenarioSpec {
     pub engine: EngineSpec,
     #[serde(default)]
     pub prefix_cache: PrefixCacheSpec,
+    /// Speculative decoding on every decoding instance (`None`: one token per sequence and step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<SpeculativeSpec>,
+}
+
+/// `speculative`: each decode step drafts `tokens` tokens per sequence and verifies them in one pass.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculativeSpec {
+    /// `"draft"` (a separate draft model, `draft_model`), `"mtp"` (multi-token-prediction heads: one MoE-
+    /// or dense layer of the target plus its LM head per drafted token) or `"eagle"` (a one-layer dense
+    /// draft head plus the LM head).
+    pub method: SpeculativeMethod,
+    /// Draft tokens per sequence and step (γ), 1 to 16.
+    pub tokens: u32,
+    /// Acceptance: one probability for every draft position (i.i.d.), or one per position (the probability
+    /// that position i is accepted given that the ones before it were).
+    pub acceptance: Value,
+    /// The draft model (`"draft"` only): a model preset name or inline object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_model: Option<Value>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpeculativeMethod {
+    Draft,
+    Mtp,
+    Eagle,
 }
 
 /// `prefix_cache`: an LRU cache of prompt blocks per instance, matched by the requests' block hashes.

@@ -18,6 +18,7 @@ use crate::cost::presets::{
 use crate::cost::roofline::{kv_capacity_tokens, RooflineParams};
 use crate::error::{Error, Result};
 use crate::handoff::plan::{CompressAt, Conversion, ConvertAt, DecompressAt, HandoffPlan, NetworkLink, Streaming};
+use crate::handoff::transfer::RankCost;
 use crate::layout::Geometry;
 use crate::limits::{MAX_CHANNELS, MAX_DEVICES_PER_INSTANCE, MAX_INSTANCES, MAX_QUANTITY, MAX_REQUESTS, MIN_RATE};
 use crate::quant::formats::{format, Format, Scheme, ALIASES, FORMATS};
@@ -223,8 +224,12 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         convert,
         hops: Vec::new(),
         network: 0,
-    }
-    .with_path(network);
+        ranks: None,
+        rank_pairs: 1,
+    };
+    let handoff =
+        with_rank_pairs(handoff, &topology, &model.spec, &link.spec.spec, s.kv.block_size, cost.kv_bytes_per_token)
+            .with_path(network);
 
     positive("slo.ttft_s", s.slo.ttft_s, false)?;
     positive("slo.tpot_s", s.slo.tpot_s, false)?;
@@ -255,6 +260,38 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
              when its last chunk is): use streaming \"whole\" or policy \"whole\"",
         ));
     }
+    let speculative = match &s.speculative {
+        None => None,
+        Some(sp) => {
+            if s.kv.policy == super::KvPolicy::Paged {
+                return Err(Error::field(
+                    "speculative",
+                    "not supported with kv.policy \"paged\" yet (block growth by several tokens a step): use \
+                     \"reserve\"",
+                ));
+            }
+            if s.scheduler.policy == BatchPolicy::Chunked {
+                return Err(Error::field(
+                    "speculative",
+                    "not supported with scheduler.policy \"chunked\" yet (mixed steps verify no drafts): use \
+                     \"whole\"",
+                ));
+            }
+            let draft_model = |v: &Value| -> Result<Named<ModelSpec>> {
+                let path = "speculative.draft_model";
+                let mut m = resolve_preset::<ModelSpec>(v, path, "model", &model_presets())?;
+                check_model(&m.spec).map_err(|e| e.under(path, "model"))?;
+                formats(&mut m.spec).map_err(|e| e.under(path, "model"))?;
+                Ok(m)
+            };
+            let seed = match &workload {
+                Workload::Generated { seed, .. } => *seed,
+                Workload::Sessions(w) => w.seed,
+                _ => 1,
+            };
+            Some(super::speculative::resolve(sp, &model, seed, draft_model)?)
+        }
+    };
     let prefix_cache = super::prefix::resolve(
         &s.prefix_cache,
         s.handoff.skip_cached_prefix,
@@ -301,6 +338,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         max_steps: s.engine.max_steps,
         timeline_max_spans: s.engine.timeline.then_some(s.engine.timeline_max_spans),
         prefix_cache,
+        speculative,
     })
 }
 
@@ -552,6 +590,35 @@ fn check_model(m: &ModelSpec) -> Result<()> {
     }
     positive("model.weight_bytes_per_param", m.weight_bytes_per_param, false)?;
     positive("model.kv_bytes_per_value", m.kv_bytes_per_value, false)
+}
+
+/// The rank pairs of a hand-off between the pools' parallel layouts (both pools have `parallel`), and the
+/// link's descriptor cost: one descriptor per KV block per layer of each pair, blocks of `block_size` tokens.
+fn with_rank_pairs(
+    mut plan: HandoffPlan,
+    topology: &Topology,
+    model: &ModelSpec,
+    link: &LinkSpec,
+    block_size: u32,
+    bytes_per_token: f64,
+) -> HandoffPlan {
+    let Topology::Disaggregated { prefill, decode } = topology else { return plan };
+    let pairs = match (&prefill.parallel, &decode.parallel) {
+        (Some(p), Some(d)) => {
+            let kv_heads = if model.attention == AttentionKind::Mla { 1 } else { model.kv_heads };
+            crate::handoff::ranks::rank_pairs(kv_heads, p.layout().tp, d.layout().tp)
+        }
+        _ => crate::handoff::ranks::RankPairs { pairs: 1, per_rank: 1 },
+    };
+    plan.rank_pairs = pairs.pairs;
+    if pairs.per_rank > 1 || link.descriptor_us > 0.0 {
+        plan.ranks = Some(RankCost {
+            per_rank: pairs.per_rank,
+            descriptor_s: link.descriptor_us * 1e-6,
+            block_bytes: block_size as f64 * bytes_per_token / model.layers as f64,
+        });
+    }
+    plan
 }
 
 /// `model.weights` / `model.activations`: the weight bytes they imply (set on `m`) and the format a matmul
@@ -834,6 +901,7 @@ fn check_link(l: &mut LinkSpec, path: &str) -> Result<()> {
     in_range(&format!("{path}.nic_efficiency"), efficiency, 1e-3, 1.0, true, true)?;
     l.nic_efficiency = Some(efficiency);
     positive(&format!("{path}.launch_overhead_us"), l.launch_overhead_us, true)?;
+    positive(&format!("{path}.descriptor_us"), l.descriptor_us, true)?;
     positive(&format!("{path}.registration_ms_per_gb"), l.registration_ms_per_gb, true)?;
     let effective = l.effective_bytes_per_s() / 1e9;
     if !(MIN_RATE..=MAX_QUANTITY).contains(&effective) {

@@ -132,7 +132,8 @@ TRACE = {"arrival_s": [0.0, 1.0], "prompt_tokens": [10, 20], "output_tokens": [0
 POOL = {"device": "a100", "instances": 2, "devices_per_instance": 2, "power_cap_w": 350.0}
 LINK = {"preset": "ib-ndr", "channels": 2, "name": "fat link", "bandwidth_gb_per_s": 80.0, "latency_us": 3.0,
         "pj_per_bit": 9.0, "source": "a test", "nics": 2, "gpus_per_nic": 1, "nic_efficiency": 0.9,
-        "launch_overhead_us": 5.0, "registration": "per_transfer", "registration_ms_per_gb": 50.0, "descriptor_us": 1.5}  # fmt: skip
+        "launch_overhead_us": 5.0, "registration": "per_transfer", "registration_ms_per_gb": 50.0,
+        "descriptor_us": 1.5}  # fmt: skip
 LENGTHS: dict[str, dict[str, Any]] = {
     "fixed": {"dist": "fixed", "value": 12},
     "uniform": {"dist": "uniform", "min": 3, "max": 9},

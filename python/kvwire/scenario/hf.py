@@ -42,8 +42,7 @@ def _fail(path: str, why: str) -> ScenarioError:
 
 
 def _count(cfg: Mapping[str, Any], key: str, at: str, *, low: int = 1, default: int | None = None) -> int | None:
-    """``cfg[key]`` as a whole number in [low, 2³²−1]; ``default`` when absent or null (``None``: required
-    when ``default`` is None and the caller passes ``required``)."""
+    """``cfg[key]`` as a whole number in [low, 2**32 - 1]; ``default`` when absent or null."""
     value = cfg.get(key)
     if value is None:
         return default
@@ -121,7 +120,8 @@ def _check_architecture(cfg: Mapping[str, Any], at: str) -> list[str]:
     window = cfg.get("sliding_window")
     longest = cfg.get("max_position_embeddings")
     windowed = isinstance(window, int) and not isinstance(window, bool) and window > 0
-    if windowed and cfg.get("use_sliding_window") is not False and not (isinstance(longest, int) and window >= longest):
+    covers = isinstance(longest, int) and isinstance(window, int) and window >= longest
+    if windowed and cfg.get("use_sliding_window") is not False and not covers:
         raise _fail(
             f"{at}.sliding_window",
             f"every layer attends over a window of {window:,} tokens (the KV cache is bounded by it); kvwire models "
@@ -243,7 +243,9 @@ def _moe(cfg: Mapping[str, Any], at: str, layers: int) -> dict[str, Any]:
     return out
 
 
-def model_from_hf_config(config: str | os.PathLike[str] | Mapping[str, Any], base: Path | None = None) -> dict[str, Any]:
+def model_from_hf_config(
+    config: str | os.PathLike[str] | Mapping[str, Any], base: Path | None = None
+) -> dict[str, Any]:
     """The inline model object (the fields of ``{"model": {...}}``) for a Hugging Face ``config.json``: a path
     (a folder means its ``config.json``; relative to ``base``, else the working directory) or the parsed object.
 

@@ -63,8 +63,6 @@ def _required(cfg: Mapping[str, Any], key: str, at: str, what: str, *, low: int 
 
 def _read(path: Path) -> dict[str, Any]:
     """The object a config.json holds (errors name ``model.hf_config`` and the file)."""
-    from kvwire.scenario.load import loads_json  # load.py imports this module
-
     if path.is_dir():
         path = path / "config.json"
     try:
@@ -73,16 +71,26 @@ def _read(path: Path) -> dict[str, Any]:
         raise _fail(WHERE, f"cannot read {path}: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
         raise _fail(WHERE, f"{path} is not UTF-8 text (byte {e.start}: {e.reason}); a config.json is JSON") from None
+    repeated: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                repeated.append(key)
+            out[key] = value
+        return out
+
     try:
-        data = loads_json(text)
-    except ScenarioError as e:  # a key given twice
-        raise _fail(f"{WHERE}.{e.path}", f"{path}: the key appears more than once in the same object") from None
+        data = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as e:
         raise _fail(WHERE, f"{path} is not JSON (line {e.lineno} column {e.colno}: {e.msg})") from None
     except (RecursionError, ValueError) as e:
         raise _fail(WHERE, f"{path} cannot be read as JSON: {type(e).__name__}") from None
     if not isinstance(data, dict):
         raise _fail(WHERE, f"{path} holds {type(data).__name__}, not a JSON object")
+    if repeated:  # json.loads would keep the last value silently
+        raise _fail(f"{WHERE}.{repeated[0]}", f"{path}: the key appears more than once in the same object")
     return data
 
 

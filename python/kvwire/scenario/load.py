@@ -19,6 +19,7 @@ from typing import Any
 
 import kvwire._core as _core
 from kvwire.errors import ScenarioError
+from kvwire.scenario.hf import resolve_hf_model
 
 
 def default_scenario() -> dict[str, Any]:
@@ -125,8 +126,6 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
         raise ScenarioError(f"{p}: cannot read the file: {why}", str(p)) from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{p}: a scenario must be a JSON object / TOML table", str(p))
-    from kvwire.scenario.hf import resolve_hf_model  # hf.py reads config.json with loads_json
-
     # A model.hf_config is read here, relative to the scenario file (as a trace file is).
     return dict(resolve_hf_model(data, Path(os.path.abspath(p)).parent))
 
@@ -181,8 +180,6 @@ def scenario_json(scenario: Mapping[str, Any] | str | Path | None) -> str:
         raise ScenarioError(
             f"scenario: expected a dict or a path to a .json/.toml file, got {type(scenario).__name__}", ""
         )
-    from kvwire.scenario.hf import resolve_hf_model
-
     # A dict's model.hf_config (a relative path: relative to the working directory) becomes the inline model.
     return json.dumps(_plain(resolve_hf_model(scenario, None), ""), allow_nan=False)
 

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,7 @@ from kvwire_api.routes.scenarios import ScenarioController
 from kvwire_api.routes.schema_ui import assets_router, render_plugins
 from kvwire_api.routes.simulations import SimulationController
 from kvwire_api.routes.traces import TraceController
+from kvwire_api.scenario_text import refuse_server_files
 from kvwire_api.services import Services
 from kvwire_api.store import Store
 from kvwire_api.types import (
@@ -59,7 +61,17 @@ and colocated serving. Scenarios are the JSON of `kvwire.simulate`; summaries ar
 
 async def allow_header(request: Request[Any, Any, Any]) -> Response[None] | None:
     """Answer OPTIONS with every method of the path (Litestar's own OPTIONS handler can miss methods
-    registered on the same path by one controller)."""
+    registered on the same path by one controller); refuse a JSON body that names a file on the server
+    (``model.hf_config``, anywhere in it: a scenario, a sweep's base or grid, a hand-off call) with a 422
+    naming the field, before any handler sees it."""
+    if request.method in ("POST", "PUT", "PATCH"):
+        body = await request.body()
+        if b"hf_config" in body:
+            try:
+                data = json.loads(body)
+            except (ValueError, RecursionError):
+                return None  # not JSON: the handler refuses it as it would any other body
+            refuse_server_files(data)
     if request.method != "OPTIONS":
         return None
     template = request.scope.get("path_template")

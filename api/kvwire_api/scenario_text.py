@@ -65,6 +65,36 @@ def _toml_error(text: str, e: tomllib.TOMLDecodeError) -> TextSyntaxError:
     return TextSyntaxError("toml", message[: m.start()], line, column)
 
 
+#: What the service says of a field that would name a file on the server.
+SERVER_FILE = (
+    "the service reads no file a request names: send the inline model fields instead "
+    "(kvwire.scenario.hf.model_from_hf_config(path) converts a config.json on your machine)"
+)
+
+
+def refuse_server_files(value: Any, path: str = "") -> None:
+    """Refuse a ``hf_config`` key anywhere in ``value`` (``model.hf_config`` names a Hugging Face config.json
+    that the library reads; the service reads no path a request gives). Raises ``kvwire.ScenarioError`` naming
+    the field (``model.hf_config``, ``base.model.hf_config``, ``grid.model[0].hf_config``).
+
+    >>> try:
+    ...     refuse_server_files({"model": {"hf_config": "/etc/passwd"}})
+    ... except kvwire.ScenarioError as e:
+    ...     e.path
+    'model.hf_config'
+    """
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        node, here = stack.pop()
+        if isinstance(node, Mapping):
+            if "hf_config" in node:
+                where = f"{here}.hf_config" if here else "hf_config"
+                raise kvwire.ScenarioError(f"{where}: {SERVER_FILE}", where)
+            stack.extend((v, f"{here}.{k}" if here else str(k)) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, f"{here}[{i}]") for i, v in enumerate(node))
+
+
 def _kind(value: Any) -> str:
     return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
 
@@ -77,8 +107,8 @@ def parse_text(text: str, fmt: str) -> dict[str, Any]:
     Raises:
         TextSyntaxError: not a document of that format, or not a table/object.
         kvwire.ScenarioError: a value no scenario can hold (non-finite number, date or time, integer beyond 64
-            bits, nesting deeper than the library allows), or a JSON key given twice in one object, naming its
-            field.
+            bits, nesting deeper than the library allows), a JSON key given twice in one object, or a
+            ``model.hf_config`` (:func:`refuse_server_files`), naming its field.
     """
     data: Any
     try:
@@ -101,6 +131,7 @@ def parse_text(text: str, fmt: str) -> dict[str, Any]:
         raise TextSyntaxError(fmt, why) from None
     if not isinstance(data, dict):
         raise TextSyntaxError(None, f"a scenario must be a JSON object / TOML table, not {_kind(data)}")
+    refuse_server_files(data)  # scenario_json would read a model.hf_config's file
     plain: dict[str, Any] = json.loads(scenario_json(data))
     return plain
 
@@ -125,6 +156,7 @@ def format_scenario(scenario: Mapping[str, Any], fmt: str) -> str:
     Raises:
         kvwire.ScenarioError: a value the text cannot hold, naming its field.
     """
+    refuse_server_files(scenario)
     plain: dict[str, Any] = json.loads(scenario_json(scenario))  # the library's checks: finite, 64-bit, depth
     if fmt == "toml":
         _no_null_in_arrays(plain, "")
@@ -134,4 +166,4 @@ def format_scenario(scenario: Mapping[str, Any], fmt: str) -> str:
     raise ValueError(f"format: expected 'toml' or 'json', got {fmt!r}")
 
 
-__all__ = ["TextSyntaxError", "format_scenario", "parse_text"]
+__all__ = ["SERVER_FILE", "TextSyntaxError", "format_scenario", "parse_text", "refuse_server_files"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 import kvwire._core as _core
 from kvwire.errors import ScenarioError
+from kvwire.scenario.hf import resolve_hf_model
 
 
 def default_scenario() -> dict[str, Any]:
@@ -87,12 +89,13 @@ def _repeated_path(value: Any, path: str, repeated: dict[int, tuple[dict[str, An
 
 
 def load_scenario(path: str | Path) -> dict[str, Any]:
-    """Read a scenario from a ``.json`` or ``.toml`` file.
+    """Read a scenario from a ``.json`` or ``.toml`` file. A ``model.hf_config`` (a Hugging Face
+    ``config.json``, relative to the scenario file) is read into the inline model (:mod:`kvwire.scenario.hf`).
 
     Raises:
         ScenarioError: the file is missing, unreadable, not valid JSON/TOML, or not a table/object (``path``
             the file); a key given twice in one object (``path`` the key's dotted path, the message naming the
-            file).
+            file); a ``model.hf_config`` that cannot be read (``path`` ``model.hf_config...``).
     """
     p = Path(path)
     try:
@@ -123,7 +126,8 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
         raise ScenarioError(f"{p}: cannot read the file: {why}", str(p)) from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{p}: a scenario must be a JSON object / TOML table", str(p))
-    return data
+    # A model.hf_config is read here, relative to the scenario file (as a trace file is).
+    return dict(resolve_hf_model(data, Path(os.path.abspath(p)).parent))
 
 
 #: Deepest nesting a scenario may have (the real schema is 4 levels deep).
@@ -166,7 +170,8 @@ def _plain(value: Any, path: str, depth: int = 0) -> Any:
 
 
 def scenario_json(scenario: Mapping[str, Any] | str | Path | None) -> str:
-    """The scenario as the JSON text the core reads (a file path is loaded first; ``None`` is ``{}``)."""
+    """The scenario as the JSON text the core reads (a file path is loaded first; ``None`` is ``{}``; a
+    ``model.hf_config`` is read into the inline model, :mod:`kvwire.scenario.hf`)."""
     if scenario is None:
         return "{}"
     if isinstance(scenario, str | Path):
@@ -175,7 +180,8 @@ def scenario_json(scenario: Mapping[str, Any] | str | Path | None) -> str:
         raise ScenarioError(
             f"scenario: expected a dict or a path to a .json/.toml file, got {type(scenario).__name__}", ""
         )
-    return json.dumps(_plain(scenario, ""), allow_nan=False)
+    # A dict's model.hf_config (a relative path: relative to the working directory) becomes the inline model.
+    return json.dumps(_plain(resolve_hf_model(scenario, None), ""), allow_nan=False)
 
 
 def _drop_nulls(value: Any) -> Any:

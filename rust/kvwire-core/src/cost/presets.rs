@@ -356,14 +356,8 @@ fn model(
 /// Model presets: `(key, spec)`.
 pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
     vec![
-        (
-            "llama3-8b",
-            model("Llama-3-8B", 32, 4096, 32, 8, 128, 14336, 128256, 8192, "meta-llama/Meta-Llama-3-8B"),
-        ),
-        (
-            "llama3-70b",
-            model("Llama-3-70B", 80, 8192, 64, 8, 128, 28672, 128256, 8192, "meta-llama/Meta-Llama-3-70B"),
-        ),
+        ("llama3-8b", model("Llama-3-8B", 32, 4096, 32, 8, 128, 14336, 128256, 8192, "meta-llama/Meta-Llama-3-8B")),
+        ("llama3-70b", model("Llama-3-70B", 80, 8192, 64, 8, 128, 28672, 128256, 8192, "meta-llama/Meta-Llama-3-70B")),
         (
             "mistral-7b",
             model(
@@ -379,10 +373,7 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
                 "mistralai/Mistral-7B-v0.1 (sliding window ignored)",
             ),
         ),
-        (
-            "yi-34b",
-            model("Yi-34B", 60, 7168, 56, 8, 128, 20480, 64000, 4096, "01-ai/Yi-34B"),
-        ),
+        ("yi-34b", model("Yi-34B", 60, 7168, 56, 8, 128, 20480, 64000, 4096, "01-ai/Yi-34B")),
         (
             "opt-13b",
             model(
@@ -454,11 +445,108 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
                 ..model("DeepSeek-V3", 61, 7168, 128, 128, 128, 18432, 129280, 163_840, DEEPSEEK_V3_SRC)
             },
         ),
+        ("llama3.2-1b", model("Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, 131_072, "meta-llama/Llama-3.2-1B")),
+        ("llama3.1-8b", model("Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256, 131_072, "meta-llama/Llama-3.1-8B")),
         (
-            "llama3.2-1b",
-            model("Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, 131_072, "meta-llama/Llama-3.2-1B"),
+            "llama3.1-70b",
+            model("Llama-3.1-70B", 80, 8192, 64, 8, 128, 28672, 128256, 131_072, "meta-llama/Llama-3.1-70B"),
+        ),
+        (
+            "llama3.1-405b",
+            model("Llama-3.1-405B", 126, 16384, 128, 8, 128, 53248, 128256, 131_072, "meta-llama/Llama-3.1-405B"),
+        ),
+        (
+            "qwen3-32b",
+            model(
+                "Qwen3-32B",
+                64,
+                5120,
+                64,
+                8,
+                128,
+                25600,
+                151936,
+                40_960,
+                "Qwen/Qwen3-32B (head_dim 128 as config.json gives it, not hidden/heads; QK-norm ignored)",
+            ),
+        ),
+        (
+            "qwen3-235b-a22b",
+            ModelSpec {
+                n_experts: 128,
+                top_k: 8,
+                moe_d_ff: 1536,
+                ..model(
+                    "Qwen3-235B-A22B",
+                    94,
+                    4096,
+                    64,
+                    4,
+                    128,
+                    12288,
+                    151936,
+                    40_960,
+                    "Qwen/Qwen3-235B-A22B (128 experts top-8 of 1536, no shared expert, every layer MoE: \
+                     decoder_sparse_step 1, no mlp_only_layers; router weights counted)",
+                )
+            },
+        ),
+        ("deepseek-r1", mla_fp8("DeepSeek-R1", 128, 256, 3, 129280, 163_840, DEEPSEEK_R1_SRC)),
+        ("kimi-k2", mla_fp8("Kimi-K2", 64, 384, 1, 163840, 131_072, KIMI_K2_SRC)),
+        (
+            "gpt-oss-120b",
+            ModelSpec {
+                n_experts: 128,
+                top_k: 4,
+                moe_d_ff: 2880,
+                weight_bytes_per_param: 0.53125,
+                weights: Some("mxfp4".into()),
+                source: format!("{GPT_OSS_SRC}; {CONTEXT_SRC}"),
+                ..model("gpt-oss-120b", 36, 2880, 64, 8, 64, 2880, 201088, 131_072, "")
+            },
         ),
     ]
+}
+
+const DEEPSEEK_R1_SRC: &str = "deepseek-ai/DeepSeek-R1 (DeepSeek-V3's architecture: MLA 512-rank latent + 64 RoPE \
+     per token and layer; 256 routed experts top-8 + 1 shared, first 3 layers dense; the multi-token-prediction \
+     module is not counted)";
+const KIMI_K2_SRC: &str = "moonshotai/Kimi-K2-Instruct (DeepSeek-V3's architecture with 64 heads: MLA 512-rank \
+     latent + 64 RoPE per token and layer; 384 routed experts top-8 + 1 shared, first layer dense)";
+const GPT_OSS_SRC: &str = "openai/gpt-oss-120b (128 experts top-4 of 2880, every layer MoE; weights MXFP4 as \
+     released, applied to every weight: the BF16 attention, router and embeddings, about 2 B of 117 B \
+     parameters, are counted at MXFP4's 0.53 bytes, about 3 GB under the checkpoint; KV in BF16; the \
+     alternating 128-token sliding-window attention (18 of 36 layers) is modelled as full attention, so the KV \
+     cache of a long prompt is overstated up to twice; attention sinks and biases ignored)";
+
+/// A DeepSeek-V3-architecture model (MLA: a 512-rank latent + 64 RoPE, query rank 1536; experts of 2048, 1
+/// shared, top-8; 61 layers, hidden 7168, dense MLP 18432) with FP8 weights as released.
+fn mla_fp8(
+    name: &str,
+    heads: u32,
+    n_experts: u32,
+    dense_layers: u32,
+    vocab: u32,
+    max_context_tokens: u32,
+    src: &str,
+) -> ModelSpec {
+    ModelSpec {
+        attention: AttentionKind::Mla,
+        kv_lora_rank: 512,
+        qk_rope_dim: 64,
+        qk_nope_dim: 128,
+        v_head_dim: 128,
+        q_lora_rank: 1536,
+        n_experts,
+        top_k: 8,
+        n_shared_experts: 1,
+        moe_d_ff: 2048,
+        dense_layers,
+        weight_bytes_per_param: 1.0,
+        weights: Some("fp8".into()),
+        source: format!("{src}; {SHAPE_SRC_FP8_WEIGHTS}; {CONTEXT_SRC}"),
+        ..model(name, 61, 7168, heads, heads, 128, 18432, vocab, max_context_tokens, src)
+    }
 }
 
 const DEVICE_SRC: &str =
@@ -624,6 +712,45 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
             },
         ),
         (
+            "gb200",
+            DeviceSpec {
+                fp8_peak_tflops: Some(5000.0),
+                fp4_peak_tflops: Some(10000.0),
+                scale_up: Some(ScaleUp {
+                    domain: 72,
+                    link: Some("nvlink5".into()),
+                    bandwidth_gb_per_s: None,
+                    latency_us: None,
+                }),
+                source: format!(
+                    "NVIDIA GB200 NVL72 (one of its 72 Blackwell GPUs): the rack's 360 PFLOP/s BF16, 720 FP8 and 1,440 \
+                     FP4 (with sparsity) over 72 GPUs and halved for dense = 2.5 PFLOP/s BF16 (5 FP8, 10 FP4); \
+                     13.4 TB HBM3e and 576 TB/s over 72 = 186 GB and 8 TB/s; 1,200 W per GPU; one NVLink 5 domain of \
+                     72 GPUs; {BLACKWELL_ASSUMED}"
+                ),
+                ..device("GB200", 2500.0, 8.0, 186.0, 1200.0, 1200.0 / 7.0, 0.6, 45.0, "")
+            },
+        ),
+        (
+            "gb300",
+            DeviceSpec {
+                fp8_peak_tflops: Some(5000.0),
+                fp4_peak_tflops: Some(15000.0),
+                scale_up: Some(ScaleUp {
+                    domain: 72,
+                    link: Some("nvlink5".into()),
+                    bandwidth_gb_per_s: None,
+                    latency_us: None,
+                }),
+                source: format!(
+                    "NVIDIA GB300 NVL72 (one of its 72 Blackwell Ultra GPUs): dense 2.5 PFLOP/s BF16, 5 FP8, 15 FP4 \
+                     (the rack's 180, 360 and 1,080 PFLOP/s dense over 72); 20 TB HBM3e and 576 TB/s over 72 = 279 GB \
+                     and 8 TB/s; 1,400 W per GPU; one NVLink 5 domain of 72 GPUs; {BLACKWELL_ASSUMED}"
+                ),
+                ..device("GB300", 2500.0, 8.0, 279.0, 1400.0, 200.0, 0.6, 45.0, "")
+            },
+        ),
+        (
             "wafer-scale",
             DeviceSpec {
                 name: "Wafer-scale engine (illustrative)".into(),
@@ -645,6 +772,11 @@ pub fn device_presets() -> Vec<(&'static str, DeviceSpec)> {
         ),
     ]
 }
+
+/// What the Grace-Blackwell presets take from the B200 preset (the same generation; not published).
+const BLACKWELL_ASSUMED: &str = "flops_eff 0.55 and bw_eff 0.80 as every preset; idle power TDP/7 (the reference's \
+     H100/B200 ratio) and B200's 0.6 pJ/FLOP and 45 pJ/byte are assumed (not published); the Grace CPU's memory \
+     and power are not counted";
 
 /// What the AMD presets take from the reference simulator's NVIDIA devices (no public figure exists).
 const AMD_ASSUMED: &str = "flops_eff 0.55 and bw_eff 0.80 as every preset; idle power (TDP/7, the \
@@ -682,6 +814,8 @@ pub fn device_facts() -> Vec<(&'static str, DeviceFacts)> {
         ("b200", f("NVLink 5: 1.8 TB/s bidirectional (nvlink5)", "HBM3e")),
         ("mi300x", f("Infinity Fabric: 7 links x 128 GB/s = 896 GB/s", "HBM3")),
         ("mi355x", f("Infinity Fabric: 7 links x 153.6 GB/s = 1,075.2 GB/s", "HBM3E")),
+        ("gb200", f("NVLink 5: 1.8 TB/s bidirectional, 72 GPUs in one NVL72 domain (nvlink5)", "HBM3e")),
+        ("gb300", f("NVLink 5: 1.8 TB/s bidirectional, 72 GPUs in one NVL72 domain (nvlink5)", "HBM3e")),
         (
             "wafer-scale",
             DeviceFacts {
@@ -820,11 +954,22 @@ mod tests {
                 "opt-66b",
                 "mixtral-8x7b",
                 "deepseek-v3",
-                "llama3.2-1b"
+                "llama3.2-1b",
+                "llama3.1-8b",
+                "llama3.1-70b",
+                "llama3.1-405b",
+                "qwen3-32b",
+                "qwen3-235b-a22b",
+                "deepseek-r1",
+                "kimi-k2",
+                "gpt-oss-120b"
             ]
         );
         let d: Vec<_> = device_presets().into_iter().map(|(k, _)| k).collect();
-        assert_eq!(d, ["h100", "h200", "a100", "a100-40g", "b200", "mi300x", "mi355x", "wafer-scale"]);
+        assert_eq!(
+            d,
+            ["h100", "h200", "a100", "a100-40g", "b200", "mi300x", "mi355x", "gb200", "gb300", "wafer-scale"]
+        );
         let facts: Vec<_> = device_facts().into_iter().map(|(k, _)| k).collect();
         assert_eq!(facts, d);
         let l: Vec<_> = link_presets().into_iter().map(|(k, _)| k).collect();
@@ -883,12 +1028,15 @@ mod tests {
         assert!(link_presets().iter().all(|(_, s)| !s.source.is_empty()));
     }
 
-    /// A source states the precision the preset uses: DeepSeek-V3's weights are 1 byte per parameter (FP8 as
-    /// released), every other model's 2 (BF16).
+    /// A source states the precision the preset uses: DeepSeek-V3's, DeepSeek-R1's and Kimi-K2's weights are 1
+    /// byte per parameter (FP8 as released), gpt-oss-120b's MXFP4, every other model's 2 (BF16).
     #[test]
     fn sources_state_the_weight_precision() {
         for (key, m) in model_presets() {
-            if m.weight_bytes_per_param == 1.0 {
+            if m.weights.as_deref() == Some("mxfp4") {
+                assert_eq!(m.weight_bytes_per_param, 0.53125, "{key}");
+                assert!(m.source.contains("weights MXFP4") && m.source.contains("KV in BF16"), "{key}: {}", m.source);
+            } else if m.weight_bytes_per_param == 1.0 {
                 assert!(m.source.contains("weights FP8") && !m.source.contains("BF16 weights"), "{key}: {}", m.source);
                 assert!(!m.source.contains("weights and KV in BF16"), "{key}: {}", m.source);
             } else {

@@ -28,3 +28,22 @@ def test_layout_conversion_cost_runs(capsys: pytest.CaptureFixture[str]) -> None
     for link in ("nvlink4", "ib-ndr", "eth-100g"):
         assert sum(1 for line in out.splitlines() if line.startswith(link)) == 7
     assert "host queue is stable only with" in out
+
+
+def test_parallel_deployments_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The parallel-deployments example prints the three OPT-66B placements, each with collectives and a
+    capacity, and DeepSeek-V3 with MTP off and on, MTP lowering TPOT with 1.85 tokens per verify step (gamma = 1,
+    alpha = 0.85: 1 + 0.85 in expectation)."""
+    runpy.run_path(str(EXAMPLES / "parallel_deployments.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert sum(1 for line in lines if "req/s at 90% SLO" in line and "collectives" in line) == 3
+    off = next(line for line in lines if "MTP off" in line)
+    on = next(line for line in lines if "MTP on" in line)
+
+    def tpot(line: str) -> float:
+        return float(line.split("TPOT p50 ")[1].split(" ms")[0])
+
+    assert tpot(on) < tpot(off)
+    tokens = float(on.split(", ")[-1].split(" tokens")[0])
+    assert abs(tokens - 1.85) < 0.05

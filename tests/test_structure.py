@@ -10,7 +10,7 @@ Floors, from the ground up (rooms on one floor do not import each other):
 floor  rooms
 ====== ===================================================================================================
 -1     the compiled ``_core`` (the Rust core's bindings)
-0      ``errors``, ``presets`` (the core's catalogue), ``_moved`` (the old module paths)
+0      ``errors``, ``presets`` (the core's catalogue), ``_moved`` (the old module paths), ``_system`` (memory)
 1      ``kernels`` (quantisation, layouts), ``traces`` (trace files into request tables)
 2      ``scenario`` (the scenario dict: read, check, edit; a scenario may name a trace file)
 3      ``results`` (a run and what comes back)
@@ -37,6 +37,7 @@ FLOORS = {
     "errors": 0,
     "presets": 0,
     "_moved": 0,
+    "_system": 0,
     "_core": -1,
     "kernels": 1,
     "traces": 1,

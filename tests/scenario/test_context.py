@@ -29,6 +29,14 @@ CONTEXT = {
     "mixtral-8x7b": 32768,
     "deepseek-v3": 163_840,
     "llama3.2-1b": 131_072,
+    "llama3.1-8b": 131_072,
+    "llama3.1-70b": 131_072,
+    "llama3.1-405b": 131_072,
+    "qwen3-32b": 40_960,
+    "qwen3-235b-a22b": 40_960,
+    "deepseek-r1": 163_840,
+    "kimi-k2": 131_072,
+    "gpt-oss-120b": 131_072,
 }
 
 
@@ -67,7 +75,7 @@ def test_mooncake_replay_counts_and_reports_long_requests() -> None:
     assert line == (
         "context: 5,570 requests exceed Llama-3-8B's 8,192-token context (prompt + output); run as given "
         '(workload.over_context "warn"); a longer-context model fits more of them: deepseek-v3 (163,840 tokens), '
-        "llama3.2-1b (131,072 tokens), mixtral-8x7b (32,768 tokens)"
+        "deepseek-r1 (163,840 tokens), llama3.2-1b (131,072 tokens)"
     )
 
 

@@ -3,11 +3,11 @@ caller's kvwire error class with the argument named and the reason in words."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from kvwire._system import available_memory_bytes
 from kvwire.errors import KvwireError, ResourceError
 
 #: Most worker threads a kernel call may ask for.
@@ -124,31 +124,6 @@ def size(dims: tuple[int, ...]) -> int:
     for d in dims:
         n *= d
     return n
-
-
-def available_memory_bytes() -> int | None:
-    """Memory this process may still use, bytes: the lowest of Linux's MemAvailable and the cgroup limit minus
-    its usage; ``None`` where neither can be read. The same reading as
-    :func:`kvwire.results.run.available_memory_bytes`, kept here because the kernels sit on a floor below the
-    results (``tests/test_structure.py``)."""
-    limits: list[int] = []
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                limits.append(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit_file, usage_file in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
-    ):
-        try:
-            limit, usage = Path(limit_file).read_text().strip(), Path(usage_file).read_text().strip()
-            if limit != "max" and int(limit) < 2**60:
-                limits.append(max(0, int(limit) - int(usage)))
-        except (OSError, ValueError):
-            continue
-    return min(limits) if limits else None
 
 
 def check_memory(nbytes: int, path: str, what: str, available: int | None = None) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 import kvwire._core as _core
+from kvwire._system import available_memory_bytes
 from kvwire.errors import RequestsNotKeptError, ResourceError, ScenarioError
 from kvwire.results.summary import (
     PCT_SCHEMA,
@@ -44,29 +45,6 @@ OUT_ROWS = 1 << 18
 #: Memory a run holds per request at its peak — the core's table and the Polars summary built from it — with
 #: margin: measured 150-280 B per request (1M and 200k requests, peak RSS, ``benches/HISTORY.md``), taken as 400.
 BYTES_PER_REQUEST = 400
-
-
-def available_memory_bytes() -> int | None:
-    """Memory this process may still use, bytes: the lowest of Linux's MemAvailable and the cgroup limit minus
-    its usage; ``None`` where neither can be read (then no run is refused up front)."""
-    limits: list[int] = []
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                limits.append(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit_file, usage_file in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
-    ):
-        try:
-            limit, usage = Path(limit_file).read_text().strip(), Path(usage_file).read_text().strip()
-            if limit != "max" and int(limit) < 2**60:
-                limits.append(max(0, int(limit) - int(usage)))
-        except (OSError, ValueError):
-            continue
-    return min(limits) if limits else None
 
 
 def check_memory(n: int, path: str, available: int | None = None) -> None:

@@ -50,6 +50,13 @@ fn wide_to_f64(x: u128) -> f64 {
     x as f64
 }
 
+/// FLOPs with the matmuls counted `scale` times (a compute format other than BF16; out of the default path).
+#[cold]
+#[inline(never)]
+fn scaled_flops(matmul: u128, attention: u128, scale: f64) -> f64 {
+    to_f64(matmul) * scale + to_f64(attention)
+}
+
 /// Derived, exact quantities of a model shape.
 ///
 /// Dense GQA models follow the reference simulator exactly (`spec/simulator.md` (b)). Extensions:
@@ -88,6 +95,8 @@ pub struct ModelCost {
     /// What one matmul FLOP counts on the roofline's BF16 rate: BF16 peak / the compute format's peak (1 for
     /// BF16; 989/1979 for FP8 on an H100). Attention FLOPs stay at 1 (BF16).
     matmul_scale: f64,
+    /// `matmul_scale != 1` (one flag tested per step, where a float comparison would take several).
+    scaled: bool,
 }
 
 impl ModelCost {
@@ -144,23 +153,24 @@ impl ModelCost {
             moe_layers,
             lm_head,
             matmul_scale: 1.0,
+            scaled: false,
         }
     }
 
     /// The same model with its matmuls counted `scale` times (a compute format faster than BF16: `scale` =
     /// BF16 peak / that format's peak).
     pub fn with_matmul_scale(&self, scale: f64) -> Self {
-        ModelCost { matmul_scale: scale, ..self.clone() }
+        ModelCost { matmul_scale: scale, scaled: scale != 1.0, ..self.clone() }
     }
 
     /// FLOPs of a step on the roofline's BF16 rate: matmuls scaled by the compute format, attention as is
     /// (exactly the exact sum rounded once when the scale is 1).
     #[inline(always)]
     fn step_flops(&self, matmul: u128, attention: u128) -> f64 {
-        if self.matmul_scale == 1.0 {
-            to_f64(matmul + attention)
+        if self.scaled {
+            scaled_flops(matmul, attention, self.matmul_scale)
         } else {
-            to_f64(matmul) * self.matmul_scale + to_f64(attention)
+            to_f64(matmul + attention)
         }
     }
 

@@ -24,9 +24,6 @@ pub struct StepTiming {
     /// HBM energy, J.
     pub memory_j: f64,
     pub bound: Bound,
-    /// Collective time the step could not hide under compute, s (included in `time_s`; 0 without
-    /// `parallel`).
-    pub comm_s: f64,
 }
 
 /// Cost-model switches shared by every pool.
@@ -59,6 +56,9 @@ pub struct StepTimer {
     p: RooflineParams,
     /// The instance's parallel layout (`None`: its devices act as one, no collective charged).
     par: Option<Box<ParallelCost>>,
+    /// Σ collective time the steps timed here could not hide under compute, s (0 without a layout): kept
+    /// here, not in each [`StepTiming`], so that the default path carries nothing for it.
+    comm_s: std::cell::Cell<f64>,
 }
 
 impl StepTimer {
@@ -83,7 +83,13 @@ impl StepTimer {
             budget_w: limit.map(|w| (w - dev.idle_w) * n),
             p,
             par: None,
+            comm_s: std::cell::Cell::new(0.0),
         }
+    }
+
+    /// Σ collective time not hidden under compute over the steps timed with [`Self::step`], s.
+    pub fn comm_s(&self) -> f64 {
+        self.comm_s.get()
     }
 
     /// The same timer charging the collectives, pipeline and replication of a parallel layout.
@@ -102,7 +108,9 @@ impl StepTimer {
     /// [`Self::time`]; with one, the step's extra work (replicated reads, the busiest expert) is added, the
     /// roofline time is stretched over the `pp` stages a batch passes in turn, and the collectives not hidden
     /// under compute (`1 − comm_overlap` of them) are added.
-    #[inline]
+    /// (Always inlined, as [`Self::time`]: it is most of a decode step's arithmetic, and without a layout it must
+    /// cost what `time` alone did.)
+    #[inline(always)]
     pub fn step(&self, w: StepWork, tokens: u64, ctx_tokens: u64) -> StepTiming {
         match self.par.as_deref() {
             None => self.time(w),
@@ -110,6 +118,7 @@ impl StepTimer {
         }
     }
 
+    #[cold]
     #[inline(never)]
     fn parallel_step(&self, par: &ParallelCost, w: StepWork, tokens: u64, ctx_tokens: u64) -> StepTiming {
         let c = par.step(tokens, ctx_tokens);
@@ -118,7 +127,7 @@ impl StepTimer {
         let pp = par.layout.pp as f64;
         let exposed = c.collective_s * (1.0 - self.p.comm_overlap);
         t.time_s = (t.time_s - self.p.step_overhead_s) * pp + self.p.step_overhead_s + exposed;
-        t.comm_s = exposed;
+        self.comm_s.set(self.comm_s.get() + exposed);
         t
     }
 
@@ -128,7 +137,7 @@ impl StepTimer {
     }
 
     /// Time and energy of a step doing `w`.
-    #[inline]
+    #[inline(always)]
     pub fn time(&self, w: StepWork) -> StepTiming {
         let t_c = w.flops * self.inv_rate_flops;
         let t_m = w.bytes * self.inv_rate_bytes;
@@ -140,13 +149,7 @@ impl StepTimer {
         let t_full = t_c.max(t_m);
         let slow_clock = self.p.dvfs && t_m > t_c;
         if !slow_clock && self.budget_w.is_none_or(|budget| e_c + e_m <= budget * t_full) {
-            return StepTiming {
-                time_s: t_full + self.p.step_overhead_s,
-                compute_j: e_c,
-                memory_j: e_m,
-                bound,
-                comm_s: 0.0,
-            };
+            return StepTiming { time_s: t_full + self.p.step_overhead_s, compute_j: e_c, memory_j: e_m, bound };
         }
         let mut s = 1.0_f64;
         if slow_clock {
@@ -174,7 +177,7 @@ impl StepTimer {
                 t = (e_c + e_m) / budget;
             }
         }
-        StepTiming { time_s: t + self.p.step_overhead_s, compute_j: e_c, memory_j: e_m, bound, comm_s: 0.0 }
+        StepTiming { time_s: t + self.p.step_overhead_s, compute_j: e_c, memory_j: e_m, bound }
     }
 }
 
@@ -190,7 +193,6 @@ impl StepTimer {
             compute_j: w.flops * self.j_per_flop,
             memory_j: w.bytes * self.j_per_byte,
             bound: if t_c >= t_m { Bound::Compute } else { Bound::Memory },
-            comm_s: 0.0,
         }
     }
 }

@@ -117,15 +117,17 @@ impl Sim<'_> {
     #[inline(always)]
     pub(super) fn decode_done(&mut self, i: usize, now: f64) {
         complete_decode(&mut self.insts[i].dec, &self.t, &mut self.itl, &mut self.finished, now);
-        if self.insts[i].dec.running.spec.is_some() {
-            self.take_accepted(i);
-        }
         if !self.finished.is_empty() {
+            // Speculative decoding: the finished requests' accepted totals go to the table first.
+            if self.insts[i].dec.running.spec.is_some() {
+                self.take_accepted(i);
+            }
             self.complete_finished(now);
         }
     }
 
     /// Speculative decoding: the accepted totals of instance `i`'s finished requests go to the table.
+    #[cold]
     #[inline(never)]
     fn take_accepted(&mut self, i: usize) {
         let Some(sp) = self.insts[i].dec.running.spec.as_deref_mut() else { return };
@@ -165,7 +167,6 @@ pub(super) struct Draft {
 
 impl Draft {
     /// The work and timing of a step over `b` sequences holding `ctx` tokens of context.
-    #[inline(never)]
     fn step(
         &self,
         model: &ModelCost,
@@ -200,18 +201,39 @@ pub(super) fn start_decode(
     if dec.paged.is_some() {
         return start_paged_decode(dec, timer, stats, model, prompt, now);
     }
+    if dec.draft.is_some() {
+        return start_speculative_decode(dec, timer, stats, model, prompt, now);
+    }
     if dec.running.is_empty() {
         return None;
     }
     let b = dec.running.len() as u64;
     let ctx = dec.running.ctx_tokens(prompt);
-    let (mut work, mut timing) = match dec.draft.as_deref() {
-        None => {
-            let work = model.decode(ctx, b);
-            (work, timer.step(work, b, ctx))
-        }
-        Some(d) => d.step(model, timer, stats, ctx, b),
-    };
+    let mut work = model.decode(ctx, b);
+    let mut timing = timer.step(work, b, ctx);
+    dec.take_pending_pass(timer, &mut work, &mut timing);
+    stats.add_step(now, work, timing, b, 0, false, dec.kv_used);
+    Some(now + timing.time_s)
+}
+
+/// [`start_decode`] with speculative decoding: the verify pass and the draft passes ([`Draft::step`]).
+#[cold]
+#[inline(never)]
+fn start_speculative_decode(
+    dec: &mut Decoder,
+    timer: &StepTimer,
+    stats: &mut InstanceStats,
+    model: &ModelCost,
+    prompt: &[u32],
+    now: f64,
+) -> Option<f64> {
+    let d = dec.draft.as_deref()?;
+    if dec.running.is_empty() {
+        return None;
+    }
+    let b = dec.running.len() as u64;
+    let ctx = dec.running.ctx_tokens(prompt);
+    let (mut work, mut timing) = d.step(model, timer, stats, ctx, b);
     dec.take_pending_pass(timer, &mut work, &mut timing);
     stats.add_step(now, work, timing, b, 0, false, dec.kv_used);
     Some(now + timing.time_s)

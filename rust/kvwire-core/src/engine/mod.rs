@@ -666,8 +666,9 @@ impl<'c> Sim<'c> {
         let mut instances = Vec::new();
         let (mut preemptions, mut recompute_tokens, mut swap_bytes) = (0, 0, 0.0);
         let mut kv_hold = crate::metrics::stats::KvHoldStats::default();
-        for Instance { role, stats: mut s, dec, .. } in self.insts {
+        for Instance { role, stats: mut s, dec, timer, .. } in self.insts {
             s.kv_end_tokens = dec.kv_used;
+            s.comm_s = timer.comm_s();
             if let Some(sp) = &dec.running.spec {
                 (s.spec_accepted, s.spec_rows) = (sp.accepted_sum, sp.verified_rows);
             }

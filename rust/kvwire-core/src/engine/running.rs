@@ -257,13 +257,16 @@ impl FastPaged {
 /// Speculative decoding on a running set (plain representation only): every step verifies γ drafted tokens
 /// per sequence and the sequence keeps the leading accepted ones plus one token of its own.
 ///
-/// Draft position i is accepted with probability `acceptance[i]` given that the ones before it were, drawn
-/// from a counter-based generator keyed by (seed, request, tokens the request has, position): the same draws
+/// Draft position i is accepted with probability `acceptance[i]` given that the ones before it were, so a step
+/// keeps at least i drafts with probability c_i = Π_{j<i} acceptance[j]. One uniform draw u per sequence and
+/// step gives the count: the number of i in 1..=γ with u < c_i (inverse transform; the c_i decrease). The draw
+/// comes from a counter-based generator keyed by (seed, request, tokens the request has): the same draws
 /// whatever instance, step or order the request runs in, so a run is deterministic and independent of the
 /// representation and of the other requests.
 #[derive(Clone, Debug)]
 pub struct Speculation {
-    pub acceptance: Vec<f64>,
+    /// c_1..c_γ: the probability of keeping at least i drafts.
+    at_least: Vec<f64>,
     pub seed: u64,
     /// Σ over verify steps and sequences of the draft tokens accepted, and of the sequences verified.
     pub accepted_sum: u64,
@@ -274,30 +277,31 @@ pub struct Speculation {
 
 impl Speculation {
     pub fn new(acceptance: Vec<f64>, seed: u64) -> Self {
-        Speculation { acceptance, seed, accepted_sum: 0, verified_rows: 0, done: Vec::new() }
+        let mut p = 1.0;
+        let at_least = acceptance
+            .iter()
+            .map(|&a| {
+                p *= a;
+                p
+            })
+            .collect();
+        Speculation { at_least, seed, accepted_sum: 0, verified_rows: 0, done: Vec::new() }
     }
 
     /// Draft tokens request `req` accepts on the step after its `tokens_out`-th token.
     #[inline]
     pub fn accepted(&self, req: u32, tokens_out: u32) -> u32 {
-        let mut n = 0;
-        for (i, &a) in self.acceptance.iter().enumerate() {
-            if uniform(self.seed, req, tokens_out, i as u32) >= a {
-                break;
-            }
-            n += 1;
-        }
-        n
+        let u = uniform(self.seed, req, tokens_out);
+        self.at_least.iter().take_while(|&&c| u < c).count() as u32
     }
 }
 
-/// A uniform draw in [0, 1) for (seed, request, tokens, position): SplitMix64's finaliser over a mix of the
-/// four (Steele, Lea & Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014).
+/// A uniform draw in [0, 1) for (seed, request, tokens): SplitMix64's finaliser over a mix of the three
+/// (Steele, Lea & Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014).
 #[inline]
-fn uniform(seed: u64, req: u32, tokens_out: u32, position: u32) -> f64 {
-    let mut z = seed
-        ^ (((req as u64) << 32) | tokens_out as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ (position as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+fn uniform(seed: u64, req: u32, tokens_out: u32) -> f64 {
+    let mut z =
+        (seed ^ 0xD1B5_4A32_D192_ED03) ^ (((req as u64) << 32) | tokens_out as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;

@@ -2,8 +2,8 @@
 //! heads from, and what the many transfers cost (`docs/concepts/parallelism.md#the-hand-off-between-layouts`).
 //!
 //! Heads are split contiguously over TP ranks (rank r of tp holds heads [r·H/tp, (r+1)·H/tp)); with fewer KV
-//! heads H than ranks every rank holds one head, head r mod H, so each head sits on tp/H ranks and a decode
-//! rank pulls it from the holder its index picks (round robin), spreading the load. Every (prefill rank,
+//! heads H than ranks every rank holds one head, head r mod H, so each head sits on tp/H ranks, and the decode
+//! ranks that need the same head take it from its holders in turn, spreading the load. Every (prefill rank,
 //! decode rank) pair is one transfer of the request's tokens for the heads they share: one descriptor per KV
 //! block. The ranks move their pairs side by side; the busiest rank (most pairs) sets the time.
 
@@ -32,9 +32,10 @@ fn source_of(h: u32, j: u32, p: u32, kv_heads: u32) -> u32 {
     if kv_heads >= p {
         h / kv_heads.div_ceil(p)
     } else {
-        // Holders of head h: h, h + H, h + 2H, ...; decode rank j takes holder j mod (holders).
+        // Holders of head h: h, h + H, h + 2H, ...; the decode ranks needing h are h + H·m (m = j / H), and
+        // the m-th of them takes holder m mod (holders).
         let holders = (p - h).div_ceil(kv_heads);
-        h + kv_heads * (j % holders)
+        h + kv_heads * ((j / kv_heads) % holders)
     }
 }
 

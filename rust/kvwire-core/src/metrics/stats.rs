@@ -108,7 +108,6 @@ impl InstanceStats {
             Bound::Compute => self.compute_bound_s += t.time_s,
             Bound::Memory => {}
         }
-        self.comm_s += t.comm_s;
         self.flops += w.flops;
         self.bytes += w.bytes;
         self.compute_j += t.compute_j;

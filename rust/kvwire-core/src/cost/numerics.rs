@@ -143,6 +143,23 @@ mod tests {
         assert!(!ComputeRate::on(&h, NumFormat::Int4).falls_back());
     }
 
+    /// Every name parses to its format (and `fp4` to NVFP4), each format's name parses back, an unknown
+    /// name is `None`, and the bytes per weight are the ones the module documents: 2, 1, (4 + 8/16)/8,
+    /// (4 + 8/32)/8, (4 + 16/128)/8.
+    #[test]
+    fn names_and_bytes() {
+        use NumFormat::*;
+        let want = [("bf16", Bf16, 2.0), ("fp8", Fp8, 1.0), ("nvfp4", Nvfp4, 0.5625), ("mxfp4", Mxfp4, 0.53125)];
+        for (name, f, bytes) in want.into_iter().chain([("int4", Int4, 0.515625)]) {
+            assert_eq!(NumFormat::parse(name), Some(f), "{name}");
+            assert_eq!(NumFormat::parse(f.name()), Some(f));
+            assert_eq!(f.weight_bytes(), bytes, "{name}");
+        }
+        assert_eq!(NumFormat::parse("fp4"), Some(Nvfp4));
+        assert_eq!(NumFormat::parse("fp6"), None);
+        assert_eq!(FORMAT_NAMES.iter().filter_map(|n| NumFormat::parse(n)).count(), FORMAT_NAMES.len());
+    }
+
     /// W4A16 runs BF16, W8A8 FP8, W4A8 FP8, W16A8 BF16 (the wider format sets the matmul).
     #[test]
     fn the_wider_format_computes() {

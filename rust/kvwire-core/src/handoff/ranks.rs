@@ -86,5 +86,7 @@ mod tests {
         assert_eq!(rank_pairs(1, 8, 8), RankPairs { pairs: 8, per_rank: 1 });
         assert_eq!(rank_pairs(1, 8, 2), RankPairs { pairs: 2, per_rank: 1 });
         assert_eq!(rank_pairs(1, 2, 8), RankPairs { pairs: 8, per_rank: 4 });
+        // 8 heads, each held by 2 of 16 prefill ranks and needed by 4 of 32 decode ranks: each holder feeds 2.
+        assert_eq!(rank_pairs(8, 16, 32), RankPairs { pairs: 32, per_rank: 2 });
     }
 }

@@ -199,13 +199,10 @@ fn decode_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (Option<f6
     let (step_s, tokens_per_step) = match &sc.speculative {
         None => (t.step(model.decode(ctx, b), b, ctx).time_s, 1.0),
         Some(sp) => {
-            // One verify pass over γ + 1 positions per sequence and γ draft passes, for the mean tokens a
-            // sequence gets per step.
-            let g = sp.gamma as u64;
+            // The engine's step (verify pass and draft passes), for the mean tokens a sequence gets per step.
             let draft = p.cost(&sp.draft_cost(sc.lm_head));
-            let verify = t.step(model.verify(ctx, b, sp.gamma), b * (g + 1), ctx).time_s;
-            let drafts: f64 = (0..g).map(|j| t.pass(draft.decode(ctx + j * b, b)).time_s).sum();
-            (verify + drafts, sp.mean_tokens_per_step())
+            let (_, timing, _) = t.speculative_step(&model, &draft, sp.gamma, ctx, b);
+            (timing.time_s, sp.mean_tokens_per_step())
         }
     };
     let pass_s = if pass.bytes > 0.0 { t.pass(pass).time_s * m.handoff } else { 0.0 };

@@ -149,12 +149,6 @@ impl ParallelCost {
         all_to_all_s(per_rank, self.layout.ep, self.ep_fabric)
     }
 
-    /// Bytes of one EP all-to-all leaving all ranks together: tokens × hidden × bytes × (ep − 1)/ep.
-    pub fn ep_all_to_all_bytes(&self, tokens: f64) -> f64 {
-        let ep = self.layout.ep as f64;
-        tokens * self.act_bytes_per_token * (ep - 1.0) / ep
-    }
-
     /// A step over `tokens` tokens (prompt tokens computed, plus one per decoding sequence) reading
     /// `ctx_tokens` tokens of KV.
     pub fn step(&self, tokens: u64, ctx_tokens: u64) -> StepComm {

@@ -427,23 +427,9 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
         ),
         (
             "deepseek-v3",
-            ModelSpec {
-                attention: AttentionKind::Mla,
-                kv_lora_rank: 512,
-                qk_rope_dim: 64,
-                qk_nope_dim: 128,
-                v_head_dim: 128,
-                q_lora_rank: 1536,
-                n_experts: 256,
-                top_k: 8,
-                n_shared_experts: 1,
-                moe_d_ff: 2048,
-                dense_layers: 3,
-                // The released checkpoint is FP8 (block-scaled E4M3) weights; the KV cache stays BF16.
-                weight_bytes_per_param: 1.0,
-                source: format!("{DEEPSEEK_V3_SRC}; {SHAPE_SRC_FP8_WEIGHTS}; {CONTEXT_SRC}"),
-                ..model("DeepSeek-V3", 61, 7168, 128, 128, 128, 18432, 129280, 163_840, DEEPSEEK_V3_SRC)
-            },
+            // The released checkpoint is FP8 (block-scaled E4M3) weights, given as weight_bytes_per_param 1.0
+            // (no `weights` field: the preset predates it); the KV cache stays BF16.
+            ModelSpec { weights: None, ..mla_fp8("DeepSeek-V3", 128, 256, 3, 129280, 163_840, DEEPSEEK_V3_SRC) },
         ),
         ("llama3.2-1b", model("Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, 131_072, "meta-llama/Llama-3.2-1B")),
         ("llama3.1-8b", model("Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256, 131_072, "meta-llama/Llama-3.1-8B")),

@@ -1,7 +1,7 @@
 //! From FLOPs and bytes to step time and energy: the roofline with derated rates, optional DVFS, the power
 //! roof (TDP or a pool power cap) and the fixed per-step overhead (`spec/simulator.md` (b)).
 
-use super::model::StepWork;
+use super::model::{ModelCost, StepWork};
 use super::parallel::ParallelCost;
 use super::presets::DeviceSpec;
 
@@ -98,11 +98,6 @@ impl StepTimer {
         self
     }
 
-    /// The timer's parallel layout, if any.
-    pub fn parallel(&self) -> Option<&ParallelCost> {
-        self.par.as_deref()
-    }
-
     /// Time and energy of a step doing `w` over `tokens` tokens (prompt tokens computed plus one per
     /// decoding sequence) reading `ctx_tokens` tokens of KV. Without a parallel layout this is
     /// [`Self::time`]; with one, the step's extra work (replicated reads, the busiest expert) is added, the
@@ -182,6 +177,42 @@ impl StepTimer {
 }
 
 impl StepTimer {
+    /// Add an element-wise pass (compression, decompression, layout conversion, a draft pass) to a step doing
+    /// `work` in `timing`: it runs after the step's matmuls, with no overhead and no power roof ([`Self::pass`]),
+    /// its energy charged to the instance.
+    #[inline]
+    pub fn add_pass(&self, pass: StepWork, work: &mut StepWork, timing: &mut StepTiming) {
+        let p = self.pass(pass);
+        timing.time_s += p.time_s;
+        timing.compute_j += p.compute_j;
+        timing.memory_j += p.memory_j;
+        work.flops += pass.flops;
+        work.bytes += pass.bytes;
+    }
+
+    /// A speculative-decoding step over `b` sequences holding `ctx` tokens of context: the verify pass of
+    /// `target` over γ + 1 positions per sequence ([`Self::step`]) and γ decode passes of `draft` at the growing
+    /// context ([`Self::add_pass`]: no overhead). Returns the step's work and timing, and the draft passes'
+    /// time, s. (The engine's step and the ceilings' both, so that the two cannot differ.)
+    pub fn speculative_step(
+        &self,
+        target: &ModelCost,
+        draft: &ModelCost,
+        gamma: u32,
+        ctx: u64,
+        b: u64,
+    ) -> (StepWork, StepTiming, f64) {
+        let g = gamma as u64;
+        let mut work = target.verify(ctx, b, gamma);
+        let mut timing = self.step(work, b * (g + 1), ctx);
+        let verify_s = timing.time_s;
+        for j in 0..g {
+            self.add_pass(draft.decode(ctx + j * b, b), &mut work, &mut timing);
+        }
+        let draft_s = timing.time_s - verify_s;
+        (work, timing, draft_s)
+    }
+
     /// An extra element-wise pass inside a step (compression or decompression of KV): max(F/rate_F,
     /// B/rate_B), with no per-step overhead and no power roof (the reference's endpoint-compression rule);
     /// its energy is E_c + E_m at full clock.

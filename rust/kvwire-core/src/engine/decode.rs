@@ -159,32 +159,10 @@ impl Sim<'_> {
 
 /// What speculative decoding costs on one instance: each step drafts γ tokens per sequence (γ passes of the
 /// draft model or head, element-wise on the roofline: no overhead) and verifies them in one pass of the target
-/// over γ + 1 positions per sequence.
+/// over γ + 1 positions per sequence ([`StepTimer::speculative_step`]).
 pub(super) struct Draft {
     pub gamma: u32,
     pub model: ModelCost,
-}
-
-impl Draft {
-    /// The work and timing of a step over `b` sequences holding `ctx` tokens of context.
-    fn step(
-        &self,
-        model: &ModelCost,
-        timer: &StepTimer,
-        stats: &mut InstanceStats,
-        ctx: u64,
-        b: u64,
-    ) -> (StepWork, StepTiming) {
-        let g = self.gamma as u64;
-        let mut work = model.verify(ctx, b, self.gamma);
-        let mut timing = timer.step(work, b * (g + 1), ctx);
-        let verify_s = timing.time_s;
-        for j in 0..g {
-            super::add_pass(timer, self.model.decode(ctx + j * b, b), &mut work, &mut timing);
-        }
-        stats.draft_s += timing.time_s - verify_s;
-        (work, timing)
-    }
 }
 
 /// Start a decode step over everything running (plus any pending decompression pass); `None` when nothing
@@ -209,14 +187,29 @@ pub(super) fn start_decode(
     }
     let b = dec.running.len() as u64;
     let ctx = dec.running.ctx_tokens(prompt);
-    let mut work = model.decode(ctx, b);
-    let mut timing = timer.step(work, b, ctx);
+    let work = model.decode(ctx, b);
+    let timing = timer.step(work, b, ctx);
+    account_decode(dec, timer, stats, work, timing, b, now)
+}
+
+/// The end of starting a decode step of `b` sequences timed `timing`: any pending receiver-side pass joins
+/// it, the instance accounts it, and it ends at the returned time.
+#[inline(always)]
+fn account_decode(
+    dec: &mut Decoder,
+    timer: &StepTimer,
+    stats: &mut InstanceStats,
+    mut work: StepWork,
+    mut timing: StepTiming,
+    b: u64,
+    now: f64,
+) -> Option<f64> {
     dec.take_pending_pass(timer, &mut work, &mut timing);
     stats.add_step(now, work, timing, b, 0, false, dec.kv_used);
     Some(now + timing.time_s)
 }
 
-/// [`start_decode`] with speculative decoding: the verify pass and the draft passes ([`Draft::step`]).
+/// [`start_decode`] with speculative decoding: the verify pass and the draft passes.
 #[cold]
 #[inline(never)]
 fn start_speculative_decode(
@@ -233,10 +226,9 @@ fn start_speculative_decode(
     }
     let b = dec.running.len() as u64;
     let ctx = dec.running.ctx_tokens(prompt);
-    let (mut work, mut timing) = d.step(model, timer, stats, ctx, b);
-    dec.take_pending_pass(timer, &mut work, &mut timing);
-    stats.add_step(now, work, timing, b, 0, false, dec.kv_used);
-    Some(now + timing.time_s)
+    let (work, timing, draft_s) = timer.speculative_step(model, &d.model, d.gamma, ctx, b);
+    stats.draft_s += draft_s;
+    account_decode(dec, timer, stats, work, timing, b, now)
 }
 
 /// [`start_decode`] with paged KV: the step also re-prefills recomputed sequences and waits for swaps.

@@ -147,7 +147,7 @@ impl Decoder {
     #[inline(always)]
     fn take_pending_pass(&mut self, timer: &StepTimer, work: &mut StepWork, timing: &mut StepTiming) {
         if self.pending_pass.bytes > 0.0 {
-            add_pass(timer, self.pending_pass, work, timing);
+            timer.add_pass(self.pending_pass, work, timing);
             self.pending_pass = StepWork { flops: 0.0, bytes: 0.0 };
         }
     }
@@ -737,19 +737,6 @@ impl Sim<'_> {
             _ => self.plan.handoff_bytes(p),
         }
     }
-}
-
-/// Add an element-wise pass (compression, decompression, layout conversion) to a step doing `work` in
-/// `timing`: it runs after the step's matmuls, with no overhead and no power roof, its energy charged to
-/// the instance.
-#[inline]
-fn add_pass(timer: &StepTimer, pass: StepWork, work: &mut StepWork, timing: &mut StepTiming) {
-    let p = timer.pass(pass);
-    timing.time_s += p.time_s;
-    timing.compute_j += p.compute_j;
-    timing.memory_j += p.memory_j;
-    work.flops += pass.flops;
-    work.bytes += pass.bytes;
 }
 
 /// The columns a decode step reads; inter-token gaps start from when the user saw the first token.

@@ -109,7 +109,7 @@ impl Sim<'_> {
         if pass.bytes > 0.0 {
             // Compression and/or layout conversion on the sender: an element-wise pass after the prefill's
             // matmuls (no overhead, no power roof; its energy is charged to this instance).
-            super::add_pass(&inst.timer, pass, &mut work, &mut timing);
+            inst.timer.add_pass(pass, &mut work, &mut timing);
         }
         inst.stats.add_step(now, work, timing, n as u64, computed, true, inst.dec.kv_used);
         inst.busy = true;
@@ -224,7 +224,7 @@ impl Sim<'_> {
         let mut timing = inst.timer.step(step, work.tokens + rows, ctx + work.cached_tokens);
         timing.time_s += swap_s;
         if pass.bytes > 0.0 {
-            super::add_pass(&inst.timer, pass, &mut step, &mut timing);
+            inst.timer.add_pass(pass, &mut step, &mut timing);
         }
         inst.stats.add_step(now, step, timing, members.len() as u64, work.tokens, true, inst.dec.kv_used);
         inst.busy = true;

@@ -29,6 +29,15 @@ impl PoolParallel {
     }
 }
 
+/// The KV heads tensor parallelism splits: the model's KV heads, or MLA's one latent per token.
+pub(super) fn split_kv_heads(model: &ModelSpec) -> u32 {
+    if model.attention == AttentionKind::Mla {
+        1
+    } else {
+        model.kv_heads
+    }
+}
+
 fn link_fabric(key: &str, path: &str) -> Result<Fabric> {
     let presets = link_presets();
     match presets.iter().find(|(k, _)| *k == key) {
@@ -162,8 +171,7 @@ pub(super) fn resolve(
     let (up, domain) = scale_up(dev, dpath)?;
     let out = link_fabric(&spec.scale_out, &format!("{path}.scale_out"))?;
     let on = |group: u32| if group <= domain { up } else { out };
-    let kv_heads = if model.attention == AttentionKind::Mla { 1 } else { model.kv_heads };
-    let rho = kv_replication(kv_heads, spec.tp);
+    let rho = kv_replication(split_kv_heads(model), spec.tp);
     let layout = Layout { tp: spec.tp, pp: spec.pp, ep: spec.ep, dp: spec.dp };
     let cost =
         ParallelCost::new(layout, cost, rho, (on(spec.tp), on(spec.ep), on(layout.devices())), spec.expert_imbalance);
@@ -180,16 +188,15 @@ pub(super) fn does_not_fit(
     dev: &DeviceSpec,
     mem_util: f64,
 ) -> Error {
-    let kv_heads = if model.attention == AttentionKind::Mla { 1 } else { model.kv_heads };
-    let m = RankMemory::new(dev.hbm_gb * 1e9, mem_util, lay, cost, kv_replication(kv_heads, lay.tp));
+    let kv_heads = split_kv_heads(model);
+    let memory = |l: Layout| RankMemory::new(dev.hbm_gb * 1e9, mem_util, l, cost, kv_replication(kv_heads, l.tp));
+    let m = memory(lay);
     let fits = |tp: u32| {
         let l = Layout { tp, ..lay };
         l.devices() <= MAX_DEVICES_PER_INSTANCE
             && model.heads % tp == 0
             && (tp * lay.dp) % lay.ep == 0
-            && RankMemory::new(dev.hbm_gb * 1e9, mem_util, l, cost, kv_replication(kv_heads, tp))
-                .capacity_tokens(lay.dp)
-                .is_some()
+            && memory(l).capacity_tokens(lay.dp).is_some()
     };
     let advice = match (lay.tp + 1..=MAX_DEVICES_PER_INSTANCE).find(|&tp| fits(tp)) {
         Some(tp) => format!("the smallest tp that fits is {tp} (--set {path}.tp={tp})"),

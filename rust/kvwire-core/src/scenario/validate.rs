@@ -605,8 +605,7 @@ fn with_rank_pairs(
     let Topology::Disaggregated { prefill, decode } = topology else { return plan };
     let pairs = match (&prefill.parallel, &decode.parallel) {
         (Some(p), Some(d)) => {
-            let kv_heads = if model.attention == AttentionKind::Mla { 1 } else { model.kv_heads };
-            crate::handoff::ranks::rank_pairs(kv_heads, p.layout().tp, d.layout().tp)
+            crate::handoff::ranks::rank_pairs(super::parallel::split_kv_heads(model), p.layout().tp, d.layout().tp)
         }
         _ => crate::handoff::ranks::RankPairs { pairs: 1, per_rank: 1 },
     };
@@ -767,26 +766,21 @@ fn pool(
         }
         devices_per_instance = n;
     }
-    let fits_ranks = match &parallel {
-        Some(par) => par.rank_memory(&device.spec, mem_util, cost).capacity_tokens(par.layout().dp).is_some(),
-        None => {
-            let (w, kv) = (cost.resident_weight_bytes(), cost.kv_bytes_per_token);
-            kv_capacity_tokens(&device.spec, devices_per_instance, mem_util, w, kv).is_ok()
+    if let Some(spec) = &p.parallel {
+        // A layout (even every degree 1, which resolves to none) that leaves no room: the advice is about it.
+        let fits = match &parallel {
+            Some(par) => par.rank_memory(&device.spec, mem_util, cost).capacity_tokens(par.layout().dp).is_some(),
+            None => {
+                let (w, kv) = (cost.resident_weight_bytes(), cost.kv_bytes_per_token);
+                kv_capacity_tokens(&device.spec, devices_per_instance, mem_util, w, kv).is_ok()
+            }
+        };
+        if !fits {
+            let lay = crate::cost::parallel::Layout { tp: spec.tp, pp: spec.pp, ep: spec.ep, dp: spec.dp };
+            let ppath = format!("{path}.parallel");
+            return Err(super::parallel::does_not_fit(lay, &ppath, &model.spec, cost, &device.spec, mem_util));
         }
-    };
-    if let (Some(spec), false) = (&p.parallel, fits_ranks) {
-        // A layout (even every degree 1) that leaves no room: the advice is about the layout.
-        let lay = crate::cost::parallel::Layout { tp: spec.tp, pp: spec.pp, ep: spec.ep, dp: spec.dp };
-        return Err(super::parallel::does_not_fit(
-            lay,
-            &format!("{path}.parallel"),
-            &model.spec,
-            cost,
-            &device.spec,
-            mem_util,
-        ));
-    }
-    if parallel.is_none() {
+    } else {
         let fits = |n: u32| {
             kv_capacity_tokens(&device.spec, n, mem_util, cost.resident_weight_bytes(), cost.kv_bytes_per_token)
         };

@@ -20,6 +20,7 @@ from typing import Any
 import kvwire._core as _core
 from kvwire.errors import ScenarioError
 from kvwire.scenario.hf import resolve_hf_model
+from kvwire.timing import resolve_timing
 
 
 def default_scenario() -> dict[str, Any]:
@@ -181,7 +182,8 @@ def scenario_json(scenario: Mapping[str, Any] | str | Path | None) -> str:
             f"scenario: expected a dict or a path to a .json/.toml file, got {type(scenario).__name__}", ""
         )
     # A dict's model.hf_config (a relative path: relative to the working directory) becomes the inline model.
-    return json.dumps(_plain(resolve_hf_model(scenario, None), ""), allow_nan=False)
+    # cost.timing: a measured source's tables are built (or read from the cache) here, on plain data.
+    return json.dumps(resolve_timing(_plain(resolve_hf_model(scenario, None), "")), allow_nan=False)
 
 
 def _drop_nulls(value: Any) -> Any:

@@ -32,6 +32,7 @@
 use serde::Serialize;
 
 use crate::cost::model::StepWork;
+use crate::cost::table::Shape;
 use crate::error::Result;
 use crate::scenario::{OverContext, Pool, Requests, Scenario, Topology, Workload};
 use crate::workload::Arrivals;
@@ -176,7 +177,7 @@ fn prefill_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (f64, u64
     let k = (sc.max_prefill_tokens as u64 / prompt).max(1);
     let t = p.timer(sc.roofline);
     let work = model.prefill(k * prompt, k, k as u128 * model.prompt_attention_flops(prompt));
-    let mut step_s = t.step(work, k * prompt, 0).time_s;
+    let mut step_s = t.step(work, Shape::prefill(k, k * prompt, 0)).time_s;
     let share = k as f64 * m.handoff;
     if pass.bytes > 0.0 {
         step_s += t.pass(StepWork { flops: pass.flops * share, bytes: pass.bytes * share }).time_s;
@@ -197,7 +198,7 @@ fn decode_rate(sc: &Scenario, p: &Pool, m: &Means, pass: StepWork) -> (Option<f6
     let ctx = (b as f64 * (m.prompt + m.output / 2.0)).round() as u64;
     let t = p.timer(sc.roofline);
     let (step_s, tokens_per_step) = match &sc.speculative {
-        None => (t.step(model.decode(ctx, b), b, ctx).time_s, 1.0),
+        None => (t.step(model.decode(ctx, b), Shape::decode(b, ctx)).time_s, 1.0),
         Some(sp) => {
             // The engine's step (verify pass and draft passes), for the mean tokens a sequence gets per step.
             let draft = p.cost(&sp.draft_cost(sc.lm_head));

@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod policy;
 pub mod quant;
 pub mod scenario;
+pub mod steps;
 pub mod workload;
 
 pub use engine::{simulate, simulate_streamed, simulate_with, RowSink, SimOutput};

@@ -7,6 +7,7 @@ mod common;
 use common::{merged, run, trace};
 use kvwire_core::cost::model::LmHead;
 use kvwire_core::cost::roofline::StepTimer;
+use kvwire_core::cost::table::Shape;
 use kvwire_core::{Error, Scenario};
 use serde_json::{json, Value};
 
@@ -100,7 +101,7 @@ fn alpha_zero_is_plain_decoding_plus_the_draft_cost() {
     let (mut want, mut drafts) = (0.0, 0.0);
     for k in 1..=4u64 {
         let ctx = 100 + k; // prompt + tokens so far
-        want += timer.step(target.verify(ctx, 1, 3), 4, ctx).time_s;
+        want += timer.step(target.verify(ctx, 1, 3), Shape::decode(4, ctx)).time_s;
         for j in 0..3 {
             drafts += timer.pass(draft.decode(ctx + j, 1)).time_s;
         }

@@ -80,6 +80,13 @@ mod _core {
         serde_json::to_string(&sc.handoff.placement()).map_err(|e| to_py(kvwire_core::Error::Internal(e.to_string())))
     }
 
+    /// The scenario as the core resolved it (every default filled in, presets by name), as JSON text: the
+    /// `scenario` a run returns. Raises the same exceptions as `validate`.
+    #[pyfunction]
+    fn echo_json(py: Python<'_>, scenario_json: &str) -> PyResult<String> {
+        py.detach(|| Scenario::from_json(scenario_json, None).map(|sc| sc.echo_json().to_string())).map_err(to_py)
+    }
+
     /// Validate a scenario without running it. Raises the same exceptions as `simulate`.
     #[pyfunction]
     fn validate(py: Python<'_>, scenario_json: &str) -> PyResult<()> {
@@ -215,6 +222,53 @@ mod _core {
             let sc = Scenario::from_json(scenario_json, trace)?;
             serde_json::to_string(&kvwire_core::ceilings::scenario_ceilings(&sc)?)
                 .map_err(|e| kvwire_core::Error::Internal(e.to_string()))
+        })
+        .map_err(to_py)
+    }
+
+    /// The time of single steps on one pool of a scenario (`kvwire.timing.step_times`), as JSON text: a list of
+    /// `{time_s, flops, bytes, comm_s, bound}`, one per row. `phases` holds `"prefill"` or `"decode"` per row.
+    /// The GIL is released while the core validates and computes.
+    #[pyfunction]
+    fn step_times_json(
+        py: Python<'_>,
+        scenario_json: &str,
+        pool: &str,
+        phases: Vec<String>,
+        batch: Vec<u64>,
+        prompt_tokens: Vec<u64>,
+        context_tokens: Vec<u64>,
+    ) -> PyResult<String> {
+        use kvwire_core::steps::{Phase, StepQuery};
+        let n = phases.len();
+        if batch.len() != n || prompt_tokens.len() != n || context_tokens.len() != n {
+            return Err(to_py(kvwire_core::Error::field(
+                "rows",
+                "phases, batch, prompt_tokens and context_tokens must be as long",
+            )));
+        }
+        let mut rows = Vec::with_capacity(n);
+        for (i, ph) in phases.iter().enumerate() {
+            let phase = match ph.as_str() {
+                "prefill" => Phase::Prefill,
+                "decode" => Phase::Decode,
+                other => {
+                    return Err(to_py(kvwire_core::Error::field(
+                        format!("rows[{i}].phase"),
+                        format!("expected \"prefill\" or \"decode\", got {other:?}"),
+                    )))
+                }
+            };
+            rows.push(StepQuery {
+                phase,
+                batch: batch[i],
+                prompt_tokens: prompt_tokens[i],
+                context_tokens: context_tokens[i],
+            });
+        }
+        py.detach(|| {
+            let sc = Scenario::from_json(scenario_json, None)?;
+            serde_json::to_string(&sc.step_times(pool, &rows)?).map_err(|e| kvwire_core::Error::Internal(e.to_string()))
         })
         .map_err(to_py)
     }

@@ -6,3 +6,4 @@ pub mod numerics;
 pub mod parallel;
 pub mod presets;
 pub mod roofline;
+pub mod table;

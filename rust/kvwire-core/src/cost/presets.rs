@@ -491,6 +491,26 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
                 ..model("gpt-oss-120b", 36, 2880, 64, 8, 64, 2880, 201088, 131_072, "")
             },
         ),
+        (
+            "llama2-70b",
+            model("Llama-2-70B", 80, 8192, 64, 8, 128, 28672, 32000, 4096, "meta-llama/Llama-2-70b-hf config.json"),
+        ),
+        (
+            "bloom-176b",
+            model(
+                "BLOOM-176B",
+                70,
+                14336,
+                112,
+                112,
+                128,
+                38229,
+                250880,
+                2048,
+                "bigscience/bloom config.json (n_layer 70, hidden 14336, n_head 112; GELU MLP of 57344 approximated \
+                 as a 3-matrix MLP with d_ff 38229, as for opt-13b; ALiBi positions cost nothing here)",
+            ),
+        ),
     ]
 }
 
@@ -948,7 +968,9 @@ mod tests {
                 "qwen3-235b-a22b",
                 "deepseek-r1",
                 "kimi-k2",
-                "gpt-oss-120b"
+                "gpt-oss-120b",
+                "llama2-70b",
+                "bloom-176b"
             ]
         );
         let d: Vec<_> = device_presets().into_iter().map(|(k, _)| k).collect();

@@ -4,6 +4,7 @@
 use super::model::{ModelCost, StepWork};
 use super::parallel::ParallelCost;
 use super::presets::DeviceSpec;
+use super::table::{Shape, StepTable};
 
 /// What set a step's duration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +57,10 @@ pub struct StepTimer {
     p: RooflineParams,
     /// The instance's parallel layout (`None`: its devices act as one, no collective charged).
     par: Option<Box<ParallelCost>>,
+    /// Measured step times (`None`: the roofline times steps).
+    table: Option<std::sync::Arc<StepTable>>,
+    /// Neither a layout nor a table: [`Self::step`] is [`Self::time`] (one test on the hot path).
+    plain: bool,
     /// Σ collective time the steps timed here could not hide under compute, s (0 without a layout): kept
     /// here, not in each [`StepTiming`], so that the default path carries nothing for it.
     comm_s: std::cell::Cell<f64>,
@@ -83,6 +88,8 @@ impl StepTimer {
             budget_w: limit.map(|w| (w - dev.idle_w) * n),
             p,
             par: None,
+            table: None,
+            plain: true,
             comm_s: std::cell::Cell::new(0.0),
         }
     }
@@ -95,21 +102,63 @@ impl StepTimer {
     /// The same timer charging the collectives, pipeline and replication of a parallel layout.
     pub fn with_parallel(mut self, par: Option<ParallelCost>) -> Self {
         self.par = par.map(Box::new);
+        self.plain = self.par.is_none() && self.table.is_none();
         self
     }
 
-    /// Time and energy of a step doing `w` over `tokens` tokens (prompt tokens computed plus one per
-    /// decoding sequence) reading `ctx_tokens` tokens of KV. Without a parallel layout this is
-    /// [`Self::time`]; with one, the step's extra work (replicated reads, the busiest expert) is added, the
-    /// roofline time is stretched over the `pp` stages a batch passes in turn, and the collectives not hidden
-    /// under compute (`1 − comm_overlap` of them) are added.
+    /// The same timer reading step times from `table` (a measured source): it replaces the roofline's time
+    /// and any layout's collectives and pipeline (the provider measured the layout), and keeps the roofline's
+    /// dynamic energy for the step's FLOPs and bytes ([`Self::table_step`]).
+    pub fn with_table(mut self, table: Option<std::sync::Arc<StepTable>>) -> Self {
+        self.table = table;
+        self.plain = self.par.is_none() && self.table.is_none();
+        self
+    }
+
+    /// Whether step times come from a measured table.
+    pub fn measured(&self) -> bool {
+        self.table.is_some()
+    }
+
+    /// Time and energy of a step doing `w` in the shape `s`. Without a parallel layout or a table this is
+    /// [`Self::time`]; with a layout, the step's extra work (replicated reads, the busiest expert) is added over
+    /// its tokens (prompt tokens computed plus one per decoding sequence) and KV read, the roofline time is
+    /// stretched over the `pp` stages a batch passes in turn, and the collectives not hidden under compute
+    /// (`1 − comm_overlap` of them) are added; with a table, [`Self::table_step`].
     /// (Always inlined, as [`Self::time`]: it is most of a decode step's arithmetic, and without a layout it must
     /// cost what `time` alone did.)
     #[inline(always)]
-    pub fn step(&self, w: StepWork, tokens: u64, ctx_tokens: u64) -> StepTiming {
+    pub fn step(&self, w: StepWork, s: Shape) -> StepTiming {
+        if self.plain {
+            return self.time(w);
+        }
+        self.special_step(w, s)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn special_step(&self, w: StepWork, s: Shape) -> StepTiming {
+        if let Some(table) = self.table.as_deref() {
+            return self.table_step(table, w, s);
+        }
         match self.par.as_deref() {
+            Some(par) => self.parallel_step(par, w, s.tokens(), s.ctx_tokens()),
             None => self.time(w),
-            Some(par) => self.parallel_step(par, w, tokens, ctx_tokens),
+        }
+    }
+
+    /// A measured step: its time from the table (no step overhead added: the measurement holds the engine's),
+    /// its dynamic energy the roofline's for its FLOPs and bytes at full clock (pJ/FLOP and pJ/byte of the
+    /// device), so a step's mean power is that energy over the measured time; no power roof stretches it (the
+    /// measurement ran at the clocks the device chose). `bound` says which roof the roofline would have hit.
+    pub fn table_step(&self, table: &StepTable, w: StepWork, s: Shape) -> StepTiming {
+        let t_c = w.flops * self.inv_rate_flops;
+        let t_m = w.bytes * self.inv_rate_bytes;
+        StepTiming {
+            time_s: table.time_s(s),
+            compute_j: w.flops * self.j_per_flop,
+            memory_j: w.bytes * self.j_per_byte,
+            bound: if t_c >= t_m { Bound::Compute } else { Bound::Memory },
         }
     }
 
@@ -204,7 +253,7 @@ impl StepTimer {
     ) -> (StepWork, StepTiming, f64) {
         let g = gamma as u64;
         let mut work = target.verify(ctx, b, gamma);
-        let mut timing = self.step(work, b * (g + 1), ctx);
+        let mut timing = self.step(work, Shape::decode(b * (g + 1), ctx));
         let verify_s = timing.time_s;
         for j in 0..g {
             self.add_pass(draft.decode(ctx + j * b, b), &mut work, &mut timing);

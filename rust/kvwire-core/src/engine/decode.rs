@@ -10,6 +10,7 @@ use super::{cols, Decoder, Sim};
 use crate::cost::model::{ModelCost, StepWork};
 use crate::cost::roofline::StepTimer;
 use crate::cost::roofline::StepTiming;
+use crate::cost::table::Shape;
 use crate::metrics::itl::ItlHistogram;
 use crate::metrics::stats::InstanceStats;
 use crate::metrics::table::RequestTable;
@@ -188,7 +189,7 @@ pub(super) fn start_decode(
     let b = dec.running.len() as u64;
     let ctx = dec.running.ctx_tokens(prompt);
     let work = model.decode(ctx, b);
-    let timing = timer.step(work, b, ctx);
+    let timing = timer.step(work, Shape::decode(b, ctx));
     account_decode(dec, timer, stats, work, timing, b, now)
 }
 
@@ -249,7 +250,14 @@ fn start_paged_decode(
     let b = dec.running.len() as u64;
     let ctx = dec.running.ctx_tokens(prompt);
     let mut work = model.mixed(ctx, b, chunks);
-    let mut timing = timer.step(work, b + chunks.tokens, ctx + chunks.cached_tokens);
+    let shape = Shape {
+        prefill_seqs: chunks.last_chunks,
+        prefill_tokens: chunks.tokens,
+        cached_tokens: chunks.cached_tokens,
+        decode_rows: b,
+        decode_ctx: ctx,
+    };
+    let mut timing = timer.step(work, shape);
     dec.take_pending_pass(timer, &mut work, &mut timing);
     // The step waits for the swaps of its boundary (the host link is the instance's own).
     timing.time_s += swap_s;

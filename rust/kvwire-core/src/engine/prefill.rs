@@ -11,6 +11,7 @@ use super::instance::{Pool, StepKind};
 use super::kernel::Priority;
 use super::{cols, Decoder, Ev, Sim};
 use crate::cost::model::{Chunks, StepWork};
+use crate::cost::table::Shape;
 use crate::metrics::table::RequestTable;
 use crate::policy::batching::{chunked_batch, front_batch_len, Occupancy};
 use crate::policy::disaggregation::keep_local;
@@ -105,7 +106,7 @@ impl Sim<'_> {
         } else {
             model.prefill(tokens, n as u64, attention)
         };
-        let mut timing = inst.timer.step(work, computed, cached);
+        let mut timing = inst.timer.step(work, Shape::prefill(n as u64, computed, cached));
         if pass.bytes > 0.0 {
             // Compression and/or layout conversion on the sender: an element-wise pass after the prefill's
             // matmuls (no overhead, no power roof; its energy is charged to this instance).
@@ -221,7 +222,14 @@ impl Sim<'_> {
         work.attention_flops += again.attention_flops;
         work.last_chunks += again.last_chunks;
         let mut step = model.mixed(ctx, rows, work);
-        let mut timing = inst.timer.step(step, work.tokens + rows, ctx + work.cached_tokens);
+        let shape = Shape {
+            prefill_seqs: members.len() as u64 + again.last_chunks,
+            prefill_tokens: work.tokens,
+            cached_tokens: work.cached_tokens,
+            decode_rows: rows,
+            decode_ctx: ctx,
+        };
+        let mut timing = inst.timer.step(step, shape);
         timing.time_s += swap_s;
         if pass.bytes > 0.0 {
             inst.timer.add_pass(pass, &mut step, &mut timing);

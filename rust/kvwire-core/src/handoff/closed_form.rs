@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::cost::model::ModelCost;
 use crate::cost::roofline::StepTimer;
+use crate::cost::table::Shape;
 use crate::handoff::plan::{ConvertAt, HandoffPlan, Streaming};
 
 /// Everything `kvwire.handoff(...)` reports.
@@ -75,7 +76,7 @@ pub fn handoff(
     let handoff_bytes = prompt_tokens as f64 * plan.bytes_per_token;
     let tokens = prompt_tokens as f64;
     let work = model.prefill(prompt_tokens, 1, model.prompt_attention_flops(prompt_tokens));
-    let mut prefill_s = sender.step(work, prompt_tokens, 0).time_s;
+    let mut prefill_s = sender.step(work, Shape::prefill(1, prompt_tokens, 0)).time_s;
     let pass = plan.endpoint_work(tokens, true);
     if pass.bytes > 0.0 {
         // Compression and/or conversion on the sender: one pass after the prefill, as the engine charges it.

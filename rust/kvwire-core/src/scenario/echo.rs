@@ -40,8 +40,17 @@ fn format_name(f: Option<&'static Format>) -> String {
 
 fn pool(p: &Pool) -> PoolSpec {
     // The compute rate and matmul scale are derived from the model's formats and the device (echoed there).
-    let Pool { device, instances, devices_per_instance, power_cap_w, kv_format, parallel, compute: _, matmul_scale: _ } =
-        p;
+    let Pool {
+        device,
+        instances,
+        devices_per_instance,
+        power_cap_w,
+        kv_format,
+        parallel,
+        compute: _,
+        matmul_scale: _,
+        table: _,
+    } = p;
     PoolSpec {
         device: expanded(device),
         instances: Some(*instances),
@@ -177,6 +186,7 @@ impl Scenario {
             timeline_max_spans,
             prefix_cache,
             speculative,
+            timing,
         } = self;
         let (mode, prefill, decode, colocated, link_value) = match topology {
             Topology::Disaggregated { prefill, decode } => {
@@ -257,6 +267,7 @@ impl Scenario {
                 dvfs: roofline.dvfs,
                 s_min: roofline.s_min,
                 comm_overlap: roofline.comm_overlap,
+                timing: timing.clone(),
             },
             scheduler: SchedulerSpec {
                 policy: *batch_policy,

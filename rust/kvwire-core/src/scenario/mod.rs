@@ -7,6 +7,7 @@ pub mod parallel;
 pub mod prefix;
 pub mod spec;
 pub mod speculative;
+mod timing;
 mod validate;
 
 use crate::cost::model::{LmHead, ModelCost};
@@ -47,6 +48,8 @@ pub struct Pool {
     pub compute: crate::cost::numerics::ComputeRate,
     /// BF16 peak / the compute format's peak: what a matmul FLOP counts on the roofline.
     pub matmul_scale: f64,
+    /// Measured step times (`cost.timing` with a measured source; `None`: the roofline).
+    pub table: Option<std::sync::Arc<crate::cost::table::StepTable>>,
 }
 
 impl Pool {
@@ -59,6 +62,7 @@ impl Pool {
     pub fn timer(&self, roofline: RooflineParams) -> crate::cost::roofline::StepTimer {
         crate::cost::roofline::StepTimer::new(&self.device.spec, self.devices_per_instance, self.power_cap_w, roofline)
             .with_parallel(self.parallel.as_ref().map(|p| p.cost.clone()))
+            .with_table(self.table.clone())
     }
 
     /// KV capacity (tokens) of one instance holding `model`'s weights (`Err`: the usable bytes, when nothing
@@ -197,6 +201,8 @@ pub struct Scenario {
     pub prefix_cache: PrefixConfig,
     /// `speculative` (`None`: one token per sequence and decode step).
     pub speculative: Option<speculative::Speculative>,
+    /// `cost.timing` as the echo shows it (without its tables, which the pools hold); `None`: the roofline.
+    pub timing: Option<spec::TimingSpec>,
 }
 
 impl Scenario {
@@ -299,7 +305,7 @@ pub fn parse_spec(json: &str) -> Result<ScenarioSpec> {
     serde_path_to_error::deserialize(de).map_err(|e| serde_error(e.path().to_string(), e.inner().to_string()))
 }
 
-/// The only places a scenario holds lists.
+/// The only places a scenario holds lists (and anywhere below `cost.timing.tables`: a measured source's grids).
 const LIST_FIELDS: [&str; 4] = [
     "workload.trace.arrival_s",
     "workload.trace.prompt_tokens",
@@ -317,8 +323,8 @@ fn no_lists(json: &str) -> Result<()> {
     match bad {
         Some(p) => Err(Error::field(
             if p.is_empty() { "scenario".to_string() } else { p },
-            "expected an object or a value, got a list (lists are only the columns of workload.trace and \
-             speculative.acceptance)",
+            "expected an object or a value, got a list (lists are only the columns of workload.trace, \
+             speculative.acceptance and the grids of cost.timing.tables)",
         )),
         None => Ok(()),
     }
@@ -370,7 +376,7 @@ impl<'de> serde::de::Visitor<'de> for NoLists<'_> {
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
         let here = self.path.join(".");
-        if LIST_FIELDS.contains(&here.as_str()) {
+        if LIST_FIELDS.contains(&here.as_str()) || here.starts_with("cost.timing.tables.") {
             while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
             Ok(())
         } else {

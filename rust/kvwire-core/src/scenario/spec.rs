@@ -388,6 +388,58 @@ pub struct CostSpec {
     pub s_min: f64,
     /// Share of collective time hidden under compute (pools with `parallel`), in [0, 1].
     pub comm_overlap: f64,
+    /// Where step times come from (`None`: the roofline, [`TimingSpec`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<TimingSpec>,
+}
+
+/// `cost.timing`: the source of step times. `roofline` (the default) is the cost model; `aiconfigurator`
+/// (measured kernels, the `aiconfigurator-core` package) and `calibrated` (a device preset fitted to your
+/// measurements, `kvwire calibrate`) are resolved by the Python package before the core sees the scenario:
+/// a measured source arrives with one step-time table per pool (`tables`), a calibrated one with the fitted
+/// devices already in the pools and what was fitted in `provenance`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimingSpec {
+    pub source: String,
+    /// aiconfigurator: the provider's system (`h100_sxm`, `h200_sxm`, `b200_sxm`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// aiconfigurator: the serving engine whose kernels were measured (`vllm`, `sglang`, `trtllm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    /// aiconfigurator: the engine version of the data (`None`: the newest the package has).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// aiconfigurator: the provider's model (a Hugging Face id it knows; `None`: mapped from `model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// calibrated: the calibration file (`kvwire calibrate -o`), read by the Python package.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Written by the Python package: what the tables or the fit came from (package and data versions,
+    /// the layout each pool was measured in, the interpolation bound), echoed as is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Value>,
+    /// Written by the Python package: one step-time table per pool (`prefill`, `decode` or `colocated`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<std::collections::BTreeMap<String, TableSpec>>,
+}
+
+/// One pool's step-time table as it crosses into the core ([`crate::cost::table::StepTable`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableSpec {
+    pub prefill: GridSpec,
+    pub decode: GridSpec,
+}
+
+/// A grid of step times: its axes (each strictly increasing) and one value per point, row-major, s.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridSpec {
+    pub axes: Vec<Vec<f64>>,
+    pub values_s: Vec<f64>,
 }
 
 impl Default for CostSpec {
@@ -400,6 +452,7 @@ impl Default for CostSpec {
             dvfs: false,
             s_min: 0.4,
             comm_overlap: 0.0,
+            timing: None,
         }
     }
 }

@@ -298,6 +298,8 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         s.router.prefill,
         matches!(topology, Topology::Disaggregated { .. }),
     )?;
+    let mut topology = topology;
+    let timing = super::timing::resolve(s.cost.timing, &mut topology, speculative.is_some())?;
     Ok(Scenario {
         model,
         topology,
@@ -339,6 +341,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         timeline_max_spans: s.engine.timeline.then_some(s.engine.timeline_max_spans),
         prefix_cache,
         speculative,
+        timing,
     })
 }
 
@@ -808,6 +811,7 @@ fn pool(
         parallel,
         compute,
         matmul_scale,
+        table: None,
     })
 }
 

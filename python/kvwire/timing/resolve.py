@@ -1,0 +1,249 @@
+"""``cost.timing`` resolved before the core sees a scenario: a measured source gets one step-time table per pool
+(built through the provider, or read from the cache), a calibrated one its fitted device in the pools.
+
+The tables are built at validation, so a run, its ceilings, a sweep's points and the service all time steps
+alike; within one process each table is read from disk once. What the tables came from is written to
+``cost.timing.provenance`` (the package and data versions, the layout each pool was measured in, the
+interpolation bound), which the run's ``scenario`` echoes; whether a table came from the cache is not (a run's
+result does not depend on it), but :data:`LAST_BUILD` says.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import kvwire._core as _core
+from kvwire.errors import ScenarioError
+from kvwire.timing import aiconfigurator as aic
+from kvwire.timing import cache, grid
+
+#: The sources ``cost.timing.source`` takes.
+SOURCES = ("roofline", "aiconfigurator", "calibrated")
+
+#: How the last measured-source resolution got each pool's table: ``{pool: {"cache": "memory" | "disk" |
+#: "built", "seconds": float}}`` (for the grid-building benchmark and the cache tests).
+LAST_BUILD: dict[str, dict[str, Any]] = {}
+
+#: Tables already read in this process, by cache key.
+_MEMORY: dict[str, dict[str, Any]] = {}
+_MEMORY_LIMIT = 64
+
+
+def resolve_timing(scenario: dict[str, Any]) -> dict[str, Any]:
+    """``scenario`` (plain JSON data) with its ``cost.timing`` resolved; unchanged for the roofline. A bad
+    timing field raises :class:`~kvwire.ScenarioError` naming it; a type the core refuses is left to the core.
+    """
+    cost = scenario.get("cost")
+    timing = cost.get("timing") if isinstance(cost, Mapping) else None
+    if not isinstance(timing, Mapping):
+        return scenario
+    source = timing.get("source")
+    if source == "aiconfigurator" and "tables" not in timing:
+        return _measured(scenario, dict(timing))
+    if source == "calibrated" and "provenance" not in timing:
+        from kvwire.timing.calibration import apply_calibration
+
+        return apply_calibration(scenario, dict(timing))
+    return scenario
+
+
+def _without_timing(scenario: dict[str, Any]) -> dict[str, Any]:
+    cost = {k: v for k, v in scenario["cost"].items() if k != "timing"}
+    return {**scenario, "cost": cost}
+
+
+def _pools(echo: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    if echo.get("mode") == "colocated":
+        return [("colocated", echo["colocated"])]
+    return [("prefill", echo["prefill"]), ("decode", echo["decode"])]
+
+
+#: Model fields that change what a step computes: a preset with any of them overridden is not the
+#: provider's model any more.
+SHAPE_FIELDS = (
+    "layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "attention", "kv_lora_rank",
+    "qk_rope_dim", "qk_nope_dim", "v_head_dim", "q_lora_rank", "n_experts", "top_k", "n_shared_experts",
+    "moe_d_ff", "dense_layers",
+)  # fmt: skip
+
+
+def _model(echo: dict[str, Any], timing: dict[str, Any]) -> tuple[str, int, str | None]:
+    """The provider's model id, the model's expert count and the weights format when it is not the preset's."""
+    from kvwire.presets import catalog
+
+    m = echo["model"]
+    key = m.get("preset")
+    preset = catalog()["models"].get(key) if isinstance(key, str) else None
+    experts = int(m.get("n_experts", 0) or 0)
+    weights = m.get("weights")
+    if preset is not None and weights == preset.get("weights"):
+        weights = None
+    override = timing.get("model")
+    if override is not None:
+        if not isinstance(override, str):
+            raise ScenarioError("cost.timing.model: expected a Hugging Face model id (a string)", "cost.timing.model")
+        known = aic.models()
+        if override not in known:
+            raise ScenarioError(
+                f"cost.timing.model: the measured source does not know {override!r}; it knows {', '.join(known)}",
+                "cost.timing.model",
+            )
+        return override, experts, weights
+    if preset is None or key not in aic.MODELS:
+        raise ScenarioError(
+            f"cost.timing.model: the measured source maps the presets {', '.join(sorted(aic.MODELS))}; for this "
+            "model give the provider's id in cost.timing.model (kvwire.timing.aiconfigurator.models() lists them)",
+            "cost.timing.model",
+        )
+    changed = [f for f in SHAPE_FIELDS if f in preset and m.get(f) != preset[f]]
+    if changed:
+        raise ScenarioError(
+            f"model.{changed[0]}: the preset {key!r} with its shape changed is not the measured source's "
+            f"{aic.MODELS[key]}; give the provider's id in cost.timing.model, or leave the shape as it is",
+            f"model.{changed[0]}",
+        )
+    return aic.MODELS[key], experts, weights
+
+
+def _system(timing: dict[str, Any], pool: dict[str, Any], path: str) -> str:
+    system = timing.get("system")
+    if system is not None:
+        if not isinstance(system, str):
+            raise ScenarioError("cost.timing.system: expected a system name (a string)", "cost.timing.system")
+        known = sorted({r["system"] for r in aic.offered()})
+        if system not in known:
+            raise ScenarioError(
+                f"cost.timing.system: the measured source has no system {system!r}; it has {', '.join(known)}",
+                "cost.timing.system",
+            )
+        return system
+    dev = pool.get("device")
+    name = dev if isinstance(dev, str) else None
+    if name not in aic.SYSTEMS:
+        raise ScenarioError(
+            f"{path}.device: the measured source maps the devices {', '.join(sorted(aic.SYSTEMS))}; for "
+            f"{name or 'an inline device'} give cost.timing.system",
+            f"{path}.device",
+        )
+    return aic.SYSTEMS[name]
+
+
+def _measured(scenario: dict[str, Any], timing: dict[str, Any]) -> dict[str, Any]:
+    if "file" in timing:
+        raise ScenarioError("cost.timing.file: only used with source \"calibrated\"", "cost.timing.file")
+    rest = _without_timing(scenario)
+    echo: dict[str, Any] = json.loads(_core.echo_json(json.dumps(rest, allow_nan=False)))
+    if echo.get("speculative") is not None:
+        raise ScenarioError(
+            "speculative: not supported with a measured timing source yet (cost.timing.source \"aiconfigurator\"): "
+            "use the roofline",
+            "speculative",
+        )
+    backend = timing.get("backend", "vllm")
+    if backend not in aic.BACKENDS:
+        raise ScenarioError(
+            f"cost.timing.backend: expected one of {', '.join(aic.BACKENDS)}, got {backend!r}", "cost.timing.backend"
+        )
+    requested = timing.get("version")
+    if requested is not None and not isinstance(requested, str):
+        raise ScenarioError("cost.timing.version: expected a version string or null", "cost.timing.version")
+    package = aic.version()
+    model_id, experts, weights = _model(echo, timing)
+    tables: dict[str, Any] = {}
+    prov: dict[str, Any] = {}
+    fresh: dict[str, tuple[dict[str, Any], Any]] = {}
+    LAST_BUILD.clear()
+    for name, pool in _pools(echo):
+        t0 = time.perf_counter()
+        system = _system(timing, pool, name)
+        data_version = aic.literal_version(system, backend, requested)
+        kwargs = aic.compile_kwargs(pool, name, experts, weights)
+        key = {
+            "provider": aic.PACKAGE,
+            "provider_version": package,
+            "systems_path": aic.systems_path_env(),
+            "system": system,
+            "backend": backend,
+            "data_version": data_version,
+            "model": model_id,
+            "layout": kwargs,
+            "grid": grid.GRID_VERSION,
+        }
+        h = cache.key_of(key)
+        entry = _MEMORY.get(h)
+        how = "memory"
+        if entry is None:
+            entry = cache.load(key)
+            how = "disk"
+        if entry is None:
+            table, step_s = aic.build(model_id, system, backend, data_version, kwargs, f"cost.timing ({name} pool)")
+            entry = {"table": table}
+            fresh[name] = (key, step_s)
+            how = "built"
+        tables[name] = entry["table"]
+        prov[name] = {"system": system, "backend": backend, "version": data_version, "model": model_id, **kwargs}
+        LAST_BUILD[name] = {"cache": how, "seconds": time.perf_counter() - t0, "key": h, "entry": entry}
+    resolved = {**timing, "backend": backend, "tables": tables}
+    out = {**rest, "cost": {**rest["cost"], "timing": resolved}}
+    for name, (key, step_s) in fresh.items():
+        t0 = time.perf_counter()
+        entry = LAST_BUILD[name]["entry"]
+        entry["bound"] = _bound(out, name, step_s)
+        cache.store(key, entry)
+        LAST_BUILD[name]["seconds"] += time.perf_counter() - t0
+    for name in prov:
+        entry = LAST_BUILD[name].pop("entry")
+        prov[name]["bound"] = entry.get("bound")
+        if len(_MEMORY) >= _MEMORY_LIMIT:
+            _MEMORY.pop(next(iter(_MEMORY)))
+        _MEMORY[LAST_BUILD[name]["key"]] = entry
+    resolved["provenance"] = {"provider": f"{aic.PACKAGE} {package}", "pools": prov}
+    return out
+
+
+def _bound(scenario: dict[str, Any], pool: str, step_s: Any) -> dict[str, float]:
+    """The stated interpolation error of a pool's table, per phase: twice the largest relative error of the core's
+    interpolation against the provider at the cell centres of the grid (for a smooth curve the error between
+    two points is largest at the centre; for a jump in the provider's own table, a kernel's tile boundary, it
+    is up to twice the centre's just after the jump), with the median error at the centres."""
+    pa, da = grid.prefill_axes(), grid.decode_axes()
+    rows: list[tuple[str, int, int, int]] = []
+    for b in grid.centres(pa[0]):
+        for q in grid.centres(pa[1]):
+            for p in grid.centres(pa[2]):
+                rows.append(("prefill", b, q, p))
+    for b in grid.centres(da[0]):
+        for c in grid.centres(da[1]):
+            rows.append(("decode", b, 0, c))
+    got = step_times(scenario, pool, rows)
+    errors: dict[str, list[float]] = {"prefill": [], "decode": []}
+    for r, t in zip(rows, got, strict=True):
+        want = step_s(*r)
+        errors[r[0]].append(abs(t - want) / want)
+    out: dict[str, float] = {}
+    for phase, e in errors.items():
+        e.sort()
+        out[phase] = 2 * e[-1]
+        out[f"{phase}_median_at_centres"] = e[len(e) // 2]
+    return out
+
+
+def step_times(scenario: dict[str, Any], pool: str, rows: list[tuple[str, int, int, int]]) -> list[float]:
+    """The core's time, s, of each ``(phase, batch, prompt_tokens, context_tokens)`` step on ``pool``."""
+    out = json.loads(
+        _core.step_times_json(
+            json.dumps(scenario, allow_nan=False),
+            pool,
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [r[2] for r in rows],
+            [r[3] for r in rows],
+        )
+    )
+    return [float(a["time_s"]) for a in out]
+
+
+__all__ = ["LAST_BUILD", "SOURCES", "resolve_timing", "step_times"]

@@ -71,7 +71,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -440,18 +440,31 @@ def build_model(cfg: ModelConfig, *, device: str, dtype: str, seed: int, positio
         lm_head=lm_head,
         cos=angles.cos().to(tdtype),
         sin=angles.sin().to(tdtype),
-        enable_gqa=_sdpa_has_enable_gqa(device, tdtype),
+        enable_gqa=_sdpa_has_enable_gqa(cfg, device, tdtype),
     )
 
 
-def _sdpa_has_enable_gqa(device: str, dtype: Any) -> bool:
-    """Whether this torch's ``scaled_dot_product_attention`` takes ``enable_gqa`` (torch >= 2.5)."""
+def attention_kernels(device: str) -> AbstractContextManager[Any]:
+    """On CUDA, let ``scaled_dot_product_attention`` use only its fused kernels (flash, cuDNN, memory-efficient):
+    a shape none of them takes fails instead of timing the unfused math fallback. A no-op on the CPU."""
+    if device != "cuda":
+        return nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    names = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
+    return sdpa_kernel([getattr(SDPBackend, n) for n in names if hasattr(SDPBackend, n)])
+
+
+def _sdpa_has_enable_gqa(cfg: ModelConfig, device: str, dtype: Any) -> bool:
+    """Whether causal attention with ``enable_gqa`` (torch >= 2.5) runs for this model's heads (on CUDA, in a
+    fused kernel); if not, prefill repeats each K/V head for its query heads instead."""
     torch = _torch()
-    q = torch.zeros(1, 2, 1, 2, dtype=dtype, device=device)
-    kv = torch.zeros(1, 1, 1, 2, dtype=dtype, device=device)
+    q = torch.zeros(1, cfg.heads, 16, cfg.head_dim, dtype=dtype, device=device)
+    kv = torch.zeros(1, cfg.kv_heads, 16, cfg.head_dim, dtype=dtype, device=device)
     try:
-        torch.nn.functional.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
-    except TypeError:
+        with attention_kernels(device):
+            torch.nn.functional.scaled_dot_product_attention(q, kv, kv, is_causal=True, enable_gqa=True)
+    except (TypeError, RuntimeError):
         return False
     return True
 
@@ -562,13 +575,13 @@ def make_step(model: Model, shape: Shape, seed: int) -> Callable[[], Any]:
     if shape.phase == "prefill":
 
         def step() -> Any:
-            with torch.inference_mode():
+            with torch.inference_mode(), attention_kernels(device.type):
                 return prefill_forward(model, tokens, caches)
 
     else:
 
         def step() -> Any:
-            with torch.inference_mode():
+            with torch.inference_mode(), attention_kernels(device.type):
                 return decode_forward(model, tokens, caches, shape.context_tokens)
 
     return step
@@ -846,9 +859,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             graph = "on, with eager fallbacks (see the fallback lines)"
     else:
         timer, graph = "time.perf_counter_ns around each run", "n/a (cpu run)"
-    attention = "torch.nn.functional.scaled_dot_product_attention; prefill causal " + (
-        "(enable_gqa)" if model.enable_gqa else "(K/V repeated per query head)"
-    )
+    attention = "torch.nn.functional.scaled_dot_product_attention"
+    attention += "; fused kernels only (flash, cuDNN, memory-efficient)" if device == "cuda" else ""
+    attention += "; prefill causal, " + ("enable_gqa" if model.enable_gqa else "K/V repeated per query head")
+    attention += "; decode: the query heads of each KV head as its query rows"
     comments: list[tuple[str, str]] = [
         ("format", "kvwire calibration CSV: measured step times; lines starting with # are comments"),
         ("script", "benches/measured/measure_steps.py"),

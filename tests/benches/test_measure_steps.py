@@ -421,10 +421,13 @@ def test_skipped_shapes_are_recorded_not_crashed(tmp_path: Path) -> None:
     assert "0.10 GiB allowed" in skipped
 
 
-def test_decode_with_the_kv_cache_matches_a_longer_prefill() -> None:
+@pytest.mark.parametrize("kernels", ["cpu", "cuda"])
+def test_decode_with_the_kv_cache_matches_a_longer_prefill(kernels: str) -> None:
     """The decoder is a real one: prefilling T tokens into a KV cache and then decoding token T + 1 against it gives
     the logits of prefilling all T + 1 tokens at once (float32, tiny config, GQA with 2 query heads per KV head).
-    This checks the cache writes, the rotary positions of decode and the grouping of query heads in decode."""
+    This checks the cache writes, the rotary positions of decode and the grouping of query heads in decode. With
+    ``kernels="cuda"`` the attention runs under the CUDA runs' restriction to fused kernels (on the CPU that is its
+    flash kernel), so the restriction itself is exercised here too."""
     torch = pytest.importorskip("torch", reason=NO_TORCH)
     cfg = ms.ModelConfig.from_hf(ms.TINY)
     model = ms.build_model(cfg, device="cpu", dtype="float32", seed=3, positions=64)
@@ -432,12 +435,10 @@ def test_decode_with_the_kv_cache_matches_a_longer_prefill() -> None:
     tokens = torch.randint(0, cfg.vocab, (3, t + 1), generator=torch.Generator().manual_seed(5))
 
     def caches(slots: int) -> list[tuple[Any, Any]]:
-        return [
-            (torch.zeros(3, cfg.kv_heads, slots, cfg.head_dim), torch.zeros(3, cfg.kv_heads, slots, cfg.head_dim))
-            for _ in range(cfg.layers)
-        ]
+        shape = (3, cfg.kv_heads, slots, cfg.head_dim)
+        return [(torch.zeros(shape), torch.zeros(shape)) for _ in range(cfg.layers)]
 
-    with torch.inference_mode():
+    with torch.inference_mode(), ms.attention_kernels(kernels):
         whole = ms.prefill_forward(model, tokens, caches(t + 1))
         cache = caches(t + 1)
         ms.prefill_forward(model, tokens[:, :t], [(k[:, :, :t], v[:, :, :t]) for k, v in cache])

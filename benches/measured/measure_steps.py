@@ -48,9 +48,9 @@ new prompt tokens per sequence, for decode 0. ``context_tokens``: for prefill th
 sequence (0 here), for decode the tokens of KV context per sequence at that step (the new token attends to them
 and to itself). ``time_s``: the step's wall time in seconds, the median of the timed repeats.
 
-Run (one command on an H100 or H200; about a minute, at most three)::
+Run (one command on an H100 or H200; estimated at about a minute, at most three, and not yet timed there)::
 
-    python benches/measured/measure_steps.py -o benches/measured/llama3.1-8b-h200.csv
+    python benches/measured/measure_steps.py -o benches/measured/llama3.1-8b-tp1-h200.csv
 
 and on a CPU, a smoke run of the tiny built-in config::
 
@@ -755,10 +755,31 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--config", type=Path, help="a Hugging Face config.json (default: Llama-3.1-8B's dimensions)")
     which.add_argument("--tiny", action="store_true", help="a tiny built-in config, for tests on the CPU")
     p.add_argument("--model-name", help="the CSV's model column (default: llama3.1-8b, tiny-llama or the config's)")
-    p.add_argument("--prompt-tokens", type=parse_positive_int_list, default=[128, 512, 2048, 8192], metavar="LIST")
-    p.add_argument("--prefill-batch", type=parse_positive_int_list, default=[1], metavar="LIST")
-    p.add_argument("--decode-batch", type=parse_positive_int_list, default=[1, 8, 32, 128], metavar="LIST")
-    p.add_argument("--decode-context", type=parse_positive_int_list, default=[512, 2048, 8192], metavar="LIST")
+    lists = parse_positive_int_list
+    p.add_argument(
+        "--prompt-tokens",
+        type=lists,
+        default=[128, 512, 2048, 8192],
+        metavar="LIST",
+        help="prefill: new prompt tokens per sequence (default 128,512,2048,8192)",
+    )
+    p.add_argument(
+        "--prefill-batch", type=lists, default=[1], metavar="LIST", help="prefill: sequences per step (default 1)"
+    )
+    p.add_argument(
+        "--decode-batch",
+        type=lists,
+        default=[1, 8, 32, 128],
+        metavar="LIST",
+        help="decode: sequences per step (default 1,8,32,128)",
+    )
+    p.add_argument(
+        "--decode-context",
+        type=lists,
+        default=[512, 2048, 8192],
+        metavar="LIST",
+        help="decode: tokens already in each sequence's KV cache (default 512,2048,8192)",
+    )
     p.add_argument("--repeats", type=positive_int, default=10, help="timed runs per shape (default 10)")
     p.add_argument("--warmup", type=positive_int, default=3, help="untimed runs per shape first (default 3)")
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when torch sees one, else cpu")

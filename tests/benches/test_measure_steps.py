@@ -4,7 +4,8 @@ calibration CSV.
 Two kinds of tests. The pure helpers (the list parser, the config reader, the CSV writer, the memory estimate,
 the command line's errors) are imported from the script as a module and need no PyTorch. The runs of the script
 itself (on the CPU, with ``--tiny``, as a subprocess, as a user runs it) and the check of the decoder's KV cache
-need PyTorch, and skip, saying so, only where it is not installed (CI installs it: ``.ci/run``).
+need PyTorch, and skip, saying so, only where it is not installed; ``.ci/run`` installs it and sets
+``KVWIRE_REQUIRE_TORCH=1``, so on CI a missing PyTorch fails them instead.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import importlib.util
 import io
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +29,17 @@ from shared_paths import ROOT
 SCRIPT = ROOT / "benches" / "measured" / "measure_steps.py"
 HF = ROOT / "tests" / "data" / "hf"
 NO_TORCH = "PyTorch is not installed (pip install 'torch>=2.3', or kvwire's extra '.[measure]')"
+
+
+def need_torch() -> Any:
+    """``torch``, or a skip saying it is not installed; a failure instead where ``KVWIRE_REQUIRE_TORCH=1`` (CI)."""
+    if os.environ.get("KVWIRE_REQUIRE_TORCH") == "1":
+        try:
+            import torch
+        except ImportError as err:
+            pytest.fail(f"{NO_TORCH}, and KVWIRE_REQUIRE_TORCH=1 requires it: {err}")
+        return torch
+    return pytest.importorskip("torch", reason=NO_TORCH)
 
 
 def _load_script() -> ModuleType:
@@ -292,7 +305,7 @@ METADATA = (
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str]], list[str], list[dict[str, str]]]:
     """One CPU run of the script with ``--tiny`` over a small grid, as a user runs it (a subprocess)."""
-    torch = pytest.importorskip("torch", reason=NO_TORCH)
+    torch = need_torch()
     out = tmp_path_factory.mktemp("measure") / "steps.csv"
     r = run_script(
         "--tiny",
@@ -381,7 +394,7 @@ def test_skipped_shapes_are_recorded_not_crashed(tmp_path: Path) -> None:
     """A shape over the memory allowed (``--max-step-gib``) is left out of the rows and named in a
     ``# skipped:`` comment; the run goes on to the shapes that fit. The model is named after the config's folder
     (``--config``), as for a Hugging Face download."""
-    pytest.importorskip("torch", reason=NO_TORCH)
+    need_torch()
     folder = tmp_path / "my-tiny"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(ms.TINY), encoding="utf-8")
@@ -428,7 +441,7 @@ def test_decode_with_the_kv_cache_matches_a_longer_prefill(kernels: str) -> None
     This checks the cache writes, the rotary positions of decode and the grouping of query heads in decode. With
     ``kernels="cuda"`` the attention runs under the CUDA runs' restriction to fused kernels (on the CPU that is its
     flash kernel), so the restriction itself is exercised here too."""
-    torch = pytest.importorskip("torch", reason=NO_TORCH)
+    torch = need_torch()
     cfg = ms.ModelConfig.from_hf(ms.TINY)
     model = ms.build_model(cfg, device="cpu", dtype="float32", seed=3, positions=64)
     t = 37

@@ -692,18 +692,18 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def _nvidia_driver(index: int) -> str:
-    """The NVIDIA driver's version: ``nvidia-smi``'s, else ``/proc/driver/nvidia/version``'s, else unknown."""
+def _nvidia_driver() -> str:
+    """The NVIDIA driver's version (one per machine): ``nvidia-smi``'s, else ``/proc/driver/nvidia/version``'s."""
     try:
         out = subprocess.run(
-            ["nvidia-smi", f"--id={index}", "--query-gpu=driver_version", "--format=csv,noheader"],
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=20,
             check=True,
-        ).stdout.strip()
+        ).stdout.split()
         if out:
-            return out
+            return out[0]
     except (OSError, subprocess.SubprocessError):
         pass
     try:
@@ -723,7 +723,7 @@ def environment(device: str) -> list[tuple[str, str]]:
         props = torch.cuda.get_device_properties(index)
         name = torch.cuda.get_device_name(index)
         memory = f"{props.total_memory / GIB:.1f}"
-        driver = _nvidia_driver(index)
+        driver = _nvidia_driver()
         cuda = f"{torch.version.cuda} (runtime torch was built with)"
         device_line = f"{name} (compute capability {props.major}.{props.minor}, {props.multi_processor_count} SMs)"
     else:

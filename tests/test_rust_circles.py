@@ -524,6 +524,8 @@ FLOORS: dict[str, int] = {
     "scenario": 3,
     # Analysis of a scenario, then the engine on top.
     "ceilings": 4,
+    # Single steps of a scenario's pools, timed as the engine charges them (calibration, fidelity).
+    "steps": 4,
     "engine": 5,
 }
 

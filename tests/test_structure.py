@@ -11,7 +11,8 @@ floor  rooms
 ====== ===================================================================================================
 -1     the compiled ``_core`` (the Rust core's bindings)
 0      ``errors``, ``presets`` (the core's catalogue), ``_moved`` (the old module paths), ``_system`` (memory)
-1      ``kernels`` (quantisation, layouts), ``traces`` (trace files into request tables)
+1      ``kernels`` (quantisation, layouts), ``traces`` (trace files into request tables), ``timing`` (the
+       timing sources: measured step-time tables, their cache, calibration files)
 2      ``scenario`` (the scenario dict: read, check, edit; a scenario may name a trace file)
 3      ``results`` (a run and what comes back)
 4      ``planning`` (many runs: sweeps, capacity, plots)
@@ -41,6 +42,7 @@ FLOORS = {
     "_core": -1,
     "kernels": 1,
     "traces": 1,
+    "timing": 1,
     "scenario": 2,
     "results": 3,
     "planning": 4,

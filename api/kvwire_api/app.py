@@ -62,11 +62,12 @@ and colocated serving. Scenarios are the JSON of `kvwire.simulate`; summaries ar
 async def allow_header(request: Request[Any, Any, Any]) -> Response[None] | None:
     """Answer OPTIONS with every method of the path (Litestar's own OPTIONS handler can miss methods
     registered on the same path by one controller); refuse a JSON body that names a file on the server
-    (``model.hf_config``, anywhere in it: a scenario, a sweep's base or grid, a hand-off call) with a 422
+    (``model.hf_config`` or ``cost.timing.file``, anywhere in it: a scenario, a sweep's base or grid, a hand-off
+    call) with a 422
     naming the field, before any handler sees it."""
     if request.method in ("POST", "PUT", "PATCH"):
         body = await request.body()
-        if b"hf_config" in body:
+        if b"hf_config" in body or b'"file"' in body:
             try:
                 data = json.loads(body)
             except (ValueError, RecursionError):

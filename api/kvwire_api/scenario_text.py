@@ -72,16 +72,30 @@ SERVER_FILE = (
 )
 
 
+#: What the service says of a calibration file (``cost.timing.file``).
+CALIBRATION_FILE = (
+    'the service reads no file a request names: send the calibrated device inline instead (the "device" of '
+    "kvwire calibrate's output, or kvwire.calibrate(...).device, as prefill.device / decode.device, with its "
+    "step_overhead_s as cost.step_overhead_s)"
+)
+
+
 def refuse_server_files(value: Any, path: str = "") -> None:
     """Refuse a ``hf_config`` key anywhere in ``value`` (``model.hf_config`` names a Hugging Face config.json
-    that the library reads; the service reads no path a request gives). Raises ``kvwire.ScenarioError`` naming
-    the field (``model.hf_config``, ``base.model.hf_config``, ``grid.model[0].hf_config``).
+    that the library reads; the service reads no path a request gives), and a ``file`` in a ``timing`` object
+    (``cost.timing.file``, a calibration file). Raises ``kvwire.ScenarioError`` naming the field
+    (``model.hf_config``, ``base.model.hf_config``, ``grid.model[0].hf_config``, ``cost.timing.file``).
 
     >>> try:
     ...     refuse_server_files({"model": {"hf_config": "/etc/passwd"}})
     ... except kvwire.ScenarioError as e:
     ...     e.path
     'model.hf_config'
+    >>> try:
+    ...     refuse_server_files({"cost": {"timing": {"source": "calibrated", "file": "/etc/passwd"}}})
+    ... except kvwire.ScenarioError as e:
+    ...     e.path
+    'cost.timing.file'
     """
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
@@ -90,6 +104,8 @@ def refuse_server_files(value: Any, path: str = "") -> None:
             if "hf_config" in node:
                 where = f"{here}.hf_config" if here else "hf_config"
                 raise kvwire.ScenarioError(f"{where}: {SERVER_FILE}", where)
+            if (here == "timing" or here.endswith(".timing")) and "file" in node:
+                raise kvwire.ScenarioError(f"{here}.file: {CALIBRATION_FILE}", f"{here}.file")
             stack.extend((v, f"{here}.{k}" if here else str(k)) for k, v in node.items())
         elif isinstance(node, list):
             stack.extend((v, f"{here}[{i}]") for i, v in enumerate(node))

@@ -38,6 +38,7 @@ from kvwire.presets import catalog
 from kvwire.results.ceilings import ceilings
 from kvwire.results.handoff import handoff
 from kvwire.results.run import SimResult, simulate
+from kvwire.results.steps import step_times
 from kvwire.results.types import HandoffResultDict, SummaryDict
 from kvwire.scenario.check import validate
 from kvwire.scenario.load import default_scenario, load_scenario
@@ -102,6 +103,7 @@ __all__ = [
     "read_trace",
     "scan_trace",
     "simulate",
+    "step_times",
     "sweep",
     "sweep_points",
     "trace_info",

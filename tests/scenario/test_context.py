@@ -37,6 +37,8 @@ CONTEXT = {
     "deepseek-r1": 163_840,
     "kimi-k2": 131_072,
     "gpt-oss-120b": 131_072,
+    "llama2-70b": 4096,
+    "bloom-176b": 2048,
 }
 
 

@@ -208,6 +208,12 @@ def example_for(path: str) -> dict[str, Any]:
         return {"workload": {"arrivals": ARRIVALS["gamma" if path.endswith(".cv") else "poisson"]}}
     if path.startswith("prefix_cache"):
         return {"prefix_cache": {"enabled": True, "capacity_tokens": 100_000}}
+    if path in ("cost.timing", "cost.timing.source"):
+        return {"cost": {"timing": {"source": "roofline"}}}
+    if path in ("cost.timing.tables", "cost.timing.provenance"):  # as kvwire writes them: any tables, given
+        return {"cost": {"timing": {"source": "aiconfigurator", "provenance": {"by": "hand"}, "tables": TABLES}}}
+    if path.startswith("cost.timing."):  # the measured source's fields (aiconfigurator-core, a test extra)
+        return {"cost": {"timing": MEASURED}}
     value: Any = kvwire.default_scenario()
     for part in path.split("."):
         value = value[part]
@@ -234,6 +240,11 @@ def literal_example(path: str, value: Any) -> dict[str, Any]:
         return {"router": {"prefill": value}, "prefix_cache": {"enabled": True}}
     if path == "link.registration":
         return {"link": {"preset": "ib-ndr", "registration": value}}
+    if path == "cost.timing.source":
+        timing = {"roofline": {"source": "roofline"}, "aiconfigurator": MEASURED}.get(value, {"source": value})
+        return {"cost": {"timing": timing}}
+    if path == "cost.timing.backend":
+        return {"cost": {"timing": {**MEASURED, "backend": value, "version": None}}}
     if path == "speculative.method":
         spec = {"method": value, "tokens": 2, "acceptance": 0.5}
         return {"speculative": {**spec, "draft_model": "llama3.2-1b"} if value == "draft" else spec}
@@ -310,6 +321,15 @@ def test_every_annotated_key_is_accepted_by_the_core(path: str) -> None:
 #: Keys whose examples the core refuses in combination (by design: a decode pool that keeps the compressed
 #: cache decompresses nothing; a host-staged link carries whole transfers only); each is covered alone.
 ALONE = {"decode.kv_format", "prefill.kv_format", "handoff.decompress_at", "link.model", "link.host_link"}
+#: The measured source's fields, alone too: it refuses speculative decoding, which the other keys set.
+ALONE |= {f"cost.timing.{k}" for k in ("system", "backend", "version", "model", "file", "provenance", "tables")}
+_GRIDS = {
+    "prefill": {"axes": [[1, 2], [1, 2], [0, 1]], "values_s": [0.01] * 8},
+    "decode": {"axes": [[1, 2], [1, 2]], "values_s": [0.001] * 4},
+}
+TABLES = {"prefill": _GRIDS, "decode": _GRIDS}
+MEASURED = {"source": "aiconfigurator", "system": "h100_sxm", "backend": "vllm", "version": "0.24.0",
+            "model": "meta-llama/Meta-Llama-3.1-8B"}  # fmt: skip
 
 
 def test_all_annotated_keys_together_run() -> None:
@@ -335,6 +355,7 @@ LOCATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "ScenarioDict": ("", {}),
     "PoolDict": ("prefill", {}),
     "ParallelDict": ("prefill.parallel", {"prefill": {"parallel": {"tp": 1}}}),
+    "TimingDict": ("cost.timing", {"cost": {"timing": {"source": "roofline"}}}),
     "LinkDict": ("link", {"link": {"preset": "ib-ndr"}}),
     "HandoffDict": ("handoff", {}),
     "ConvertDict": ("handoff.convert", {"handoff": {"convert": {"from": "vllm_hnd", "to": "sglang", "at": "sender"}}}),

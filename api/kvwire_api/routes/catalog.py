@@ -47,6 +47,25 @@ def handoff_batch(bodies: list[dict[str, Any]]) -> list[HandoffResultDict]:
     return out
 
 
+def timing_sources() -> dict[str, Any]:
+    """What ``cost.timing`` can name here: the sources, and whether the measured one's package is installed,
+    its version and the systems, serving engines and data versions it offers (what the page's timing-source
+    selector lists)."""
+    from kvwire.timing import SOURCES
+    from kvwire.timing import aiconfigurator as aic
+
+    installed = aic.installed()
+    return {
+        "sources": list(SOURCES),
+        "aiconfigurator": {
+            "installed": installed,
+            "version": aic.version() if installed else None,
+            "install": "pip install 'kvwire[measured]'",
+            "offered": aic.offered() if installed else [],
+        },
+    }
+
+
 class CatalogController(Controller):
     path = "/v1"
     tags = ("reference",)
@@ -62,6 +81,10 @@ class CatalogController(Controller):
     @get("/layouts", summary="The engine KV-cache layouts (kvwire.layout.layouts())", responses=errors())
     async def layouts(self) -> list[dict[str, Any]]:
         return layout.layouts().to_dicts()
+
+    @get("/timing", summary="The timing sources and the measured systems this service has", responses=errors())
+    async def timing(self) -> dict[str, Any]:
+        return await anyio.to_thread.run_sync(timing_sources)
 
     @get("/limits", summary="The bounds this service enforces", responses=errors())
     async def limits(self, svc: NamedDependency[Services]) -> LimitsDict:

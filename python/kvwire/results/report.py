@@ -95,7 +95,9 @@ def _handoff(sc: dict[str, Any]) -> str:
 def _placement(sc: dict[str, Any]) -> dict[str, Any]:
     """Where each step of the hand-off runs, as the core resolved it from the echo (its hand-off plan, the one
     the engine charges), not re-derived here. The workload plays no part, so it is left out of the check."""
-    placement: dict[str, Any] = json.loads(_core.placement_json(json.dumps({**sc, "workload": {}})))
+    # (The placement does not depend on the timing source, whose tables the echo leaves out.)
+    cost = {k: v for k, v in sc["cost"].items() if k != "timing"}
+    placement: dict[str, Any] = json.loads(_core.placement_json(json.dumps({**sc, "workload": {}, "cost": cost})))
     return placement
 
 
@@ -178,6 +180,24 @@ def _context_note(count: int, total: int, sc: dict[str, Any]) -> str:
                 f"{k} ({c:,} tokens)" for c, k in longer[:3]
             )
     return line
+
+
+def _timing(t: dict[str, Any]) -> str:
+    """The timing source of a run and its data, as the report says it (``cost.timing``'s echo)."""
+    prov = t.get("provenance") or {}
+    if t.get("source") == "aiconfigurator":
+        pools = []
+        for name, p in (prov.get("pools") or {}).items():
+            bound = (p.get("bound") or {}).get("decode" if name == "decode" else "prefill")
+            layout = f"TP{p.get('tp_size', 1)}" + (f" EP{p['moe_ep_size']}" if p.get("moe_ep_size", 1) > 1 else "")
+            b = f", interpolation within {_pct(bound)}" if bound is not None else ""
+            pools.append(
+                f"{name} {p.get('system')} {p.get('backend')} {p.get('version')}, {p.get('model')} {layout}{b}"
+            )
+        return f"measured ({prov.get('provider', 'aiconfigurator-core')}): " + "; ".join(pools)
+    if t.get("source") == "calibrated":
+        return f"calibrated roofline ({t.get('file') or 'uploaded calibration'})"
+    return str(t.get("source"))
 
 
 def _levers(s: dict[str, Any], sc: dict[str, Any]) -> list[str]:
@@ -295,9 +315,9 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
         f"energy: {_num(e['j_per_output_token'], '.3f')} J/output token; total {total / 1e3:,.1f} kJ "
         f"({parts}); average {_num(e['avg_power_w'], ',.0f')} W"
     )
-    capped = ", ".join(f"{k} {_pct(v['power_capped_fraction'])}" for k, v in s["instances"].items())
-    lines.append(f"power-capped share of busy time: {capped}")
     insts = s["instances"]
+    capped = ", ".join(f"{k} {_pct(v['power_capped_fraction'])}" for k, v in insts.items())
+    lines.append(f"power-capped share of busy time: {capped}")
     formats = {k: v.get("compute_format", "bf16") for k, v in insts.items()}
     fallback = {k: v.get("compute_fallback_from") for k, v in insts.items()}
     if any(f != "bf16" for f in formats.values()) or any(fallback.values()):
@@ -305,7 +325,10 @@ def render(res: SimResult, trace_file: str | None = None) -> str:
         for k, f in formats.items():
             said.append(f"{k} {f}" + (f" (no {fallback[k]} tensor cores: ran {f})" if fallback[k] else ""))
         lines.append("matmuls: " + ", ".join(said))
-    comm = {k: v.get("comm_fraction") for k, v in s["instances"].items()}
+    timing = sc["cost"].get("timing")
+    if timing:
+        lines.append("step times: " + _timing(timing))
+    comm = {k: v.get("comm_fraction") for k, v in insts.items()}
     if any(comm.values()):
         lines.append(
             "collectives (parallel; share of busy time not hidden under compute): "

@@ -21,6 +21,7 @@ import kvwire._core as _core
 from kvwire.errors import ScenarioError
 from kvwire.scenario.hf import resolve_hf_model
 from kvwire.timing import resolve_timing
+from kvwire.timing.resolve import dumps as timing_dumps
 
 
 def default_scenario() -> dict[str, Any]:
@@ -183,7 +184,7 @@ def scenario_json(scenario: Mapping[str, Any] | str | Path | None) -> str:
         )
     # A dict's model.hf_config (a relative path: relative to the working directory) becomes the inline model.
     # cost.timing: a measured source's tables are built (or read from the cache) here, on plain data.
-    return json.dumps(resolve_timing(_plain(resolve_hf_model(scenario, None), "")), allow_nan=False)
+    return timing_dumps(resolve_timing(_plain(resolve_hf_model(scenario, None), "")))
 
 
 def _drop_nulls(value: Any) -> Any:

@@ -154,6 +154,20 @@ class MetricsDict(TypedDict, total=False):
     first_token: Literal["prefill", "decode"]
 
 
+class TimingDict(TypedDict, total=False):
+    """``cost.timing``: where step times come from (``docs/concepts/timing.md``). kvwire adds ``provenance``
+    (and, for the core, ``tables``) when it resolves a measured or calibrated source."""
+
+    source: Literal["roofline", "aiconfigurator", "calibrated"]
+    system: str
+    backend: Literal["vllm", "sglang", "trtllm"]
+    version: str | None
+    model: str
+    file: str
+    provenance: dict[str, Any]
+    tables: dict[str, Any]
+
+
 class CostDict(TypedDict, total=False):
     step_overhead_s: float
     mem_util: float
@@ -162,6 +176,7 @@ class CostDict(TypedDict, total=False):
     dvfs: bool
     s_min: float
     comm_overlap: float
+    timing: TimingDict
 
 
 class SchedulerDict(TypedDict, total=False):

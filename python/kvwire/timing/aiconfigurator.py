@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kvwire.errors import ScenarioError
-from kvwire.timing import grid
+import kvwire.timing.grid as grid
 
 #: The package that holds the measurements.
 PACKAGE = "aiconfigurator-core"
@@ -52,12 +52,10 @@ MODELS = {
     "llama3-70b": "meta-llama/Meta-Llama-3.1-70B",
     "llama3.1-70b": "meta-llama/Meta-Llama-3.1-70B",
     "llama3.1-405b": "meta-llama/Meta-Llama-3.1-405B",
-    "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
     "qwen3-32b": "Qwen/Qwen3-32B",
     "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
     "deepseek-v3": "deepseek-ai/DeepSeek-V3",
     "deepseek-r1": "deepseek-ai/DeepSeek-R1",
-    "kimi-k2": "moonshotai/Kimi-K2-Instruct",
     "gpt-oss-120b": "openai/gpt-oss-120b",
 }
 
@@ -79,16 +77,20 @@ def _module(name: str) -> Any:
         return importlib.import_module(name)
     except ImportError as exc:
         raise ScenarioError(
-            "cost.timing.source: the \"aiconfigurator\" source needs the aiconfigurator-core package: "
+            'cost.timing.source: the "aiconfigurator" source needs the aiconfigurator-core package: '
             "pip install 'kvwire[measured]'",
             "cost.timing.source",
         ) from exc
 
 
 def version() -> str:
-    """The installed package's version (``ScenarioError`` naming ``cost.timing.source`` when it is absent)."""
-    _module("aiconfigurator_core")
-    return importlib.metadata.version(PACKAGE)
+    """The installed package's version, read from its metadata without importing it (``ScenarioError`` naming
+    ``cost.timing.source`` when it is absent)."""
+    try:
+        return importlib.metadata.version(PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        _module("aiconfigurator_core")  # raises the error that says what to install
+        raise
 
 
 def installed() -> bool:
@@ -105,10 +107,10 @@ def _data_root() -> Path:
 
 
 def models() -> list[str]:
-    """The Hugging Face ids of the models the package describes."""
-    folder = _data_root().parent / "model_configs"
-    out = {p.name.removesuffix("_config.json").replace("--", "/", 1) for p in folder.glob("*_config.json")}
-    return sorted(m for m in out if not m.endswith("_hf_quant"))
+    """The Hugging Face ids of the models the package ships a config for (the only ones kvwire asks it about:
+    any other id would make it download from the Hub)."""
+    utils = _module("aiconfigurator_core.sdk.utils")
+    return sorted(utils.DefaultHFModels)
 
 
 def offered() -> list[dict[str, Any]]:
@@ -209,10 +211,9 @@ def build(
         handle = _quiet(
             lambda: sdk.EngineHandle.compile(model_id, system, backend, backend_version=data_version, **kwargs)
         )
-    except (ValueError, KeyError, FileNotFoundError, RuntimeError) as exc:
+    except Exception as exc:  # a third-party package: whatever it raises, the pool is refused, named
         raise ScenarioError(
-            f"{path}: the measured source cannot model this pool ({model_id} on {system}, {backend}, "
-            f"{kwargs}): {exc}",
+            f"{path}: the measured source cannot model this pool ({model_id} on {system}, {backend}, {kwargs}): {exc}",
             path,
         ) from exc
 
@@ -226,7 +227,7 @@ def build(
     try:
         prefill = grid.fill(grid.prefill_axes(), lambda b, q, p: step_s("prefill", b, q, p))
         decode = grid.fill(grid.decode_axes(), lambda b, c: step_s("decode", b, 0, c))
-    except (ValueError, RuntimeError) as exc:
+    except Exception as exc:  # as above
         raise ScenarioError(f"{path}: the measured source refused a step of the grid: {exc}", path) from exc
     return grid.table(prefill, decode), step_s
 

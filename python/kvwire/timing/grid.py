@@ -1,6 +1,6 @@
 """The grid of step shapes a measured source is asked at, and the table the core reads.
 
-Prefill: sequences × computed tokens per sequence × cached tokens per sequence; decode: sequences × context
+Prefill: sequences x computed tokens per sequence x cached tokens per sequence; decode: sequences x context
 tokens per sequence. Points are whole numbers spaced geometrically (sequences by 2, prompt tokens by 2^¼,
 cached tokens by 2 from 16, decode batch by 2^½, context by 2^¼), wide enough for any step a scenario takes
 (beyond the last point the core continues the last segment).
@@ -10,19 +10,22 @@ exact at grid points, exact for a + b·x + c·y + d·x·y, and the error elsewhe
 grid does not resolve. :func:`centres` gives the points midway (geometrically) between grid points where that
 error is largest; the bound stated with a table is the largest error measured there.
 
->>> prefill_axes()[0]
-[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+>>> prefill_axes()[0][:12]
+[1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 13, 16]
 >>> geometric(1, 16, 2)
 [1, 2, 4, 8, 16]
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import json
 import math
 from collections.abc import Callable
 from typing import Any
 
-#: Bumped when the grid's points change: part of every cache key.
+#: Bumped when what a grid point means changes (the points themselves are in :func:`fingerprint`).
 GRID_VERSION = 1
 #: The most tokens per sequence the grid covers (beyond: the last segment continued).
 MAX_TOKENS = 131_072
@@ -54,6 +57,12 @@ def decode_axes() -> list[list[int]]:
     return [geometric(1, 2048, 2**0.25), geometric(1, MAX_TOKENS, 2**0.25)]
 
 
+def fingerprint() -> str:
+    """A hash of the grid's points: part of every cache key, so that a grid with other points misses."""
+    text = json.dumps([prefill_axes(), decode_axes(), GRID_VERSION])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def fill(axes: list[list[int]], f: Callable[..., float]) -> list[float]:
     """``f`` (seconds) at every point of ``axes``, row-major (the last axis fastest)."""
     values: list[float] = []
@@ -72,7 +81,7 @@ def fill(axes: list[list[int]], f: Callable[..., float]) -> list[float]:
 def centres(axis: list[int]) -> list[int]:
     """Whole numbers geometrically midway between neighbouring points (where neighbours are ≥ 2 apart)."""
     out = []
-    for a, b in zip(axis, axis[1:], strict=False):
+    for a, b in itertools.pairwise(axis):
         m = round(math.sqrt(a * b)) if a > 0 else round(b / 2)
         if a < m < b:
             out.append(m)
@@ -87,4 +96,14 @@ def table(prefill: list[float], decode: list[float]) -> dict[str, Any]:
     }
 
 
-__all__ = ["GRID_VERSION", "MAX_TOKENS", "centres", "decode_axes", "fill", "geometric", "prefill_axes", "table"]
+__all__ = [
+    "GRID_VERSION",
+    "MAX_TOKENS",
+    "centres",
+    "decode_axes",
+    "fill",
+    "fingerprint",
+    "geometric",
+    "prefill_axes",
+    "table",
+]

@@ -17,8 +17,9 @@ from typing import Any
 
 import kvwire._core as _core
 from kvwire.errors import ScenarioError
-from kvwire.timing import aiconfigurator as aic
-from kvwire.timing import cache, grid
+import kvwire.timing.aiconfigurator as aic
+import kvwire.timing.cache as cache
+import kvwire.timing.grid as grid
 
 #: The sources ``cost.timing.source`` takes.
 SOURCES = ("roofline", "aiconfigurator", "calibrated")
@@ -29,7 +30,33 @@ LAST_BUILD: dict[str, dict[str, Any]] = {}
 
 #: Tables already read in this process, by cache key.
 _MEMORY: dict[str, dict[str, Any]] = {}
-_MEMORY_LIMIT = 64
+_MEMORY_LIMIT = 16
+
+
+class TableText(str):
+    """A table already serialised as JSON text (the core's ``TableSpec``): :func:`dumps` splices it into the
+    scenario's text instead of encoding a few hundred kB of floats again for every run of a sweep."""
+
+    __slots__ = ()
+
+
+_MARK = "\u0000kvwire-table-{}\u0000"
+
+
+def dumps(scenario: dict[str, Any]) -> str:
+    """``scenario`` as the core's JSON text, with any :class:`TableText` spliced in as it is."""
+    cost = scenario.get("cost")
+    timing = cost.get("timing") if isinstance(cost, Mapping) else None
+    tables = timing.get("tables") if isinstance(timing, Mapping) else None
+    if not isinstance(tables, Mapping) or not any(isinstance(t, TableText) for t in tables.values()):
+        return json.dumps(scenario, allow_nan=False)
+    assert isinstance(cost, Mapping) and isinstance(timing, Mapping)
+    texts = {name: t for name, t in tables.items() if isinstance(t, TableText)}
+    marked = {name: (_MARK.format(name) if name in texts else t) for name, t in tables.items()}
+    out = json.dumps({**scenario, "cost": {**cost, "timing": {**timing, "tables": marked}}}, allow_nan=False)
+    for name, text in texts.items():
+        out = out.replace(json.dumps(_MARK.format(name)), text, 1)
+    return out
 
 
 def resolve_timing(scenario: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +148,7 @@ def _system(timing: dict[str, Any], pool: dict[str, Any], path: str) -> str:
             )
         return system
     dev = pool.get("device")
-    name = dev if isinstance(dev, str) else None
+    name = dev if isinstance(dev, str) else dev.get("preset") if isinstance(dev, dict) else None
     if name not in aic.SYSTEMS:
         raise ScenarioError(
             f"{path}.device: the measured source maps the devices {', '.join(sorted(aic.SYSTEMS))}; for "
@@ -133,19 +160,20 @@ def _system(timing: dict[str, Any], pool: dict[str, Any], path: str) -> str:
 
 def _measured(scenario: dict[str, Any], timing: dict[str, Any]) -> dict[str, Any]:
     if "file" in timing:
-        raise ScenarioError("cost.timing.file: only used with source \"calibrated\"", "cost.timing.file")
+        raise ScenarioError('cost.timing.file: only used with source "calibrated"', "cost.timing.file")
     rest = _without_timing(scenario)
     echo: dict[str, Any] = json.loads(_core.echo_json(json.dumps(rest, allow_nan=False)))
     if echo.get("speculative") is not None:
         raise ScenarioError(
-            "speculative: not supported with a measured timing source yet (cost.timing.source \"aiconfigurator\"): "
+            'speculative: not supported with a measured timing source yet (cost.timing.source "aiconfigurator"): '
             "use the roofline",
             "speculative",
         )
     backend = timing.get("backend", "vllm")
     if backend not in aic.BACKENDS:
+        names = ", ".join(f"`{b}`" for b in aic.BACKENDS)
         raise ScenarioError(
-            f"cost.timing.backend: expected one of {', '.join(aic.BACKENDS)}, got {backend!r}", "cost.timing.backend"
+            f"cost.timing.backend: unknown variant `{backend}`, expected one of {names}", "cost.timing.backend"
         )
     requested = timing.get("version")
     if requested is not None and not isinstance(requested, str):
@@ -159,18 +187,19 @@ def _measured(scenario: dict[str, Any], timing: dict[str, Any]) -> dict[str, Any
     for name, pool in _pools(echo):
         t0 = time.perf_counter()
         system = _system(timing, pool, name)
-        data_version = aic.literal_version(system, backend, requested)
         kwargs = aic.compile_kwargs(pool, name, experts, weights)
+        # The version as requested (null: the package's newest): with the package's own version in the key it
+        # names one data version, which the entry records (resolving it costs the package half a second).
         key = {
             "provider": aic.PACKAGE,
             "provider_version": package,
             "systems_path": aic.systems_path_env(),
             "system": system,
             "backend": backend,
-            "data_version": data_version,
+            "version": requested,
             "model": model_id,
             "layout": kwargs,
-            "grid": grid.GRID_VERSION,
+            "grid": grid.fingerprint(),
         }
         h = cache.key_of(key)
         entry = _MEMORY.get(h)
@@ -179,12 +208,21 @@ def _measured(scenario: dict[str, Any], timing: dict[str, Any]) -> dict[str, Any
             entry = cache.load(key)
             how = "disk"
         if entry is None:
-            table, step_s = aic.build(model_id, system, backend, data_version, kwargs, f"cost.timing ({name} pool)")
-            entry = {"table": table}
-            fresh[name] = (key, step_s)
-            how = "built"
-        tables[name] = entry["table"]
-        prov[name] = {"system": system, "backend": backend, "version": data_version, "model": model_id, **kwargs}
+            # Pools measured in the same layout share one table (built once).
+            twin = next((n for n, (k, _) in fresh.items() if k == key), None)
+            if twin is not None:
+                entry, how = LAST_BUILD[twin]["entry"], "shared"
+            else:
+                data_version = aic.literal_version(system, backend, requested)
+                table, step_s = aic.build(model_id, system, backend, data_version, kwargs, f"cost.timing ({name} pool)")
+                entry = {"table": table, "data_version": data_version}
+                fresh[name] = (key, step_s)
+                how = "built"
+        if "text" not in entry:
+            entry["text"] = TableText(json.dumps(entry["table"], allow_nan=False, separators=(",", ":")))
+        tables[name] = entry["text"]
+        prov[name] = {"system": system, "backend": backend, "version": entry.get("data_version"), "model": model_id}
+        prov[name] |= kwargs
         LAST_BUILD[name] = {"cache": how, "seconds": time.perf_counter() - t0, "key": h, "entry": entry}
     resolved = {**timing, "backend": backend, "tables": tables}
     out = {**rest, "cost": {**rest["cost"], "timing": resolved}}
@@ -192,10 +230,11 @@ def _measured(scenario: dict[str, Any], timing: dict[str, Any]) -> dict[str, Any
         t0 = time.perf_counter()
         entry = LAST_BUILD[name]["entry"]
         entry["bound"] = _bound(out, name, step_s)
-        cache.store(key, entry)
+        cache.store(key, {k: v for k, v in entry.items() if k != "text"})
         LAST_BUILD[name]["seconds"] += time.perf_counter() - t0
     for name in prov:
         entry = LAST_BUILD[name].pop("entry")
+        entry.pop("table", None)  # kept as text: the core reads that
         prov[name]["bound"] = entry.get("bound")
         if len(_MEMORY) >= _MEMORY_LIMIT:
             _MEMORY.pop(next(iter(_MEMORY)))
@@ -235,7 +274,7 @@ def step_times(scenario: dict[str, Any], pool: str, rows: list[tuple[str, int, i
     """The core's time, s, of each ``(phase, batch, prompt_tokens, context_tokens)`` step on ``pool``."""
     out = json.loads(
         _core.step_times_json(
-            json.dumps(scenario, allow_nan=False),
+            dumps(scenario),
             pool,
             [r[0] for r in rows],
             [r[1] for r in rows],
@@ -246,4 +285,4 @@ def step_times(scenario: dict[str, Any], pool: str, rows: list[tuple[str, int, i
     return [float(a["time_s"]) for a in out]
 
 
-__all__ = ["LAST_BUILD", "SOURCES", "resolve_timing", "step_times"]
+__all__ = ["LAST_BUILD", "SOURCES", "TableText", "dumps", "resolve_timing", "step_times"]

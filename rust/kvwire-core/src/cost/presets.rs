@@ -497,19 +497,15 @@ pub fn model_presets() -> Vec<(&'static str, ModelSpec)> {
         ),
         (
             "bloom-176b",
-            model(
-                "BLOOM-176B",
-                70,
-                14336,
-                112,
-                112,
-                128,
-                38229,
-                250880,
-                2048,
-                "bigscience/bloom config.json (n_layer 70, hidden 14336, n_head 112; GELU MLP of 57344 approximated \
-                 as a 3-matrix MLP with d_ff 38229, as for opt-13b; ALiBi positions cost nothing here)",
-            ),
+            ModelSpec {
+                source: format!(
+                    "bigscience/bloom config.json (n_layer 70, hidden 14336, n_head 112; GELU MLP of 57344 \
+                     approximated as a 3-matrix MLP with d_ff 38229, as for opt-13b; ALiBi positions cost nothing \
+                     here); {SHAPE_SRC}; max_context_tokens is BLOOM's training sequence length, 2048 (with ALiBi \
+                     its config.json has no max_position_embeddings)"
+                ),
+                ..model("BLOOM-176B", 70, 14336, 112, 112, 128, 38229, 250880, 2048, "")
+            },
         ),
     ]
 }

@@ -92,7 +92,10 @@ impl Grid {
             if !a[0].is_finite() || a[0] < lowest[k] {
                 return Err(Error::field(apath, format!("must start at a finite value ≥ {}", lowest[k])));
             }
-            if let Some(i) = a.windows(2).position(|w| !(w[1] > w[0]) || !w[1].is_finite()) {
+            if let Some(i) = a
+                .windows(2)
+                .position(|w| w[1].partial_cmp(&w[0]) != Some(std::cmp::Ordering::Greater) || !w[1].is_finite())
+            {
                 return Err(Error::field(apath, format!("must be finite and strictly increasing (point {})", i + 1)));
             }
             points = points.saturating_mul(a.len());
@@ -260,7 +263,8 @@ mod tests {
     #[test]
     fn bad_grids_are_refused_naming_the_field() {
         let ok = || (vec![vec![1.0, 2.0], vec![0.0, 1.0]], vec![1.0; 4]);
-        let cases: Vec<(Vec<Vec<f64>>, Vec<f64>, &str)> = vec![
+        type Case = (Vec<Vec<f64>>, Vec<f64>, &'static str);
+        let cases: Vec<Case> = vec![
             (vec![vec![1.0], vec![0.0, 1.0]], vec![1.0; 2], "t.axes[0] (a)"),
             (vec![vec![1.0, 1.0], vec![0.0, 1.0]], vec![1.0; 4], "t.axes[0] (a)"),
             (vec![vec![1.0, 2.0], vec![0.0, f64::NAN]], vec![1.0; 4], "t.axes[1] (b)"),

@@ -401,7 +401,7 @@ pub struct CostSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TimingSpec {
-    pub source: String,
+    pub source: TimingSource,
     /// aiconfigurator: the provider's system (`h100_sxm`, `h200_sxm`, `b200_sxm`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
@@ -424,6 +424,19 @@ pub struct TimingSpec {
     /// Written by the Python package: one step-time table per pool (`prefill`, `decode` or `colocated`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tables: Option<std::collections::BTreeMap<String, TableSpec>>,
+}
+
+/// `cost.timing.source`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimingSource {
+    /// The cost model (the default).
+    #[default]
+    Roofline,
+    /// NVIDIA's measured kernel database (`aiconfigurator-core`), as step-time tables.
+    Aiconfigurator,
+    /// The roofline with a device fitted by `kvwire calibrate`.
+    Calibrated,
 }
 
 /// One pool's step-time table as it crosses into the core ([`crate::cost::table::StepTable`]).

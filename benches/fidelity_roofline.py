@@ -1,6 +1,6 @@
 """The roofline default held against NVIDIA's measured kernel database (``aiconfigurator-core``, vLLM data):
-prefill and decode step times on H100, H200 and B200 for dense (Llama 3.1 8B and 70B, Qwen3 32B) and MoE (Qwen3-235B-A22B, DeepSeek-V3) models at TP 1-8, across prompt lengths
-and batches. Both sides are kvwire's own step times (``kvwire.step_times``): the roofline as the default
+prefill and decode step times on H100, H200 and B200 for dense (Llama 3.1 8B and 70B, Qwen3 32B) and MoE
+(Qwen3-235B-A22B, DeepSeek-V3) models at TP 1-8, across prompt lengths and batches. Both sides are kvwire's own step times (``kvwire.step_times``): the roofline as the default
 scenario computes it (with ``parallel = {"tp": n}``: its all-reduces on NVLink), and the measured source at
 points of its grid, where it is the provider's value exactly.
 
@@ -18,9 +18,8 @@ import statistics
 import sys
 from typing import Any
 
-import polars as pl
-
 import kvwire
+import polars as pl
 
 DEVICES = {"h100": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm"}
 #: (model preset, layouts).
@@ -92,7 +91,8 @@ def main() -> None:
     for phase in ("prefill", "decode"):
         e = rows.filter(pl.col("phase") == phase)["error_pct"].abs()
         print(
-            f"\n{phase}: {e.len()} steps, median |error| {e.median():.0f}%, 90th percentile {e.quantile(0.9):.0f}%, max {e.max():.0f}%",
+            f"\n{phase}: {e.len()} steps, median |error| {e.median():.0f}%, "
+            f"90th percentile {e.quantile(0.9):.0f}%, max {e.max():.0f}%",
             end="",
         )
     print()

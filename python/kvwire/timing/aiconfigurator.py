@@ -29,8 +29,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
-from kvwire.errors import ScenarioError
 import kvwire.timing.grid as grid
+from kvwire.errors import ScenarioError
 
 #: The package that holds the measurements.
 PACKAGE = "aiconfigurator-core"

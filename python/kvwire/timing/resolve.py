@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import kvwire._core as _core
-from kvwire.errors import ScenarioError
 import kvwire.timing.aiconfigurator as aic
 import kvwire.timing.cache as cache
 import kvwire.timing.grid as grid
+from kvwire.errors import ScenarioError
 
 #: The sources ``cost.timing.source`` takes.
 SOURCES = ("roofline", "aiconfigurator", "calibrated")

@@ -1,8 +1,9 @@
 """The roofline default held against NVIDIA's measured kernel database (``aiconfigurator-core``, vLLM data):
 prefill and decode step times on H100, H200 and B200 for dense (Llama 3.1 8B and 70B, Qwen3 32B) and MoE
-(Qwen3-235B-A22B, DeepSeek-V3) models at TP 1-8, across prompt lengths and batches. Both sides are kvwire's own step times (``kvwire.step_times``): the roofline as the default
-scenario computes it (with ``parallel = {"tp": n}``: its all-reduces on NVLink), and the measured source at
-points of its grid, where it is the provider's value exactly.
+(Qwen3-235B-A22B, DeepSeek-V3) models at TP 1-8, across prompt lengths and batches. Both sides are kvwire's own
+step times (``kvwire.step_times``): the roofline as the default scenario computes it (with
+``parallel = {"tp": n}``: its all-reduces on NVLink), and the measured source at points of its grid, where it is
+the provider's value exactly.
 
     python benches/fidelity_roofline.py            # the tables of docs/fidelity.md
     python benches/fidelity_roofline.py --json     # every row

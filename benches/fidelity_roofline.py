@@ -68,7 +68,7 @@ def compare(device: str, model: str, par: dict[str, int]) -> pl.DataFrame | None
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true", help="print every row as JSON")
-    args = ap.parse_args()
+    args, _ = ap.parse_known_args()  # (run in process by the docs test, beside pytest's own arguments)
     parts = [
         df
         for dev in DEVICES

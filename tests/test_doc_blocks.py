@@ -14,8 +14,8 @@ for Python, in one namespace:
   the command whose real output it is, and the test runs it and compares.
 
 A block that cannot run has ``<!-- not run: why -->`` on the line before it; a block that is neither run nor
-marked with a reason fails the test. Paths ``../shared/...`` and ``examples/...`` are relative to the
-repository root; ``localhost:8000`` is a real ``kvwire-api`` server the test starts on a free port.
+marked with a reason fails the test. Paths ``../shared/...``, ``examples/...`` and ``benches/...`` are relative
+to the repository root; ``localhost:8000`` is a real ``kvwire-api`` server the test starts on a free port.
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ class PageRun:
     def rewrite(self, text: str) -> str:
         """The docs' relative paths made absolute, the docs' server address made the test's, known ids."""
         text = text.replace("../shared/", f"{SHARED}/")
-        text = re.sub(r"(?<![\w./-])examples/", f"{ROOT}/examples/", text)
+        text = re.sub(r"(?<![\w./-])(examples|benches)/", lambda m: f"{ROOT}/{m.group(1)}/", text)
         if DOCS_SERVER.search(text):
             text = DOCS_SERVER.sub(f"127.0.0.1:{self.start_server().port}", text)
         for doc_id, real_id in self.ids.items():
@@ -249,7 +249,11 @@ class PageRun:
 
     def unrewrite(self, output: str) -> str:
         """An output as the docs show it: the repository-relative paths the commands were given."""
-        return output.replace(f"{SHARED}/", "../shared/").replace(f"{ROOT}/examples/", "examples/")
+        return (
+            output.replace(f"{SHARED}/", "../shared/")
+            .replace(f"{ROOT}/examples/", "examples/")
+            .replace(f"{ROOT}/benches/", "benches/")
+        )
 
     def run(self, cmd: str, where: str) -> str | None:
         """Runs one command line; its output, or None when a tool it needs is missing (noted)."""

@@ -4,7 +4,7 @@
 use super::model::{ModelCost, StepWork};
 use super::parallel::ParallelCost;
 use super::presets::DeviceSpec;
-use super::table::{Shape, StepTable};
+use super::table::{Hints, Shape, StepTable};
 
 /// What set a step's duration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,15 +55,21 @@ pub struct StepTimer {
     /// Dynamic power budget of the instance, W (`None`: no power roof).
     budget_w: Option<f64>,
     p: RooflineParams,
-    /// The instance's parallel layout (`None`: its devices act as one, no collective charged).
-    par: Option<Box<ParallelCost>>,
-    /// Measured step times (`None`: the roofline times steps).
-    table: Option<std::sync::Arc<StepTable>>,
-    /// Neither a layout nor a table: [`Self::step`] is [`Self::time`] (one test on the hot path).
-    plain: bool,
+    /// A parallel layout and/or a measured table (`None`: the plain roofline, its devices acting as one; one
+    /// test on the hot path, as before either existed).
+    special: Option<Box<Special>>,
     /// Σ collective time the steps timed here could not hide under compute, s (0 without a layout): kept
     /// here, not in each [`StepTiming`], so that the default path carries nothing for it.
     comm_s: std::cell::Cell<f64>,
+}
+
+/// What a timer adds to the plain roofline: a parallel layout's collectives, a measured table (with the
+/// segments of its last lookups).
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Special {
+    par: Option<ParallelCost>,
+    table: Option<std::sync::Arc<StepTable>>,
+    hints: std::cell::Cell<Hints>,
 }
 
 impl StepTimer {
@@ -87,9 +93,7 @@ impl StepTimer {
             j_per_byte: dev.pj_per_byte * 1e-12,
             budget_w: limit.map(|w| (w - dev.idle_w) * n),
             p,
-            par: None,
-            table: None,
-            plain: true,
+            special: None,
             comm_s: std::cell::Cell::new(0.0),
         }
     }
@@ -101,8 +105,9 @@ impl StepTimer {
 
     /// The same timer charging the collectives, pipeline and replication of a parallel layout.
     pub fn with_parallel(mut self, par: Option<ParallelCost>) -> Self {
-        self.par = par.map(Box::new);
-        self.plain = self.par.is_none() && self.table.is_none();
+        if let Some(par) = par {
+            self.special.get_or_insert_with(Box::default).par = Some(par);
+        }
         self
     }
 
@@ -110,14 +115,15 @@ impl StepTimer {
     /// and any layout's collectives and pipeline (the provider measured the layout), and keeps the roofline's
     /// dynamic energy for the step's FLOPs and bytes ([`Self::table_step`]).
     pub fn with_table(mut self, table: Option<std::sync::Arc<StepTable>>) -> Self {
-        self.table = table;
-        self.plain = self.par.is_none() && self.table.is_none();
+        if let Some(table) = table {
+            self.special.get_or_insert_with(Box::default).table = Some(table);
+        }
         self
     }
 
     /// Whether step times come from a measured table.
-    pub fn measured(&self) -> bool {
-        self.table.is_some()
+    pub fn is_measured(&self) -> bool {
+        self.special.as_ref().is_some_and(|s| s.table.is_some())
     }
 
     /// Time and energy of a step doing `w` in the shape `s`. Without a parallel layout or a table this is
@@ -129,19 +135,45 @@ impl StepTimer {
     /// cost what `time` alone did.)
     #[inline(always)]
     pub fn step(&self, w: StepWork, s: Shape) -> StepTiming {
-        if self.plain {
-            return self.time(w);
+        match self.special.as_deref() {
+            None => self.time(w),
+            Some(sp) => self.special_step(sp, w, s),
         }
-        self.special_step(w, s)
+    }
+
+    /// [`Self::step`] of a decode step of `rows` sequences reading `ctx` KV tokens (`Shape::decode`), its
+    /// shape passed as two numbers: the plain path then builds no shape at all (a decode step's shape written
+    /// to the stack for a call that never happens was 0.8% of a default run's instructions).
+    #[inline(always)]
+    pub fn decode_step(&self, w: StepWork, rows: u64, ctx: u64) -> StepTiming {
+        match self.special.as_deref() {
+            None => self.time(w),
+            Some(sp) => self.special_decode(sp, w, rows, ctx),
+        }
     }
 
     #[cold]
     #[inline(never)]
-    fn special_step(&self, w: StepWork, s: Shape) -> StepTiming {
-        if let Some(table) = self.table.as_deref() {
-            return self.table_step(table, w, s);
+    fn special_decode(&self, sp: &Special, w: StepWork, rows: u64, ctx: u64) -> StepTiming {
+        if let Some(table) = sp.table.as_deref() {
+            let mut hints = sp.hints.get();
+            let time_s = table.decode_s(rows, ctx, &mut hints);
+            sp.hints.set(hints);
+            return self.measured(time_s, w);
         }
-        match self.par.as_deref() {
+        self.special_step(sp, w, Shape::decode(rows, ctx))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn special_step(&self, sp: &Special, w: StepWork, s: Shape) -> StepTiming {
+        if let Some(table) = sp.table.as_deref() {
+            let mut hints = sp.hints.get();
+            let t = self.table_step(table, &mut hints, w, s);
+            sp.hints.set(hints);
+            return t;
+        }
+        match sp.par.as_ref() {
             Some(par) => self.parallel_step(par, w, s.tokens(), s.ctx_tokens()),
             None => self.time(w),
         }
@@ -151,11 +183,16 @@ impl StepTimer {
     /// its dynamic energy the roofline's for its FLOPs and bytes at full clock (pJ/FLOP and pJ/byte of the
     /// device), so a step's mean power is that energy over the measured time; no power roof stretches it (the
     /// measurement ran at the clocks the device chose). `bound` says which roof the roofline would have hit.
-    pub fn table_step(&self, table: &StepTable, w: StepWork, s: Shape) -> StepTiming {
+    pub fn table_step(&self, table: &StepTable, hints: &mut Hints, w: StepWork, s: Shape) -> StepTiming {
+        self.measured(table.time_s_hinted(s, hints), w)
+    }
+
+    /// A step of `w` that took `time_s` by measurement ([`Self::table_step`]).
+    fn measured(&self, time_s: f64, w: StepWork) -> StepTiming {
         let t_c = w.flops * self.inv_rate_flops;
         let t_m = w.bytes * self.inv_rate_bytes;
         StepTiming {
-            time_s: table.time_s(s),
+            time_s,
             compute_j: w.flops * self.j_per_flop,
             memory_j: w.bytes * self.j_per_byte,
             bound: if t_c >= t_m { Bound::Compute } else { Bound::Memory },

@@ -74,7 +74,7 @@ impl Grid {
     /// A grid over `axes` (each strictly increasing, at least two finite points ≥ `lowest`) holding `values`
     /// (finite, > 0, one per point). Errors name `path` and the offending axis or value.
     pub fn new(axes: Vec<Vec<f64>>, values: Vec<f64>, path: &str, names: &[&str], lowest: &[f64]) -> Result<Self> {
-        if axes.len() != names.len() {
+        if axes.len() != names.len() || !(2..=3).contains(&axes.len()) {
             return Err(Error::field(
                 format!("{path}.axes"),
                 format!("expected {} axes ({}), got {}", names.len(), names.join(", "), axes.len()),
@@ -118,43 +118,68 @@ impl Grid {
 
     /// The value at `x` (one coordinate per axis).
     pub fn at(&self, x: &[f64]) -> f64 {
-        debug_assert_eq!(x.len(), self.axes.len());
-        // Per axis: the segment [a_i, a_{i+1}] holding x (the first or last one outside the axis) and x's
-        // weight along it.
-        let mut base = 0usize;
-        let mut stride = self.values.len();
-        let mut offs = [0usize; 3];
-        let mut weights = [0.0f64; 3];
-        let d = self.axes.len();
-        for (k, (a, &xk)) in self.axes.iter().zip(x).enumerate() {
-            let n = a.len();
-            let i = a.partition_point(|&v| v <= xk).saturating_sub(1).min(n - 2);
-            stride /= n;
-            base += i * stride;
-            offs[k] = stride;
-            weights[k] = (xk - a[i]) / (a[i + 1] - a[i]);
-        }
-        let mut sum = 0.0;
-        for corner in 0..(1usize << d) {
-            let mut w = 1.0;
-            let mut idx = base;
-            for k in 0..d {
-                if corner >> k & 1 == 1 {
-                    w *= weights[k];
-                    idx += offs[k];
-                } else {
-                    w *= 1.0 - weights[k];
-                }
+        self.at_hinted(x, &mut [0; 3])
+    }
+
+    /// The segment of axis `k` holding `x` (the first or last one outside the axis) and x's weight along it,
+    /// starting from the segment `hint` names (a run's steps move little from one to the next, so the last
+    /// segment usually holds the next point and no search is needed; the segment is the same either way).
+    #[inline(always)]
+    fn segment(&self, k: usize, x: f64, hint: &mut u32) -> (usize, f64) {
+        let a = &self.axes[k];
+        let n = a.len();
+        let h = *hint as usize;
+        let i = if h + 1 < n && a[h] <= x && x < a[h + 1] {
+            h
+        } else {
+            a.partition_point(|&v| v <= x).saturating_sub(1).min(n - 2)
+        };
+        *hint = i as u32;
+        (i, (x - a[i]) / (a[i + 1] - a[i]))
+    }
+
+    /// [`Self::at`] with a hint per axis ([`Self::segment`]): the same value, written out for two and three
+    /// axes (the only grids a table has). Along each axis the two neighbours are blended as
+    /// (1 − w)·v₀ + w·v₁, innermost axis first: with w = 0 or 1 that is v₀ or v₁ exactly.
+    pub fn at_hinted(&self, x: &[f64], hint: &mut [u32; 3]) -> f64 {
+        let lerp = |w: f64, a: f64, b: f64| (1.0 - w) * a + w * b;
+        let v = &self.values;
+        let t = match x.len() {
+            2 => {
+                let n1 = self.axes[1].len();
+                let (i, wi) = self.segment(0, x[0], &mut hint[0]);
+                let (j, wj) = self.segment(1, x[1], &mut hint[1]);
+                let at = |i: usize, j: usize| v[i * n1 + j];
+                lerp(wi, lerp(wj, at(i, j), at(i, j + 1)), lerp(wj, at(i + 1, j), at(i + 1, j + 1)))
             }
-            sum += w * self.values[idx];
-        }
-        sum.max(self.floor)
+            3 => {
+                let (n1, n2) = (self.axes[1].len(), self.axes[2].len());
+                let (i, wi) = self.segment(0, x[0], &mut hint[0]);
+                let (j, wj) = self.segment(1, x[1], &mut hint[1]);
+                let (k, wk) = self.segment(2, x[2], &mut hint[2]);
+                let at = |i: usize, j: usize, k: usize| v[(i * n1 + j) * n2 + k];
+                let plane = |i: usize| {
+                    lerp(wj, lerp(wk, at(i, j, k), at(i, j, k + 1)), lerp(wk, at(i, j + 1, k), at(i, j + 1, k + 1)))
+                };
+                lerp(wi, plane(i), plane(i + 1))
+            }
+            // Grid::new takes two or three axes only.
+            _ => self.floor,
+        };
+        t.max(self.floor)
     }
 
     /// The first value (every axis at its first point).
     pub fn first(&self) -> f64 {
         self.values[0]
     }
+}
+
+/// The segments of a timer's last table lookups, per axis ([`Grid::at_hinted`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hints {
+    prefill: [u32; 3],
+    decode: [u32; 3],
 }
 
 /// One pool's measured step times.
@@ -191,16 +216,32 @@ impl StepTable {
     /// rows): the prefill of its chunks plus what its decode rows add to a one-sequence, one-token decode step
     /// (the weights are read once; what the decode table's first point holds is the step's fixed part).
     pub fn time_s(&self, s: Shape) -> f64 {
-        let decode = |rows: u64, ctx: u64| self.decode.at(&[rows as f64, ctx as f64 / rows as f64]);
+        self.time_s_hinted(s, &mut Hints::default())
+    }
+
+    /// A decode step of `rows` sequences reading `ctx` KV tokens: [`Self::time_s`] of `Shape::decode`.
+    #[inline]
+    pub fn decode_s(&self, rows: u64, ctx: u64, h: &mut Hints) -> f64 {
+        if rows == 0 {
+            return self.decode.first();
+        }
+        self.decode.at_hinted(&[rows as f64, ctx as f64 / rows as f64], &mut h.decode)
+    }
+
+    /// [`Self::time_s`] with the segments of the last lookups as hints ([`Grid::at_hinted`]; same value).
+    pub fn time_s_hinted(&self, s: Shape, h: &mut Hints) -> f64 {
+        let mut decode =
+            |rows: u64, ctx: u64| self.decode.at_hinted(&[rows as f64, ctx as f64 / rows as f64], &mut h.decode);
         if s.prefill_seqs == 0 {
             return if s.decode_rows > 0 { decode(s.decode_rows, s.decode_ctx) } else { self.decode.first() };
         }
         let n = s.prefill_seqs as f64;
-        let t = self.prefill.at(&[n, s.prefill_tokens as f64 / n, s.cached_tokens as f64 / n]);
+        let dt = if s.decode_rows > 0 { decode(s.decode_rows, s.decode_ctx) - self.decode.first() } else { 0.0 };
+        let t = self.prefill.at_hinted(&[n, s.prefill_tokens as f64 / n, s.cached_tokens as f64 / n], &mut h.prefill);
         if s.decode_rows == 0 {
             return t;
         }
-        t + (decode(s.decode_rows, s.decode_ctx) - self.decode.first()).max(0.0)
+        t + dt.max(0.0)
     }
 }
 
@@ -302,6 +343,34 @@ mod tests {
         let mixed = Shape { decode_rows: 8, decode_ctx: 8 * 1024, ..Shape::prefill(2, 32, 0) };
         assert_eq!(t.time_s(mixed), 1e-2 + 8.0 * 1e-3 + (8e-3 - 5e-3));
         assert_eq!(t.time_s(Shape::default()), 5e-3);
+    }
+
+    /// Lookups with hints left by earlier ones (right, wrong or stale) give the value of a fresh lookup, bit
+    /// for bit, at random points inside and beyond the axes; so does the decode-only entry point.
+    #[test]
+    fn hints_never_change_a_value() {
+        let t = table();
+        let mut h = Hints::default();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for _ in 0..5000 {
+            let s = Shape {
+                prefill_seqs: next(3) * next(9),
+                prefill_tokens: next(1 << 16),
+                cached_tokens: next(200),
+                decode_rows: next(100),
+                decode_ctx: next(1 << 18),
+            };
+            let s = if s.prefill_seqs > 0 && s.prefill_tokens == 0 { Shape { prefill_tokens: 1, ..s } } else { s };
+            assert_eq!(t.time_s_hinted(s, &mut h).to_bits(), t.time_s(s).to_bits(), "{s:?}");
+            let d = Shape::decode(s.decode_rows, s.decode_ctx);
+            assert_eq!(t.decode_s(d.decode_rows, d.decode_ctx, &mut h).to_bits(), t.time_s(d).to_bits(), "{d:?}");
+        }
     }
 
     /// The prefill and decode grids must start at one sequence (and one token per prefill sequence).

@@ -189,7 +189,7 @@ pub(super) fn start_decode(
     let b = dec.running.len() as u64;
     let ctx = dec.running.ctx_tokens(prompt);
     let work = model.decode(ctx, b);
-    let timing = timer.step(work, Shape::decode(b, ctx));
+    let timing = timer.decode_step(work, b, ctx);
     account_decode(dec, timer, stats, work, timing, b, now)
 }
 

@@ -252,6 +252,8 @@ def _read_kvwire(f: _File, lines: list[str], at: int, columns: list[str]) -> lis
         model = cell("model").strip()
         if not model:
             raise f.fail("empty cell: expected a model name", line, "model")
+        tp = _int(f, cell("tp"), line, "tp", 1)
+        batch = _int(f, cell("batch"), line, "batch", 1)
         prompt = _int(f, cell("prompt_tokens"), line, "prompt_tokens", 1 if phase == "prefill" else 0)
         if phase == "decode" and prompt != 0:
             raise f.fail(f"a decode row has prompt_tokens 0, got {prompt}", line, "prompt_tokens")
@@ -261,8 +263,8 @@ def _read_kvwire(f: _File, lines: list[str], at: int, columns: list[str]) -> lis
                 "phase": phase,
                 "model": model,
                 "device": device,
-                "tp": _int(f, cell("tp"), line, "tp", 1),
-                "batch": _int(f, cell("batch"), line, "batch", 1),
+                "tp": tp,
+                "batch": batch,
                 "prompt_tokens": prompt,
                 "context_tokens": _int(f, cell("context_tokens"), line, "context_tokens", 0),
                 "time_s": _time(f, cell("time_s"), line, "time_s", 1.0),

@@ -78,6 +78,22 @@ def _scale_up(device: str) -> dict[str, Any] | None:
     return {k: su[k] for k in ("domain", "bandwidth_gb_per_s", "latency_us")}
 
 
+def significant(x: float, digits: int = 4) -> float:
+    """``x`` rounded to ``digits`` significant digits (what a calibration file keeps).
+
+    >>> significant(0.0228808), significant(100.2349807)
+    (0.02288, 100.2)
+    """
+    if x == 0 or not math.isfinite(x):
+        return x
+    return round(x, digits - 1 - math.floor(math.log10(abs(x))))
+
+
+def bandwidth(eff: float, nominal: float) -> float:
+    """The scale-up bandwidth, GB/s, of an efficiency ``eff`` of the link's ``nominal`` (to 6 digits)."""
+    return significant(eff * nominal, 6)
+
+
 def parameters(device: str, tps: Sequence[int]) -> list[Param]:
     """The parameters a calibration of ``device`` fits for rows of tensor-parallel degrees ``tps``."""
     preset = catalog()["devices"][device]
@@ -223,7 +239,7 @@ class _Predictor:
         if eff is not None and self.scale_up is not None:
             dev["scale_up"] = {
                 "domain": self.scale_up["domain"],
-                "bandwidth_gb_per_s": eff * self.scale_up["bandwidth_gb_per_s"],
+                "bandwidth_gb_per_s": bandwidth(eff, self.scale_up["bandwidth_gb_per_s"]),
                 "latency_us": self.scale_up["latency_us"],
             }
         return {
@@ -501,7 +517,8 @@ def calibrate(
     phases = table["phase"].to_numpy()
     everything = np.ones(table.height, dtype=bool)
     default = pred(pred.defaults())
-    values = _fit(pred, measured, phases, everything)
+    # The values as the file keeps them (4 significant digits), so that every figure reported is theirs.
+    values = {k: significant(v) for k, v in _fit(pred, measured, phases, everything).items()}
     fitted = pred(values)
     held = np.full(table.height, np.nan)
     fold = np.full(table.height, -1, dtype=np.int64)
@@ -544,11 +561,11 @@ def calibrate(
     for p in params:
         if p.name.startswith("scale_up_eff_tp") and su is not None:
             tp = int(p.name.removeprefix("scale_up_eff_tp"))
-            by_tp[tp] = {"domain": su["domain"], "bandwidth_gb_per_s": values[p.name] * su["bandwidth_gb_per_s"],
-                         "latency_us": su["latency_us"]}  # fmt: skip
+            gb_per_s = bandwidth(values[p.name], su["bandwidth_gb_per_s"])
+            by_tp[tp] = {"domain": su["domain"], "bandwidth_gb_per_s": gb_per_s, "latency_us": su["latency_us"]}
     fitted_device: dict[str, Any] = {"preset": device, "flops_eff": values["flops_eff"], "bw_eff": values["bw_eff"]}
     if by_tp and su is not None:
-        mean = math.exp(sum(math.log(v["bandwidth_gb_per_s"]) for v in by_tp.values()) / len(by_tp))
+        mean = significant(math.exp(sum(math.log(v["bandwidth_gb_per_s"]) for v in by_tp.values()) / len(by_tp)), 6)
         fitted_device["scale_up"] = {"domain": su["domain"], "bandwidth_gb_per_s": mean, "latency_us": su["latency_us"]}
     return CalibrationResult(
         base_device=device,
@@ -571,10 +588,12 @@ __all__ = [
     "LOSS_SCALE",
     "CalibrationResult",
     "Param",
+    "bandwidth",
     "calibrate",
     "error_table",
     "nelder_mead",
     "parameters",
     "select_rows",
+    "significant",
     "soft_l1",
 ]

@@ -79,7 +79,7 @@ def test_calibrate_a_bad_file(tmp_path: Path) -> None:
 
 def test_fidelity_prints_percentiles_and_rows(steps_csv: Path, tmp_path: Path) -> None:
     """The roofline against the file: percentiles per phase, per model and tp, the rows furthest off (--top), and
-    a parity plot with --plot; --top 0 lists every row."""
+    a parity plot with --plot; --top 0 lists every row; --by-shape merges each shape's 3 repeats."""
     res = run("fidelity", str(steps_csv), "--top", "3", "--plot", "parity.png")
     assert res.exit_code == 0, res.output
     out = res.stdout
@@ -88,6 +88,8 @@ def test_fidelity_prints_percentiles_and_rows(steps_csv: Path, tmp_path: Path) -
     assert (tmp_path / "parity.png").stat().st_size > 1000 and "wrote the parity plot" in res.stderr
     every = run("fidelity", str(steps_csv), "--top", "0")
     assert "every row" in every.stdout and len(every.stdout.splitlines()) > 90
+    shapes = run("fidelity", str(steps_csv), "--by-shape", "--top", "4")
+    assert "the 4 shapes furthest off (of 30) (n measurements each, their median)" in shapes.stdout
 
 
 def test_fidelity_of_a_calibration_with_set_and_json(steps_csv: Path) -> None:

@@ -61,9 +61,18 @@ def test_signed_error_and_percentiles() -> None:
 
 
 def test_splitwise_rows_run_on_their_device() -> None:
-    """A Splitwise file's rows run on the device it names (a100) at their tp, one row per measurement."""
+    """A Splitwise file's rows run on the device it names (a100) at their tp, one row per measurement; merged by
+    shape, the repeats of a shape become one row of their median."""
     res = kvwire.fidelity(SPLITWISE)
     assert res.table.height == 840 and set(res.table["device"]) == {"a100"}
+    shapes = res.by_shape()
+    assert shapes["rows"].sum() == 840 and shapes.height == 128
+    one = shapes.row(0, named=True)
+    same = res.table.filter((pl.col("phase") == one["phase"]) & (pl.col("source_row") >= one["first_line"]))
+    same = same.filter((pl.col("batch") == one["batch"]) & (pl.col("prompt_tokens") == one["prompt_tokens"])
+                       & (pl.col("context_tokens") == one["context_tokens"]) & (pl.col("tp") == one["tp"])
+                       & (pl.col("model") == one["model"]))  # fmt: skip
+    assert one["measured_s"] == pytest.approx(same["measured_s"].median())
     assert res.table["predicted_s"].is_finite().all() and (res.table["predicted_s"] > 0).all()
     assert set(res.table["bound"]) <= {"compute", "memory", "power"}
 

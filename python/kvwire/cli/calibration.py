@@ -141,6 +141,9 @@ def _timing_label(timing: dict[str, Any] | None) -> str:
 @click.option(
     "--top", type=click.IntRange(min=0), default=10, show_default=True, help="Rows furthest off to list (0: all)."
 )
+@click.option(
+    "--by-shape", is_flag=True, help="List shapes (repeated measurements merged: their median) instead of rows."
+)
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), help="Write a parity plot.")
 @click.option("--json", "as_json", is_flag=True, help="Print the percentiles and every row as JSON.")
 def fidelity_cmd(
@@ -151,6 +154,7 @@ def fidelity_cmd(
     model: str | None,
     fmt: str,
     top: int,
+    by_shape: bool,
     plot_file: Path | None,
     as_json: bool,
 ) -> None:
@@ -194,21 +198,26 @@ def fidelity_cmd(
         lines += ["", "  by model and tp (|error| %: median / p90 / max)"]
         for r in res.groups.filter(pl.col("model") != "all").iter_rows(named=True):
             lines.append(f"  {r['phase']:<9}{_scope(r):<20}{r['rows']:>6,}   {_triple(r, 'error')}")
-        worst = t.with_columns(pl.col("error_pct").abs().alias("_abs")).sort(
+        listed = res.by_shape() if by_shape else t.with_columns(rows=pl.lit(1), first_line=pl.col("source_row"))
+        unit = "shapes" if by_shape else "rows"
+        worst = listed.with_columns(pl.col("error_pct").abs().alias("_abs")).sort(
             "_abs", descending=True, maintain_order=True
         )
         shown = worst if top == 0 else worst.head(top)
-        what = "every row" if top == 0 or top >= t.height else f"the {shown.height} rows furthest off (of {t.height:,})"
+        n = listed.height
+        what = f"every {unit[:-1]}" if top == 0 or top >= n else f"the {shown.height} {unit} furthest off (of {n:,})"
+        count = f"{'n':>4}" if by_shape else ""
         lines += [
             "",
-            f"  {what}",
-            f"  {'line':>5}  {'phase':<8}{'model':<12}{'tp':>4}{'batch':>7}{'prompt':>8}{'context':>8}"
+            f"  {what}" + (" (n measurements each, their median)" if by_shape else ""),
+            f"  {'line':>5}  {'phase':<8}{'model':<12}{'tp':>4}{'batch':>7}{'prompt':>8}{'context':>8}{count}"
             f"{'measured ms':>13}{'predicted ms':>14}{'error %':>10}  bound",
         ]
         for r in shown.iter_rows(named=True):
+            n_col = f"{r['rows']:>4}" if by_shape else ""
             lines.append(
-                f"  {r['source_row']:>5}  {r['phase']:<8}{r['model']:<12}{r['tp']:>4}{r['batch']:>7}"
-                f"{r['prompt_tokens']:>8}{r['context_tokens']:>8}{r['measured_s'] * 1e3:>13,.2f}"
+                f"  {r['first_line']:>5}  {r['phase']:<8}{r['model']:<12}{r['tp']:>4}{r['batch']:>7}"
+                f"{r['prompt_tokens']:>8}{r['context_tokens']:>8}{n_col}{r['measured_s'] * 1e3:>13,.2f}"
                 f"{r['predicted_s'] * 1e3:>14,.2f}{r['error_pct']:>+10.1f}  {r['bound']}"
             )
         click.echo("\n".join(lines))

@@ -80,6 +80,20 @@ class FidelityResult:
     timing: dict[str, Any] | None
     source: str
 
+    def by_shape(self) -> pl.DataFrame:
+        """The table with each shape's repeated measurements merged: ``rows`` (how many), ``measured_s`` (their
+        median), ``predicted_s``, ``error_pct`` (of the median), ``first_line`` (the first source line), in the
+        order the shapes first appear."""
+        keys = ["phase", "model", "device", "tp", "batch", "prompt_tokens", "context_tokens"]
+        out = self.table.group_by(keys, maintain_order=True).agg(
+            rows=pl.len(),
+            first_line=pl.col("source_row").min(),
+            measured_s=pl.col("measured_s").median(),
+            predicted_s=pl.col("predicted_s").first(),
+            bound=pl.col("bound").first(),
+        )
+        return out.with_columns(error_pct=(pl.col("predicted_s") / pl.col("measured_s") - 1) * 100)
+
     def plot(self, path: str | Path | None = None) -> Figure:
         """A parity plot (measured against predicted step time, log-log, one colour per phase, the line y = x
         and ±25% dashed); written to ``path`` when given (the format from its suffix). Needs matplotlib

@@ -66,9 +66,9 @@ def calibrate_cmd(
     out_file: Path | None,
     as_json: bool,
 ) -> None:
-    """Fit DEVICE's flops_eff and bw_eff, the per-step overhead and the scale-up bandwidth per tp to the
-    measured step times of MEASURED_FILE (kvwire's calibration CSV or Splitwise's perf_model.csv); print the fit
-    and its error in-sample and held out (k-fold), against the default device's."""
+    """Fit a device's efficiencies, step overhead and scale-up bandwidth per tp to the step times measured in
+    MEASURED_FILE (kvwire's calibration CSV or Splitwise's perf_model.csv); print the fit and its error
+    in-sample and held out (k-fold), against the default device's."""
     from kvwire.planning.calibrate import LOSS_SCALE, calibrate
 
     try:

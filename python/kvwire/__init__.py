@@ -22,6 +22,7 @@ from kvwire.errors import (
     InternalError,
     KvwireError,
     LayoutError,
+    MeasurementError,
     QuantError,
     RequestsNotKeptError,
     ResourceError,
@@ -32,7 +33,9 @@ from kvwire.errors import (
     UnknownPresetError,
 )
 from kvwire.kernels import layout, quant
+from kvwire.planning.calibrate import CalibrationResult, calibrate
 from kvwire.planning.capacity import CapacityResult, CompareResult, SplitResult, best_split, capacity, compare
+from kvwire.planning.fidelity import FidelityResult, fidelity
 from kvwire.planning.sweep import load_sweep, sweep, sweep_points
 from kvwire.presets import catalog
 from kvwire.results.ceilings import ceilings
@@ -65,14 +68,17 @@ else:  # (type checkers see the import above and the names below, not a catch-al
 
 
 __all__ = [
+    "CalibrationResult",
     "Cancelled",
     "CapacityResult",
     "CompareResult",
     "DoesNotFitError",
+    "FidelityResult",
     "HandoffResultDict",
     "InternalError",
     "KvwireError",
     "LayoutError",
+    "MeasurementError",
     "QuantError",
     "RequestsNotKeptError",
     "ResourceError",
@@ -88,11 +94,13 @@ __all__ = [
     "UnknownPresetError",
     "__version__",
     "best_split",
+    "calibrate",
     "capacity",
     "catalog",
     "ceilings",
     "compare",
     "default_scenario",
+    "fidelity",
     "handoff",
     "layout",
     "load_scenario",

@@ -125,6 +125,32 @@ class TraceFileError(TraceError):
         return (type(self), (str(self), self.path, self.file, self.line, self.column))
 
 
+class MeasurementError(KvwireError, ValueError):
+    """A file of measured step times that cannot be read (:mod:`kvwire.timing.measured`): unreadable or empty,
+    an unknown format, a missing column, a cell that is not a number or not a whole number, a time that is not
+    positive, an unknown phase, an unknown device name; or a format that does not hold whole steps (Vidur's
+    per-operator profiles).
+
+    The message names the file, the line and the column; the same facts are attributes.
+
+    Attributes:
+        file: the file as given.
+        line: 1-based line of the offending row (``None`` when the problem is not one row's).
+        column: the offending column as named in the file (``None`` if not one column's).
+        path: ``"FILE:LINE:COLUMN"`` (shorter when line or column is unknown).
+    """
+
+    def __init__(self, message: str, path: str = "", file: str = "", line: int | None = None,
+                 column: str | None = None) -> None:  # fmt: skip
+        super().__init__(message, path)
+        self.file = file
+        self.line = line
+        self.column = column
+
+    def __reduce__(self) -> tuple[type[MeasurementError], tuple[str, str, str, int | None, str | None]]:  # type: ignore[override]
+        return (type(self), (str(self), self.path, self.file, self.line, self.column))
+
+
 class QuantError(KvwireError, ValueError):
     """A quantisation request that does not fit its input: wrong dtype, non-contiguous array, an axis whose
     length is not a multiple of the block size, or scales/codes of the wrong size. ``path`` names the
@@ -186,6 +212,7 @@ __all__ = [
     "InternalError",
     "KvwireError",
     "LayoutError",
+    "MeasurementError",
     "PlotError",
     "QuantError",
     "RequestsNotKeptError",

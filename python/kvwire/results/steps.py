@@ -75,6 +75,7 @@ def step_times(
     else:
         pools = [pool] * rows.height
     answers: list[dict[str, Any]] = [{}] * rows.height
+    batch, prompt, context = (rows[c].to_list() for c in COLUMNS[1:])
     for name in dict.fromkeys(pools):
         idx = [i for i, p in enumerate(pools) if p == name]
         try:
@@ -83,9 +84,9 @@ def step_times(
                     text,
                     name,
                     [phases[i] if phases[i] is not None else "" for i in idx],
-                    [int(rows["batch"][i]) for i in idx],
-                    [int(rows["prompt_tokens"][i]) for i in idx],
-                    [int(rows["context_tokens"][i]) for i in idx],
+                    [int(batch[i]) for i in idx],
+                    [int(prompt[i]) for i in idx],
+                    [int(context[i]) for i in idx],
                 )
             )
         except ScenarioError as e:

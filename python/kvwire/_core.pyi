@@ -15,6 +15,7 @@ __all__ = [
     "decode",
     "default_scenario_json",
     "dequantize",
+    "echo_json",
     "error",
     "handoff_json",
     "isa",
@@ -27,6 +28,7 @@ __all__ = [
     "quantize",
     "simulate",
     "simulate_stream",
+    "step_times_json",
     "validate",
 ]
 

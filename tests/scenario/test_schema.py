@@ -210,6 +210,8 @@ def example_for(path: str) -> dict[str, Any]:
         return {"prefix_cache": {"enabled": True, "capacity_tokens": 100_000}}
     if path in ("cost.timing", "cost.timing.source"):
         return {"cost": {"timing": {"source": "roofline"}}}
+    if path == "cost.timing.file":  # a calibration file as kvwire calibrate -o writes one (its used fields)
+        return {"cost": {"timing": {"source": "calibrated", "file": calibration_file()}}}
     if path in ("cost.timing.tables", "cost.timing.provenance"):  # as kvwire writes them: any tables, given
         return {"cost": {"timing": {"source": "aiconfigurator", "provenance": {"by": "hand"}, "tables": TABLES}}}
     if path.startswith("cost.timing."):  # the measured source's fields (aiconfigurator-core, a test extra)
@@ -241,7 +243,11 @@ def literal_example(path: str, value: Any) -> dict[str, Any]:
     if path == "link.registration":
         return {"link": {"preset": "ib-ndr", "registration": value}}
     if path == "cost.timing.source":
-        timing = {"roofline": {"source": "roofline"}, "aiconfigurator": MEASURED}.get(value, {"source": value})
+        timing = {
+            "roofline": {"source": "roofline"},
+            "aiconfigurator": MEASURED,
+            "calibrated": {"source": "calibrated", "file": calibration_file()},
+        }.get(value, {"source": value})
         return {"cost": {"timing": timing}}
     if path == "cost.timing.backend":
         return {"cost": {"timing": {**MEASURED, "backend": value, "version": None}}}
@@ -323,6 +329,26 @@ def test_every_annotated_key_is_accepted_by_the_core(path: str) -> None:
 ALONE = {"decode.kv_format", "prefill.kv_format", "handoff.decompress_at", "link.model", "link.host_link"}
 #: The measured source's fields, alone too: it refuses speculative decoding, which the other keys set.
 ALONE |= {f"cost.timing.{k}" for k in ("system", "backend", "version", "model", "file", "provenance", "tables")}
+#: The calibration file of the module (written by the ``calibration`` fixture).
+CALIBRATION: list[str] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def calibration(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A calibration file with the fields the calibrated source reads, for the examples of ``cost.timing``."""
+    from kvwire.timing.calibration import KIND, VERSION
+
+    doc = {"kind": KIND, "version": VERSION, "base_device": "h100", "step_overhead_s": 0.002,
+           "device": {"preset": "h100", "flops_eff": 0.5, "bw_eff": 0.7}, "scale_up_by_tp": {}}  # fmt: skip
+    path = tmp_path_factory.mktemp("calibration") / "h100.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    CALIBRATION[:] = [str(path)]
+
+
+def calibration_file() -> str:
+    return CALIBRATION[0]
+
+
 _GRIDS = {
     "prefill": {"axes": [[1, 2], [1, 2], [0, 1]], "values_s": [0.01] * 8},
     "decode": {"axes": [[1, 2], [1, 2]], "values_s": [0.001] * 4},

@@ -231,3 +231,20 @@ def test_moe_and_tensor_parallel_pools_map_to_the_providers_layout(provider: Any
         h = sdk.EngineHandle.compile(hf, "h200_sxm", "vllm", **kw)
         got = core_s([("decode", 16, 0, 2048), ("prefill", 2, 1024, 0)], sc)
         assert got == [provider_s(h, "decode", 16, 0, 2048), provider_s(h, "prefill", 2, 1024, 0)]
+
+
+def test_sweeps_ceilings_and_capacity_use_the_measured_source() -> None:
+    """Everything downstream takes the scenario's timing source: a sweep's points equal single runs on the
+    measured source (and differ from the roofline's), the ceilings come from the measured step times, and the
+    capacity search runs on them."""
+    base = {**MEASURED, "workload": {"requests": 200}}
+    df = kvwire.sweep(base, {"workload.arrivals.rate_per_s": [4.0, 8.0]}, workers=1)
+    single = kvwire.simulate({**base, "workload": {"requests": 200, "arrivals": {"rate_per_s": 8.0}}}).summary
+    row = df.filter(pl.col("workload.arrivals.rate_per_s") == 8.0)
+    assert row["latency.ttft_s.p99"].item() == single["latency"]["ttft_s"]["p99"]
+    roof = kvwire.sweep({"workload": {"requests": 200}}, {"workload.arrivals.rate_per_s": [8.0]}, workers=1)
+    assert roof["latency.ttft_s.p99"].item() != row["latency.ttft_s.p99"].item()
+    measured_c, roof_c = kvwire.ceilings(base), kvwire.ceilings({"workload": {"requests": 200}})
+    assert measured_c["prefill_req_per_s"] != roof_c["prefill_req_per_s"]
+    cap = kvwire.capacity(base, rel_tol=0.1)
+    assert cap.capacity > 0

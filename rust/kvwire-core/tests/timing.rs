@@ -162,3 +162,20 @@ fn echo_leaves_the_tables_out() {
     assert_eq!(named, plain);
     assert!(plain["cost"].get("timing").is_none());
 }
+
+/// The ceilings use the table too: with constant tables (prefill 0.1 s, decode 0.01 s a step) a pool of whole
+/// prompts of 1,000 tokens under the 8,192-token budget serves 8 prompts a step, 80 req/s; a decode instance
+/// of B sequences, each needing 9 steps for 10 output tokens, serves B / (9 · 0.01) req/s.
+#[test]
+fn ceilings_read_the_table() {
+    let t = table(|_, _, _| 0.1, |_, _| 0.01);
+    let mut v = json!({"cost": {"timing": measured(json!({"prefill": t, "decode": t}))}});
+    v["workload"] = json!({"requests": 50, "prompt_tokens": {"dist": "fixed", "value": 1000},
+        "output_tokens": {"dist": "fixed", "value": 10}});
+    let sc = Scenario::from_json(&v.to_string(), None).unwrap();
+    let c = kvwire_core::ceilings::scenario_ceilings(&sc).unwrap();
+    assert!((c.prefill_req_per_s.unwrap() - 80.0).abs() < 1e-9, "{:?}", c.prefill_req_per_s);
+    let b = c.decode_batch as f64;
+    let want = b / (9.0 * 0.01);
+    assert!((c.decode_req_per_s.unwrap() - want).abs() < 1e-9 * want, "{:?} vs {want}", c.decode_req_per_s);
+}

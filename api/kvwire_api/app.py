@@ -67,7 +67,9 @@ async def allow_header(request: Request[Any, Any, Any]) -> Response[None] | None
     naming the field, before any handler sees it."""
     if request.method in ("POST", "PUT", "PATCH"):
         body = await request.body()
-        if b"hf_config" in body or b'"file"' in body:
+        # "file" may end a dotted key (a sweep's "cost.timing.file") and a key may be spelt with \u escapes
+        # ("hf_confi\u0067"): a body with either is read too
+        if b"hf_config" in body or b'file"' in body or b"\\u" in body:
             try:
                 data = json.loads(body)
             except (ValueError, RecursionError):

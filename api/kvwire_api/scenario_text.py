@@ -80,11 +80,23 @@ CALIBRATION_FILE = (
 )
 
 
+_INDEX = re.compile(r"(\[\d+\])+$")
+
+
+def _is_timing(path: str) -> bool:
+    """Whether ``path`` names a ``timing`` object, or an item of a list of them (a sweep's grid of
+    ``cost.timing`` values: ``grid.cost.timing[0]``)."""
+    bare = _INDEX.sub("", path)
+    return bare == "timing" or bare.endswith(".timing")
+
+
 def refuse_server_files(value: Any, path: str = "") -> None:
     """Refuse a ``hf_config`` key anywhere in ``value`` (``model.hf_config`` names a Hugging Face config.json
     that the library reads; the service reads no path a request gives), and a ``file`` in a ``timing`` object
-    (``cost.timing.file``, a calibration file). Raises ``kvwire.ScenarioError`` naming the field
-    (``model.hf_config``, ``base.model.hf_config``, ``grid.model[0].hf_config``, ``cost.timing.file``).
+    (``cost.timing.file``, a calibration file). A dotted key counts by its last part, as a sweep's grid and zip
+    set fields by dotted paths (``{"grid": {"model.hf_config": [...]}}``, ``{"grid": {"cost.timing": [{...}]}}``).
+    Raises ``kvwire.ScenarioError`` naming the field (``model.hf_config``, ``base.model.hf_config``,
+    ``grid.model[0].hf_config``, ``grid.model.hf_config``, ``cost.timing.file``, ``grid.cost.timing[0].file``).
 
     >>> try:
     ...     refuse_server_files({"model": {"hf_config": "/etc/passwd"}})
@@ -96,16 +108,23 @@ def refuse_server_files(value: Any, path: str = "") -> None:
     ... except kvwire.ScenarioError as e:
     ...     e.path
     'cost.timing.file'
+    >>> try:
+    ...     refuse_server_files({"grid": {"cost.timing.file": ["/etc/passwd"]}})
+    ... except kvwire.ScenarioError as e:
+    ...     e.path
+    'grid.cost.timing.file'
     """
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
         node, here = stack.pop()
         if isinstance(node, Mapping):
-            if "hf_config" in node:
-                where = f"{here}.hf_config" if here else "hf_config"
-                raise kvwire.ScenarioError(f"{where}: {SERVER_FILE}", where)
-            if (here == "timing" or here.endswith(".timing")) and "file" in node:
-                raise kvwire.ScenarioError(f"{here}.file: {CALIBRATION_FILE}", f"{here}.file")
+            for k in node:
+                where = f"{here}.{k}" if here else str(k)
+                parent, _, last = where.rpartition(".")
+                if last == "hf_config":
+                    raise kvwire.ScenarioError(f"{where}: {SERVER_FILE}", where)
+                if last == "file" and _is_timing(parent):
+                    raise kvwire.ScenarioError(f"{where}: {CALIBRATION_FILE}", where)
             stack.extend((v, f"{here}.{k}" if here else str(k)) for k, v in node.items())
         elif isinstance(node, list):
             stack.extend((v, f"{here}[{i}]") for i, v in enumerate(node))

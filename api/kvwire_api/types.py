@@ -278,6 +278,35 @@ class LimitsDict(TypedDict):
     job_timeout_s: float
 
 
+class OfferedDict(TypedDict):
+    """One system and serving engine the measured database covers, with its data versions, newest first."""
+
+    system: str
+    backend: Literal["vllm", "sglang", "trtllm"]
+    versions: list[str]
+
+
+class AiconfiguratorDict(TypedDict):
+    """The measured source's package here: whether it is installed, its version (None when absent), the
+    command that installs it and what it measured (``[]`` when absent)."""
+
+    installed: bool
+    version: str | None
+    install: str
+    offered: list[OfferedDict]
+
+
+#: The values ``cost.timing.source`` takes (``kvwire.timing.SOURCES``).
+TimingSourceName = Literal["roofline", "aiconfigurator", "calibrated"]
+
+
+class TimingSourcesDict(TypedDict):
+    """``GET /v1/timing``: the values ``cost.timing.source`` takes, and the measured source's package."""
+
+    sources: list[TimingSourceName]
+    aiconfigurator: AiconfiguratorDict
+
+
 class CatalogDict(TypedDict):
     models: dict[str, dict[str, Any]]
     devices: dict[str, dict[str, Any]]
@@ -287,6 +316,7 @@ class CatalogDict(TypedDict):
 
 
 __all__ = [
+    "AiconfiguratorDict",
     "CapacityBody",
     "CatalogDict",
     "CdfDict",
@@ -298,6 +328,7 @@ __all__ = [
     "HealthDict",
     "JobDict",
     "LimitsDict",
+    "OfferedDict",
     "ParsedScenarioDict",
     "PercentileRowDict",
     "RunListItemDict",
@@ -311,6 +342,8 @@ __all__ = [
     "SplitBody",
     "SummaryDict",
     "SweepBody",
+    "TimingSourceName",
+    "TimingSourcesDict",
     "TraceBody",
     "TraceFormatName",
     "TraceInfoDict",

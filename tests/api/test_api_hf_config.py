@@ -1,6 +1,7 @@
 """The service reads no file a request names (issue 24 item 4): a ``model.hf_config`` anywhere in a body — a
-scenario, a sweep's base or grid, a capacity search, a hand-off call, a scenario file's text — is a 422 naming
-the field, and the file is never opened (the test's file would be read and reported if it were)."""
+scenario, a sweep's base, grid or zip (nested or as a dotted key), a capacity search, a hand-off call, a scenario
+file's text, a key spelt with ``\\u`` escapes — is a 422 naming the field, and the file is never opened (the
+test's file would be read and reported if it were)."""
 
 from __future__ import annotations
 
@@ -31,14 +32,22 @@ def bodies(path: str) -> list[tuple[str, Any, str]]:
         ("/v1/sweeps", {"base": {}, "grid": {"model": ["llama3-8b", model]}}, "grid.model[1].hf_config"),
         ("/v1/capacity", {"scenario": {"model": model}}, "scenario.model.hf_config"),
         ("/v1/handoff", {"model": model}, "model.hf_config"),
+        ("/v1/sweeps", {"base": {}, "grid": {"model.hf_config": [path]}}, "grid.model.hf_config"),
+        ("/v1/sweeps", {"base": {}, "zip": {"model.hf_config": [path]}}, "zip.model.hf_config"),
+        # the key spelt with a JSON escape: the body is text, not re-encoded by the client
+        ("/v1/simulations", json.dumps({"model": model}).replace("hf_config", "hf_confi\\u0067"), "model.hf_config"),
     ]
 
 
-@pytest.mark.parametrize("case", range(7))
+@pytest.mark.parametrize("case", range(10))
 def test_hf_config_is_refused_naming_the_field(client: TestClient[Any], config: str, case: int) -> None:
-    """Each body with a model.hf_config is a 422 whose path names it and which says what to send instead."""
+    """Each body with a model.hf_config is a 422 whose path names it and which says what to send instead:
+    also a sweep's dotted grid or zip key and a key spelt with a \\u escape."""
     url, body, path = bodies(config)[case]
-    r = client.post(url, json=body)
+    if isinstance(body, str):
+        r = client.post(url, content=body, headers={"Content-Type": "application/json"})
+    else:
+        r = client.post(url, json=body)
     assert r.status_code == 422, r.text
     assert r.json()["path"] == path
     assert "inline model fields" in r.json()["detail"] and "model_from_hf_config" in r.json()["detail"]

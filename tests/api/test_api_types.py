@@ -327,9 +327,10 @@ def test_job_and_reference_responses_validate(client: TestClient[Any], doc: dict
 
 def test_page_endpoint_responses_are_their_types(doc: dict[str, Any]) -> None:
     """The responses the web page reads are documented as their TypedDicts at every depth: the validation
-    (with kvwire.results.CeilingsDict), a run's CDFs, the run list, the default scenario (ScenarioDict)."""
+    (with kvwire.results.CeilingsDict), a run's CDFs, the run list, the default scenario (ScenarioDict), the
+    timing sources (GET /v1/timing, the runner's step-time selector)."""
     from kvwire.results import CeilingsDict
-    from kvwire_api.types import CdfDict, RunListItemDict, ValidationDict
+    from kvwire_api.types import CdfDict, RunListItemDict, TimingSourcesDict, ValidationDict
 
     validation = response_schema(doc, "/v1/scenarios/validate", "post", "200")
     compare(doc, validation, ValidationDict, "validation", {})
@@ -341,14 +342,16 @@ def test_page_endpoint_responses_are_their_types(doc: dict[str, Any]) -> None:
     assert default == request_schema(doc, "/v1/simulations")
     report = doc["paths"]["/v1/simulations/{run_id}/report"]["get"]["responses"]["200"]["content"]
     assert list(report) == ["text/plain"]
+    compare(doc, response_schema(doc, "/v1/timing", "get", "200"), TimingSourcesDict, "timing", {})
 
 
 def test_page_endpoint_responses_validate(client: TestClient[Any], doc: dict[str, Any]) -> None:
     """Real answers of the page's endpoints validate against the document: validation, default scenario,
-    hand-off batch, CDFs, run list, and a best-split job (accepted and finished)."""
+    timing sources, hand-off batch, CDFs, run list, and a best-split job (accepted and finished)."""
     checks = [
         ("/v1/scenarios/validate", "post", client.post("/v1/scenarios/validate", json={"workload": {"requests": 99}})),
         ("/v1/scenarios/default", "get", client.get("/v1/scenarios/default")),
+        ("/v1/timing", "get", client.get("/v1/timing")),
         ("/v1/handoff/batch", "post", client.post("/v1/handoff/batch", json=[{}, {"streaming": "layer"}])),
     ]
     run = client.post("/v1/simulations", json={"workload": {"requests": 60}})

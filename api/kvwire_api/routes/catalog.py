@@ -1,9 +1,10 @@
-"""Reference data and the closed-form calculator: presets, formats, layouts, ``POST /v1/handoff``, limits."""
+"""Reference data and the closed-form calculator: presets, formats, layouts, timing sources, limits and
+``POST /v1/handoff``."""
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import kvwire
@@ -14,7 +15,15 @@ from litestar.params import JSONBody
 
 from kvwire_api.routes.common import errors
 from kvwire_api.services import Services
-from kvwire_api.types import CatalogDict, HandoffBody, HandoffResultDict, LimitsDict
+from kvwire_api.types import (
+    CatalogDict,
+    HandoffBody,
+    HandoffResultDict,
+    LimitsDict,
+    OfferedDict,
+    TimingSourceName,
+    TimingSourcesDict,
+)
 
 HANDOFF_ARGS = tuple(inspect.signature(kvwire.handoff).parameters)
 #: The most calls one ``POST /v1/handoff/batch`` takes (each is a closed form of about 0.1 ms).
@@ -47,7 +56,7 @@ def handoff_batch(bodies: list[dict[str, Any]]) -> list[HandoffResultDict]:
     return out
 
 
-def timing_sources() -> dict[str, Any]:
+def timing_sources() -> TimingSourcesDict:
     """What ``cost.timing`` can name here: the sources, and whether the measured one's package is installed,
     its version and the systems, serving engines and data versions it offers (what the page's timing-source
     selector lists)."""
@@ -55,13 +64,14 @@ def timing_sources() -> dict[str, Any]:
     from kvwire.timing import aiconfigurator as aic
 
     installed = aic.installed()
+    offered = cast("list[OfferedDict]", aic.offered() if installed else [])
     return {
-        "sources": list(SOURCES),
+        "sources": cast("list[TimingSourceName]", list(SOURCES)),
         "aiconfigurator": {
             "installed": installed,
             "version": aic.version() if installed else None,
             "install": "pip install 'kvwire[measured]'",
-            "offered": aic.offered() if installed else [],
+            "offered": offered,
         },
     }
 
@@ -82,8 +92,15 @@ class CatalogController(Controller):
     async def layouts(self) -> list[dict[str, Any]]:
         return layout.layouts().to_dicts()
 
-    @get("/timing", summary="The timing sources and the measured systems this service has", responses=errors())
-    async def timing(self) -> dict[str, Any]:
+    @get(
+        "/timing",
+        summary="The timing sources and the measured systems this service has",
+        description="The values `cost.timing.source` takes, and the measured source's package (aiconfigurator-core): "
+        "whether it is installed, its version, the command that installs it and, per system and serving engine, "
+        "the data versions it holds (newest first). The web page's timing-source selector lists them.",
+        responses=errors(),
+    )
+    async def timing(self) -> TimingSourcesDict:
         return await anyio.to_thread.run_sync(timing_sources)
 
     @get("/limits", summary="The bounds this service enforces", responses=errors())

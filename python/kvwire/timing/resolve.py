@@ -11,6 +11,7 @@ result does not depend on it), but :data:`LAST_BUILD` says.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -25,12 +26,15 @@ from kvwire.errors import ScenarioError
 SOURCES = ("roofline", "aiconfigurator", "calibrated")
 
 #: How the last measured-source resolution got each pool's table: ``{pool: {"cache": "memory" | "disk" |
-#: "built", "seconds": float}}`` (for the grid-building benchmark and the cache tests).
+#: "built" | "shared", "seconds": float, "key": str}}`` (for the grid-building benchmark and the cache tests).
+#: Written once a resolution ends: resolutions in other threads (the service validates one scenario while it
+#: runs another) work on their own record.
 LAST_BUILD: dict[str, dict[str, Any]] = {}
 
 #: Tables already read in this process, by cache key.
 _MEMORY: dict[str, dict[str, Any]] = {}
 _MEMORY_LIMIT = 16
+_MEMORY_LOCK = threading.Lock()
 
 
 class TableText(str):
@@ -183,7 +187,7 @@ def _measured(scenario: dict[str, Any], timing: dict[str, Any]) -> dict[str, Any
     tables: dict[str, Any] = {}
     prov: dict[str, Any] = {}
     fresh: dict[str, tuple[dict[str, Any], Any]] = {}
-    LAST_BUILD.clear()
+    builds: dict[str, dict[str, Any]] = {}  # this resolution's LAST_BUILD, with each pool's entry
     for name, pool in _pools(echo):
         t0 = time.perf_counter()
         system = _system(timing, pool, name)
@@ -211,7 +215,7 @@ def _measured(scenario: dict[str, Any], timing: dict[str, Any]) -> dict[str, Any
             # Pools measured in the same layout share one table (built once).
             twin = next((n for n, (k, _) in fresh.items() if k == key), None)
             if twin is not None:
-                entry, how = LAST_BUILD[twin]["entry"], "shared"
+                entry, how = builds[twin]["entry"], "shared"
             else:
                 data_version = aic.literal_version(system, backend, requested)
                 table, step_s = aic.build(model_id, system, backend, data_version, kwargs, f"cost.timing ({name} pool)")
@@ -223,22 +227,25 @@ def _measured(scenario: dict[str, Any], timing: dict[str, Any]) -> dict[str, Any
         tables[name] = entry["text"]
         prov[name] = {"system": system, "backend": backend, "version": entry.get("data_version"), "model": model_id}
         prov[name] |= kwargs
-        LAST_BUILD[name] = {"cache": how, "seconds": time.perf_counter() - t0, "key": h, "entry": entry}
+        builds[name] = {"cache": how, "seconds": time.perf_counter() - t0, "key": h, "entry": entry}
     resolved = {**timing, "backend": backend, "tables": tables}
     out = {**rest, "cost": {**rest["cost"], "timing": resolved}}
     for name, (key, step_s) in fresh.items():
         t0 = time.perf_counter()
-        entry = LAST_BUILD[name]["entry"]
+        entry = builds[name]["entry"]
         entry["bound"] = _bound(out, name, step_s)
         cache.store(key, {k: v for k, v in entry.items() if k != "text"})
-        LAST_BUILD[name]["seconds"] += time.perf_counter() - t0
+        builds[name]["seconds"] += time.perf_counter() - t0
     for name in prov:
-        entry = LAST_BUILD[name].pop("entry")
+        entry = builds[name].pop("entry")
         entry.pop("table", None)  # kept as text: the core reads that
         prov[name]["bound"] = entry.get("bound")
-        if len(_MEMORY) >= _MEMORY_LIMIT:
-            _MEMORY.pop(next(iter(_MEMORY)))
-        _MEMORY[LAST_BUILD[name]["key"]] = entry
+        with _MEMORY_LOCK:
+            if len(_MEMORY) >= _MEMORY_LIMIT:
+                _MEMORY.pop(next(iter(_MEMORY)))
+            _MEMORY[builds[name]["key"]] = entry
+    LAST_BUILD.clear()
+    LAST_BUILD.update(builds)
     resolved["provenance"] = {"provider": f"{aic.PACKAGE} {package}", "pools": prov}
     return out
 

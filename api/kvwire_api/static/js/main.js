@@ -1,6 +1,7 @@
 // The page: three views behind tabs (hand-off explorer, scenario runner, sweeps), chosen by the URL's hash
 // (#explorer, #run?s=<scenario>, #run?id=<run>, #sweeps?job=<kind>/<id>), so every view can be linked to; a link
-// to the documentation site when the service serves one (GET /health's `docs`).
+// to the documentation site when the service serves one (GET /health's `docs`). The presets, the default
+// scenario, the OpenAPI document and the timing sources are fetched together; only the last may fail.
 
 import { get } from "./api.js";
 import { mountExplorer } from "./explorer.js";
@@ -68,6 +69,8 @@ async function main() {
   let catalog;
   let defaults;
   let openapi;
+  // the timing sources (GET /v1/timing): the page works without them, the runner then offers the roofline only
+  const timing = get("/v1/timing").then((t) => ({ sources: t }), (e) => ({ sources: null, error: e.message }));
   try {
     [catalog, defaults, openapi] = await Promise.all([get("/v1/presets"), get("/v1/scenarios/default"), get("/schema/openapi.json")]);
   } catch (e) {
@@ -76,7 +79,7 @@ async function main() {
   }
   const views = {
     explorer: mountExplorer(document.getElementById("explorer"), catalog),
-    run: mountRunner(document.getElementById("run"), { catalog, defaults, openapi }),
+    run: mountRunner(document.getElementById("run"), { catalog, defaults, openapi, timing: await timing }),
   };
   views.sweeps = mountSweeps(document.getElementById("sweeps"), { runnerScenario: views.run.scenario, catalog });
   const opened = new Set();

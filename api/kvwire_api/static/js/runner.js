@@ -4,13 +4,15 @@
 // disagree on a file; the scenario is checked against the OpenAPI schema and then by the service
 // (POST /v1/scenarios/validate);
 // a run (POST /v1/simulations) shows the percentile table, TTFT/TPOT CDFs, stage breakdown, utilisation,
-// energy, the report's hot-spot sentence and downloads; the URL carries the scenario, so it can be shared.
+// energy, the report's hot-spot sentence, where its step times came from (a measured source's provenance) and
+// downloads; the URL carries the scenario, so it can be shared. The "Step times" fieldset sets `cost.timing`
+// from what GET /v1/timing offers: the roofline, or the measured database's systems, engines and data versions.
 
 import { ApiError, downloadLink, get, getText, post } from "./api.js";
 import { barChart, lineChart, PALETTE } from "./charts.js";
 import { compact, fixed, int, pct } from "./format.js";
 import { SchemaChecker } from "./schema.js";
-import { clearErrors, debounce, el, field, figure, getPath, problemList, setPath, showErrors } from "./ui.js";
+import { clearErrors, debounce, el, field, figure, getPath, problemList, setOptions, setPath, showErrors } from "./ui.js";
 
 const FIRST = { link: "eth-25g", workload: { requests: 2000, arrivals: { rate_per_s: 10 } } };
 const PRESET_PATHS = new Set(["model", "link", "prefill.device", "decode.device", "colocated.device"]);
@@ -27,6 +29,11 @@ const READ_DELAY_MS = 300;
 const FORMAT_NAMES = { json: "JSON", toml: "TOML" };
 const HOT = "#d9480f";
 const CALM = "#4e79a7";
+/** `cost.timing`, the measured source's name there, and the serving engine it takes when none is named. */
+const TIMING = "cost.timing";
+const MEASURED = "aiconfigurator";
+const DEFAULT_BACKEND = "vllm";
+const MEASURED_KEYS = ["source", "system", "backend", "version", "model"];
 
 /** The scenario as URL-safe base64 of its JSON (UTF-8), and back. */
 export function encodeScenario(obj) {
@@ -41,7 +48,7 @@ export function decodeScenario(text) {
   return JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
 }
 
-export function mountRunner(root, { catalog, defaults, openapi }) {
+export function mountRunner(root, { catalog, defaults, openapi, timing = { sources: null, error: "not asked" } }) {
   const checker = new SchemaChecker(openapi);
   let scenario = structuredClone(FIRST);
   let format = "json";
@@ -84,6 +91,7 @@ export function mountRunner(root, { catalog, defaults, openapi }) {
     ttft: num("slo.ttft_s", "TTFT SLO (s)"),
     tpot: num("slo.tpot_s", "TPOT SLO (s)"),
   };
+  const steps = timingFields(timing, def);
   const disagg = el("div", { class: "grid2" }, fields.pDev, fields.pN, fields.dDev, fields.dN);
   const coloc = el("div", { class: "grid2", hidden: true }, fields.cDev, fields.cN);
   const linkGroup = el("fieldset", { class: "group" }, el("legend", {}, "Link and hand-off"), fields.link, el("div", { class: "grid2" }, fields.comp, fields.stream));
@@ -92,6 +100,7 @@ export function mountRunner(root, { catalog, defaults, openapi }) {
     linkGroup,
     el("fieldset", { class: "group" }, el("legend", {}, "Workload"), el("div", { class: "grid2" }, fields.n, fields.rate, fields.prompt, fields.output, fields.seed)),
     el("fieldset", { class: "group" }, el("legend", {}, "Service-level objective"), el("div", { class: "grid2" }, fields.ttft, fields.tpot)),
+    steps.group,
   );
 
   // ------------------------------------------------------------ the editor
@@ -124,11 +133,17 @@ export function mountRunner(root, { catalog, defaults, openapi }) {
       results),
   );
 
+  /** The text a form control shows for the scenario's value at `path`. */
+  function shown(path) {
+    let v = getPath(scenario, path);
+    if (PRESET_PATHS.has(path) && v && typeof v === "object") v = v.preset;
+    return v === undefined || v === null ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
+  }
+
   function fillForm() {
+    steps.fill(scenario);
     for (const c of form.querySelectorAll("[data-path]")) {
-      let v = getPath(scenario, c.dataset.path);
-      if (PRESET_PATHS.has(c.dataset.path) && v && typeof v === "object") v = v.preset;
-      const text = v === undefined || v === null ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
+      const text = shown(c.dataset.path);
       if (c.tagName === "SELECT" && text && ![...c.options].some((o) => o.value === text)) {
         c.append(el("option", { value: text }, text));
       }
@@ -226,17 +241,32 @@ export function mountRunner(root, { catalog, defaults, openapi }) {
     return /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(raw) ? Number(raw) : raw;
   }
 
-  form.addEventListener("input", (e) => {
-    const c = e.target.closest("[data-path]");
-    if (!c) return;
+  function fieldChanged(c) {
     const path = c.dataset.path;
     const value = readField(c);
+    if (path.startsWith(`${TIMING}.`)) {
+      // cost.timing is one object: its fields are set together (clearing the source removes all of it)
+      steps.set(scenario, path.slice(TIMING.length + 1), value);
+      fillForm();
+      renderEditor();
+      checkLater();
+      return;
+    }
     const cur = getPath(scenario, path);
     if (PRESET_PATHS.has(path) && cur && typeof cur === "object") setPath(scenario, `${path}.preset`, value);
     else setPath(scenario, path, value);
     if (path === "mode") fillForm();
     renderEditor();
     checkLater();
+  }
+  form.addEventListener("input", (e) => {
+    const c = e.target.closest("[data-path]");
+    if (c) fieldChanged(c);
+  });
+  // a select chosen without an input event (some browsers and automation fire only change): the same, once
+  form.addEventListener("change", (e) => {
+    const c = e.target.closest("select[data-path]");
+    if (c && c.value !== shown(c.dataset.path)) fieldChanged(c);
   });
   form.addEventListener("submit", (e) => e.preventDefault());
 
@@ -419,6 +449,7 @@ function renderResults(host, sim, cdf, report) {
   const lines = report.split("\n");
   const hotspot = lines.find((l) => l.startsWith("hot-spot:"));
   const near = lines.find((l) => l.startsWith("near capacity"));
+  const timingLine = stepTimesLine(sim.scenario, lines);
   const lat = s.latency;
   const slo = s.slo;
   const rule = ttftRule(sim.scenario);
@@ -457,6 +488,7 @@ function renderResults(host, sim, cdf, report) {
     s.load && s.load.overloaded ? el("p", { class: "callout warn", style: "margin-top:0.8rem", id: "run-overload" }, s.load.overload_note) : null,
     hotspot ? el("p", { class: "callout", style: "margin-top:0.8rem", id: "run-hotspot" }, el("strong", {}, "Hot-spot: "), hotspot.replace(/^hot-spot: /, "")) : null,
     near ? el("p", { class: "callout warn", style: "margin-top:0.5rem" }, near) : null,
+    timingLine,
     el("div", { class: "actions", style: "margin-top:0.8rem" },
       el("span", { class: "note" }, "Request table:"),
       downloadLink(`${base}/requests?format=csv`, `${sim.id}-requests.csv`, "CSV"),
@@ -517,6 +549,110 @@ function renderResults(host, sim, cdf, report) {
     rows: [{ label: "energy", segments: parts.map(([k, name], i) => ({ name, value: e.breakdown[k] / 1e3, color: PALETTE[[0, 1, 4, 2, 6, 5][i] ?? i] })) }],
     x: { label: "kJ", format: (v) => fixed(v, 1), tick: compact },
   });
+}
+
+// ------------------------------------------------------------------ step times (cost.timing)
+
+/** The "Step times" fieldset: `cost.timing.source` (default, roofline or the measured database, disabled with
+ * the install command when the service lacks its package, absent when GET /v1/timing did not answer) and, for
+ * the measured source, its system, serving engine (only those the system has) and data version. `fill(s)`
+ * shows scenario `s`'s choice; `set(s, key, value)` changes one field of `s.cost.timing`, keeping it one that
+ * the measured database offers. */
+function timingFields(timing, def) {
+  const t = timing.sources;
+  const aic = t && t.aiconfigurator;
+  const offered = aic && aic.installed ? aic.offered : [];
+  const systems = [...new Set(offered.map((r) => r.system))];
+  const backendsOf = (system) => [...new Set(offered.filter((r) => !system || r.system === system).map((r) => r.backend))];
+  const versionsOf = (system, backend) => (system && offered.find((r) => r.system === system && r.backend === (backend || DEFAULT_BACKEND))?.versions) || [];
+
+  const sourceOptions = [["", `default (${def(`${TIMING}.source`) ?? "roofline"})`], ["roofline", "roofline (kvwire's cost model)"]];
+  let hint;
+  if (!t) hint = `The service did not say which timing sources it has (${timing.error}): only the roofline is offered.`;
+  else if (!aic.installed) hint = `Measured step times need the aiconfigurator-core package on the server: ${aic.install}`;
+  else hint = "Measured step times come from NVIDIA's kernel database: a table per pool is built when the scenario is checked (seconds the first time, then cached).";
+  if (t) sourceOptions.push([MEASURED, aic.installed ? `measured: aiconfigurator-core ${aic.version}` : "measured: aiconfigurator-core (not installed)"]);
+  const source = field({ path: `${TIMING}.source`, label: "Step times from", kind: "select", options: sourceOptions, hint, id: "run-timing-source" });
+  const sourceSelect = source.querySelector("select");
+  const measuredOption = sourceSelect.querySelector(`option[value="${MEASURED}"]`);
+  if (measuredOption && !aic.installed) measuredOption.disabled = true;
+  const system = field({ path: `${TIMING}.system`, label: "Measured system", kind: "select", options: [], id: "run-timing-system" });
+  const backend = field({ path: `${TIMING}.backend`, label: "Serving engine", kind: "select", options: [], id: "run-timing-backend" });
+  const version = field({ path: `${TIMING}.version`, label: "Data version", kind: "select", options: [], id: "run-timing-version" });
+  const measured = el("div", { class: "grid2", id: "run-timing-measured", hidden: true }, system, backend, version);
+  const group = el("fieldset", { class: "group", id: "run-timing" }, el("legend", {}, "Step times"), source, measured);
+  if (t) group.dataset.offered = String(offered.length);
+
+  const current = (s) => {
+    const v = getPath(s, TIMING);
+    return v && typeof v === "object" && !Array.isArray(v) ? v : null;
+  };
+  /** The measured system a scenario's devices map to (h100 -> h100_sxm), else H100 SXM, else the first. */
+  const guessSystem = (s) => {
+    const pool = s.mode === "colocated" ? "colocated" : "prefill";
+    let dev = getPath(s, `${pool}.device`) ?? def(`${pool}.device`);
+    if (dev && typeof dev === "object") dev = dev.preset;
+    const want = [dev, `${dev}_sxm`, "h100_sxm"].find((x) => systems.includes(x));
+    return want ?? systems[0];
+  };
+  const guessBackend = (sys) => {
+    const have = backendsOf(sys);
+    return have.includes(DEFAULT_BACKEND) ? DEFAULT_BACKEND : have[0];
+  };
+
+  function fill(s) {
+    const cur = current(s) || {};
+    const sys = typeof cur.system === "string" ? cur.system : "";
+    const be = typeof cur.backend === "string" ? cur.backend : "";
+    const versions = versionsOf(sys, be);
+    setOptions(system.querySelector("select"), [["", "each pool's device"], ...systems.map((x) => [x, x])]);
+    setOptions(backend.querySelector("select"), [["", `default (${DEFAULT_BACKEND})`], ...backendsOf(sys).map((x) => [x, x])]);
+    setOptions(version.querySelector("select"), [["", versions.length ? `newest (${versions[0]})` : "newest"], ...versions.map((x) => [x, x])]);
+    measured.hidden = cur.source !== MEASURED;
+  }
+
+  function set(s, key, value) {
+    if (key === "source" && value === undefined) {
+      setPath(s, TIMING, undefined); // the default: no cost.timing at all, never {}
+      return;
+    }
+    if (key === "source" && value !== MEASURED) {
+      setPath(s, TIMING, { source: value }); // the roofline takes no other field
+      return;
+    }
+    const cur = current(s) || {};
+    // choosing the measured source keeps only what it takes (a calibrated source's file goes)
+    const next = key === "source" ? Object.fromEntries(Object.entries(cur).filter(([k]) => MEASURED_KEYS.includes(k))) : { ...cur };
+    if (value === undefined) delete next[key];
+    else next[key] = value;
+    if (next.source === MEASURED && offered.length) {
+      // a measured choice the database has: a system and engine named, the engine one the system has, the
+      // version one the pair has (an unknown system, typed in the editor, is left for the service to refuse)
+      if (key === "source" && next.system === undefined) next.system = guessSystem(s);
+      const have = backendsOf(next.system);
+      const knownSystem = !next.system || systems.includes(next.system);
+      if (knownSystem && (next.backend === undefined ? key === "source" : !have.includes(next.backend))) next.backend = guessBackend(next.system);
+      if (next.version !== undefined && next.version !== null && knownSystem && !versionsOf(next.system, next.backend).includes(next.version)) delete next.version;
+    }
+    setPath(s, TIMING, next);
+  }
+
+  return { group, fill, set };
+}
+
+/** The line under the results that says where a run's step times came from — the report's `step times:` line
+ * (provider and its version, then per pool the system, serving engine, data version, model, layout and the
+ * interpolation bound) — when the run's scenario echo has `cost.timing.provenance`; null otherwise. */
+export function stepTimesLine(scenario, reportLines) {
+  const t = scenario?.cost?.timing;
+  const prov = t && t.provenance;
+  const line = reportLines.find((l) => l.startsWith("step times: "));
+  if (!prov || !line) return null;
+  const pools = Object.values(prov.pools || {});
+  return el("p", {
+    class: "note", id: "run-timing-line", style: "margin-top:0.5rem",
+    "data-source": t.source, "data-versions": [...new Set(pools.map((p) => p.version))].join(","),
+  }, el("strong", {}, "Step times: "), line.slice("step times: ".length));
 }
 
 /** The TTFT rule in force, read from the run's scenario echo (`metrics.first_token`): its key, a short form for

@@ -1,0 +1,232 @@
+"""kvwire.plan: the best deployment of a model on a GPU budget.
+
+Oracle: a brute force written here, independently of the planner — every configuration of the space built as
+a scenario by hand, its capacity found with :func:`kvwire.capacity`, capped at its :func:`kvwire.ceilings`
+ceiling (the plan's documented capacity), and scored as capacity x mean output tokens / GPUs. Runs are short
+(a few hundred requests) and screening runs at the workload's full length (``screen_requests=None``), so the
+planner's evaluations are exact and its answer must equal the brute force's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import kvwire
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+WORKLOAD: dict[str, Any] = {"requests": 200, "seed": 7}
+
+
+def brute_force(
+    model: str,
+    device: str,
+    budget: int,
+    *,
+    modes: list[str],
+    tps: list[int],
+    batches: list[int],
+    links: list[str],
+    workload: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Every configuration's objective, evaluated with kvwire.capacity and kvwire.ceilings (no planner code)."""
+    out = []
+    for mode in modes:
+        if mode == "colocated":
+            shapes: list[Any] = [(n, t) for t in tps for n in range(1, budget // t + 1)]
+        else:
+            shapes = [
+                (p, tp, d, td)
+                for tp, td in itertools.product(tps, tps)
+                for p in range(1, budget // tp + 1)
+                for d in range(1, (budget - p * tp) // td + 1)
+            ]
+        for shape, batch in itertools.product(shapes, batches):
+            for link in links if mode == "disaggregated" else [None]:
+                sc: dict[str, Any] = {
+                    "model": model,
+                    "mode": mode,
+                    "workload": workload,
+                    "scheduler": {"max_decode_batch": batch},
+                }
+                if mode == "colocated":
+                    n, t = shape
+                    sc["colocated"] = {"device": device, "instances": n, "parallel": {"tp": t}}
+                    gpus = n * t
+                else:
+                    p, tp, d, td = shape
+                    sc["prefill"] = {"device": device, "instances": p, "parallel": {"tp": tp}}
+                    sc["decode"] = {"device": device, "instances": d, "parallel": {"tp": td}}
+                    sc["link"] = link
+                    gpus = p * tp + d * td
+                try:
+                    c = kvwire.ceilings(sc)
+                except kvwire.ScenarioError:
+                    continue
+                r = kvwire.capacity(sc, slo_attainment=0.9, rel_tol=0.05)
+                value = None
+                if r.capacity is not None:
+                    cap = min(float(r.capacity), c["ceiling_req_per_s"])
+                    value = cap * c["output_tokens_mean"] / gpus
+                out.append({"mode": mode, "shape": shape, "batch": batch, "link": link, "gpus": gpus, "value": value})
+    return out
+
+
+def planned_shape(row: dict[str, Any]) -> tuple[int, ...]:
+    if row["mode"] == "colocated":
+        return (row["colocated_instances"], row["colocated_tp"])
+    return (row["prefill_instances"], row["prefill_tp"], row["decode_instances"], row["decode_tp"])
+
+
+def test_best_equals_brute_force_on_a_small_space() -> None:
+    """On llama3-8b x 4 H100 (both modes, TP 1 and 2), the plan's best configuration and its throughput per GPU
+    equal the brute force's best over every configuration, and every evaluated row's value agrees with it."""
+    space = {"tp": [1, 2]}
+    p = kvwire.plan("llama3-8b", {"h100": 4}, workload=WORKLOAD, space=space, screen_requests=None)
+    bf = brute_force(
+        "llama3-8b", "h100", 4, modes=["disaggregated", "colocated"], tps=[1, 2], batches=[256], links=["ib-ndr"],
+        workload=WORKLOAD,
+    )  # fmt: skip
+    assert p.considered == len(bf)
+    top = max(r["value"] for r in bf if r["value"] is not None)
+    assert p.best is not None
+    assert p.best["output_tokens_per_s_per_gpu"] == pytest.approx(top, rel=1e-12)
+    winners = {(r["mode"], r["shape"]) for r in bf if r["value"] == top}
+    best_row = p.table.filter(kvwire_col_status("verified")).sort("output_tokens_per_s_per_gpu").row(-1, named=True)
+    assert (best_row["mode"], planned_shape(best_row)) in winners
+    by_key = {(r["mode"], r["shape"]): r["value"] for r in bf}
+    for row in p.table.filter(kvwire_col_status("verified", "screened")).iter_rows(named=True):
+        assert row["output_tokens_per_s_per_gpu"] == pytest.approx(by_key[(row["mode"], planned_shape(row))])
+    # The best's scenario runs as is, at the planned rate, and meets the SLO target there.
+    s = kvwire.simulate(p.best["scenario"]).summary
+    assert s["slo"]["attainment"] >= 0.9
+    assert p.best["scenario"]["workload"]["arrivals"]["rate_per_s"] == p.best["rate_per_s"]
+
+
+def kvwire_col_status(*statuses: str) -> Any:
+    import polars as pl
+
+    return pl.col("status").is_in(list(statuses))
+
+
+def test_frontier_is_not_dominated() -> None:
+    """No frontier row is beaten on both throughput per GPU and tokens/s per user by any verified or screened
+    row of the table (screening is exact here), and the frontier is sorted by throughput per GPU."""
+    p = kvwire.plan("llama3-8b", {"h100": 4}, workload=WORKLOAD, space={"tp": [1, 2, 4]}, screen_requests=None)
+    rows = p.table.filter(kvwire_col_status("verified", "screened")).to_dicts()
+    rows = [r for r in rows if r["output_tokens_per_s_per_gpu"] is not None]
+    assert p.frontier.height >= 1
+    for f in p.frontier.iter_rows(named=True):
+        fx, fy = f["output_tokens_per_s_per_gpu"], f["output_tokens_per_s_per_user"]
+        for r in rows:
+            rx, ry = r["output_tokens_per_s_per_gpu"], r["output_tokens_per_s_per_user"]
+            assert not (rx >= fx and ry >= fy and (rx > fx or ry > fy)), (f, r)
+    xs = p.frontier["output_tokens_per_s_per_gpu"].to_list()
+    assert xs == sorted(xs, reverse=True)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    budget=st.integers(2, 3),
+    modes=st.sampled_from([["disaggregated"], ["colocated"], ["disaggregated", "colocated"]]),
+    tps=st.sampled_from([[1], [1, 2]]),
+    batches=st.sampled_from([[256], [16, 256]]),
+    links=st.sampled_from([["ib-ndr"], ["eth-25g", "ib-ndr"]]),
+    seed=st.integers(1, 50),
+)
+def test_pruning_never_discards_a_better_configuration(
+    budget: int, modes: list[str], tps: list[int], batches: list[int], links: list[str], seed: int
+) -> None:
+    """Over random small spaces, every configuration the ceilings pruned is, by the brute force, no better than
+    the plan's best, and the plan's best equals the brute force's best."""
+    workload = {"requests": 150, "seed": seed}
+    space = {"mode": modes, "tp": tps, "max_decode_batch": batches, "link": links}
+    p = kvwire.plan("llama3-8b", {"h100": budget}, workload=workload, space=space, screen_requests=None)
+    bf = brute_force("llama3-8b", "h100", budget, modes=modes, tps=tps, batches=batches, links=links, workload=workload)
+    values = [r["value"] for r in bf if r["value"] is not None]
+    if not values:
+        assert p.best is None
+        return
+    assert p.best is not None
+    assert p.best["output_tokens_per_s_per_gpu"] == pytest.approx(max(values), rel=1e-12)
+    by_key = {(r["mode"], r["shape"], r["batch"], r["link"]): r["value"] for r in bf}
+    for row in p.table.filter(kvwire_col_status("pruned")).iter_rows(named=True):
+        value = by_key[(row["mode"], planned_shape(row), row["max_decode_batch"], row["link"])]
+        assert value is None or value <= p.best["output_tokens_per_s_per_gpu"] * (1 + 1e-12)
+
+
+def test_same_plan_on_one_and_two_workers() -> None:
+    """The same seed gives the same plan — table, frontier and best — on 1 and on 2 workers (with short
+    screening runs and full-length verification)."""
+    args: dict[str, Any] = {"workload": {"requests": 300, "seed": 3}, "space": {"tp": [1, 2]}, "screen_requests": 120}
+    one = kvwire.plan("llama3-8b", {"h100": 4}, workers=1, **args)
+    two = kvwire.plan("llama3-8b", {"h100": 4}, workers=2, **args)
+    assert json.dumps(one.to_dict(), sort_keys=True) == json.dumps(two.to_dict(), sort_keys=True)
+    assert one.simulations == two.simulations > 0
+
+
+def test_a_budget_too_small_says_the_smallest_that_holds_the_model() -> None:
+    """llama3-70b (141 GB of weights) on one H100 is refused with a DoesNotFitError naming ``gpus`` and the
+    smallest budget that holds it: two H100s (TP 2, one colocated instance)."""
+    with pytest.raises(kvwire.DoesNotFitError) as e:
+        kvwire.plan("llama3-70b", {"h100": 1}, workload={"requests": 100})
+    assert e.value.path == "gpus"
+    assert e.value.devices_needed == 2
+    assert "2 x h100" in str(e.value)
+    with pytest.raises(kvwire.DoesNotFitError) as e2:
+        kvwire.plan("llama3-70b", {"h100": 3}, workload={"requests": 100}, space={"mode": ["disaggregated"]})
+    assert e2.value.devices_needed == 4
+
+
+def test_min_gpus_finds_the_fewest_gpus_meeting_the_rate() -> None:
+    """objective="min_gpus": the plan's GPUs equal the fewest of any configuration whose brute-force capacity
+    reaches the target rate, and the best's capacity reaches it."""
+    target = 15.0
+    p = kvwire.plan(
+        "llama3-8b", {"h100": 4}, workload=WORKLOAD, space={"tp": [1]}, objective="min_gpus", rate_per_s=target,
+        screen_requests=None,
+    )  # fmt: skip
+    bf = brute_force(
+        "llama3-8b", "h100", 4, modes=["disaggregated", "colocated"], tps=[1], batches=[256], links=["ib-ndr"],
+        workload=WORKLOAD,
+    )  # fmt: skip
+    out_mean = kvwire.ceilings({"model": "llama3-8b", "workload": WORKLOAD})["output_tokens_mean"]
+    meeting = [r["gpus"] for r in bf if r["value"] is not None and r["value"] * r["gpus"] / out_mean >= target]
+    assert p.best is not None and p.best["gpus"] == min(meeting)
+    assert p.best["rate_per_s"] >= target
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "path"),
+    [
+        ({"gpus": {"h100": 0}}, "gpus"),
+        ({"gpus": {"nope": 2}}, "gpus"),
+        ({"gpus": {"h100": 2, "h200": 2}}, "gpus"),
+        ({"objective": "fastest"}, "objective"),
+        ({"objective": "min_gpus"}, "rate_per_s"),
+        ({"space": {"colour": ["red"]}}, "space.colour"),
+        ({"space": {"tp": []}}, "space.tp"),
+        ({"slo": {"attainment": 1.5}}, "slo.attainment"),
+        ({"screen_requests": 0}, "screen_requests"),
+    ],
+)
+def test_bad_arguments_name_themselves(kwargs: dict[str, Any], path: str) -> None:
+    """Each bad argument is a ScenarioError naming it, before any simulation."""
+    args: dict[str, Any] = {"gpus": {"h100": 2}, "workload": {"requests": 50}, **kwargs}
+    gpus = args.pop("gpus")
+    with pytest.raises(kvwire.ScenarioError) as e:
+        kvwire.plan("llama3-8b", gpus, **args)
+    assert e.value.path == path
+
+
+def test_report_names_the_timing_source_and_launch_settings() -> None:
+    """The report says which timing source was used, how many configurations were pruned and simulated, and
+    gives vLLM and SGLang flags for the best's TP and batch limit."""
+    p = kvwire.plan("llama3-8b", {"h100": 2}, workload={"requests": 150}, space={"tp": [2], "mode": ["colocated"]})
+    text = p.report()
+    assert "timing roofline" in text and "pruned" in text
+    assert "--tensor-parallel-size 2" in text and "--tp-size 2" in text and "--max-num-seqs 256" in text
+    assert p.timing == "roofline"

@@ -230,3 +230,44 @@ def test_report_names_the_timing_source_and_launch_settings() -> None:
     assert "timing roofline" in text and "pruned" in text
     assert "--tensor-parallel-size 2" in text and "--tp-size 2" in text and "--max-num-seqs 256" in text
     assert p.timing == "roofline"
+
+
+def test_without_pruning_the_best_is_the_same_and_the_frontier_complete() -> None:
+    """prune=False evaluates every configuration: the best is the pruned plan's, nothing is pruned, and no
+    evaluated row beats a frontier row on both axes."""
+    args: dict[str, Any] = {"workload": WORKLOAD, "space": {"tp": [1, 2]}, "screen_requests": None}
+    pruned = kvwire.plan("llama3-8b", {"h100": 3}, **args)
+    full = kvwire.plan("llama3-8b", {"h100": 3}, prune=False, **args)
+    assert pruned.best is not None and full.best is not None
+    assert full.best["output_tokens_per_s_per_gpu"] == pytest.approx(pruned.best["output_tokens_per_s_per_gpu"])
+    assert full.pruned == 0 and pruned.pruned > 0
+    rows = [r for r in full.table.to_dicts() if r["output_tokens_per_s_per_gpu"] is not None]
+    for f in full.frontier.iter_rows(named=True):
+        fx, fy = f["output_tokens_per_s_per_gpu"], f["output_tokens_per_s_per_user"]
+        assert not any(
+            r["output_tokens_per_s_per_gpu"] >= fx
+            and r["output_tokens_per_s_per_user"] >= fy
+            and (r["output_tokens_per_s_per_gpu"] > fx or r["output_tokens_per_s_per_user"] > fy)
+            for r in rows
+        )
+
+
+def test_cli_plan_prints_the_report_and_json() -> None:
+    """`kvwire plan MODEL --gpus DEVICE=N` prints the report; --json the whole result; a budget too small is an
+    error naming gpus and the smallest budget; a malformed --gpus is a usage error."""
+    from click.testing import CliRunner
+    from kvwire.cli import main
+
+    runner = CliRunner()
+    base = ["plan", "llama3-8b", "--gpus", "h100=2", "--set", "workload.requests=150", "--tp", "1"]
+    r = runner.invoke(main, base)
+    assert r.exit_code == 0, r.output
+    assert "best:" in r.output and "vllm serve meta-llama/Meta-Llama-3-8B" in r.output
+    j = runner.invoke(main, [*base, "--json", "--slo-ttft", "0.5", "--mode", "colocated"])
+    assert j.exit_code == 0, j.output
+    out = json.loads(j.output)
+    assert out["best"]["scenario"]["slo"]["ttft_s"] == 0.5 and out["best"]["scenario"]["mode"] == "colocated"
+    small = runner.invoke(main, ["plan", "llama3-70b", "--gpus", "h100=1", "--set", "workload.requests=50"])
+    assert small.exit_code == 1 and "gpus:" in small.output and "2 x h100" in small.output
+    bad = runner.invoke(main, ["plan", "llama3-8b", "--gpus", "h100"])
+    assert bad.exit_code == 2 and "DEVICE=COUNT" in bad.output

@@ -362,6 +362,7 @@ def plan(
     slo_attainment: float = 0.9,
     rel_tol: float = 0.05,
     screen_requests: int | None = SCREEN_REQUESTS,
+    prune: bool = True,
     workers: int | None = None,
     cancel: threading.Event | None = None,
 ) -> PlanResult:
@@ -387,6 +388,8 @@ def plan(
         scenario: any other scenario fields (scheduler policy, cost, kv, router, ...) as a base.
         rel_tol: each capacity search's relative tolerance (:func:`kvwire.capacity`).
         screen_requests: requests per screening run (``None``: the workload's own; then screening is exact).
+        prune: skip the configurations whose ceiling cannot beat the best verified (``False``: evaluate every
+            configuration, for a complete frontier; the best is the same either way).
         workers: threads evaluating configurations (default: all cores); the plan does not depend on it.
         cancel: a ``threading.Event``; once set, :class:`kvwire.Cancelled` is raised.
 
@@ -410,6 +413,8 @@ def plan(
         raise ScenarioError(
             f"screen_requests: expected a whole number >= 1 or None, got {screen_requests!r}", "screen_requests"
         )
+    if not isinstance(prune, bool):
+        raise ScenarioError(f"prune: expected True or False, got {prune!r}", "prune")
     check_arguments(workers=workers, cancel=cancel)
     if scenario is not None and not isinstance(scenario, Mapping):
         raise ScenarioError(f"scenario: expected a dict, got {type(scenario).__name__}", "scenario")
@@ -538,17 +543,17 @@ def plan(
                     if v >= best_value:
                         verify([lead])
                         fv = objective_value(verified[lead], lead)
-                        if fv is not None:
+                        if fv is not None and prune:
                             best_value = max(best_value, fv)
         else:
             target = float(rate_per_s)  # type: ignore[arg-type]
             order = sorted(
-                (i for i in live if rows[i]["ceiling_req_per_s"] >= target),
+                (i for i in live if not prune or rows[i]["ceiling_req_per_s"] >= target),
                 key=lambda i: (rows[i]["gpus"], -rows[i]["ceiling_req_per_s"], i),
             )
             found_at: int | None = None
             for gpus_level, group in itertools.groupby(order, key=lambda i: rows[i]["gpus"]):
-                if found_at is not None:
+                if found_at is not None and prune:
                     break
                 members = list(group)
                 for k in range(0, len(members), ROUND):
@@ -654,6 +659,7 @@ def plan(
         }
         launch = _launch(configs[best_i], model, sc)
     return PlanResult(
+        model=model if isinstance(model, str) else "custom model",
         objective=objective,
         timing=timing_source,
         gpus={device: budget},

@@ -118,11 +118,13 @@ class PlanResult:
         best: the winner: ``scenario`` (complete; :func:`kvwire.simulate` runs it as is, at ``rate_per_s``),
             ``rate_per_s``, ``gpus`` and the figures; ``None`` when no configuration meets the SLO.
         launch: vLLM and SGLang flags for the best's pools (a starting point).
+        model: the model's preset name (``"custom model"`` for a model table).
         objective, timing: the objective and the timing source used (``cost.timing.source``).
         considered, refused, pruned, simulations: configurations enumerated, refused by kvwire, pruned by the
             ceilings, and simulations run.
     """
 
+    model: str
     objective: str
     timing: str
     gpus: dict[str, int]
@@ -145,6 +147,7 @@ class PlanResult:
         """
         return _clean_dict(
             {
+                "model": self.model,
                 "objective": self.objective,
                 "timing": self.timing,
                 "gpus": self.gpus,
@@ -168,10 +171,8 @@ class PlanResult:
         'plan: llama3-8b on 1 x h100, objective throughput_per_gpu, timing roofline'
         """
         ((device, n),) = self.gpus.items()
-        model = self.best["scenario"]["model"] if self.best else "model"
         lines = [
-            f"plan: {model if isinstance(model, str) else 'custom model'} on {n} x {device}, "
-            f"objective {self.objective}, timing {self.timing}",
+            f"plan: {self.model} on {n} x {device}, objective {self.objective}, timing {self.timing}",
             f"configurations: {self.considered} considered, {self.refused} refused by kvwire, {self.pruned} pruned "
             f"by the ceilings, {self.considered - self.refused - self.pruned} evaluated; {self.simulations} "
             "simulations",

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import kvwire
 import pytest
+from calibration_support import synthetic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -271,3 +273,26 @@ def test_cli_plan_prints_the_report_and_json() -> None:
     assert small.exit_code == 1 and "gpus:" in small.output and "2 x h100" in small.output
     bad = runner.invoke(main, ["plan", "llama3-8b", "--gpus", "h100"])
     assert bad.exit_code == 2 and "DEVICE=COUNT" in bad.output
+
+
+def test_a_calibrated_timing_source_is_used_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With cost.timing a calibrated file (fitted to a slower H100 than the preset), the plan says it used the
+    calibrated source, its best scenario carries that timing and runs as is, and its capacity is the one
+    kvwire.capacity finds on that scenario with the calibrated timing (lower than the roofline's)."""
+    monkeypatch.chdir(tmp_path)
+    kvwire.calibrate(synthetic(groups=(("llama3-8b", 1),)), device="h100", folds=0).write("cal.json")
+    timing = {"source": "calibrated", "file": "cal.json"}
+    args: dict[str, Any] = {"workload": WORKLOAD, "space": {"tp": [1], "mode": ["colocated"]}, "screen_requests": None}
+    cal = kvwire.plan("llama3-8b", {"h100": 1}, timing=timing, **args)
+    roof = kvwire.plan("llama3-8b", {"h100": 1}, **args)
+    assert cal.timing == "calibrated" and roof.timing == "roofline"
+    assert "timing calibrated" in cal.report()
+    assert cal.best is not None and roof.best is not None
+    assert cal.best["scenario"]["cost"]["timing"]["source"] == "calibrated"
+    sc = {"model": "llama3-8b", "mode": "colocated", "workload": WORKLOAD, "cost": {"timing": timing},
+          "colocated": {"device": "h100", "instances": 1, "parallel": {"tp": 1}}}  # fmt: skip
+    r = kvwire.capacity(sc, rel_tol=0.05)
+    assert r.capacity is not None
+    assert cal.best["rate_per_s"] == pytest.approx(min(float(r.capacity), r.ceilings["ceiling_req_per_s"]))
+    assert cal.best["rate_per_s"] < roof.best["rate_per_s"]
+    kvwire.simulate(cal.best["scenario"])

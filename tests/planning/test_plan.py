@@ -296,3 +296,39 @@ def test_a_calibrated_timing_source_is_used_and_named(tmp_path: Path, monkeypatc
     assert cal.best["rate_per_s"] == pytest.approx(min(float(r.capacity), r.ceilings["ceiling_req_per_s"]))
     assert cal.best["rate_per_s"] < roof.best["rate_per_s"]
     kvwire.simulate(cal.best["scenario"])
+
+
+def test_a_trace_file_workload_is_planned_at_its_rescaled_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a trace file as the workload, the plan searches its rate (workload.trace.rate_per_s, arrivals
+    rescaled): the best equals a brute force of kvwire.capacity over that field between 1e-3 x and 1 x each
+    configuration's ceiling (computed on the trace's requests), and its scenario runs as is at that rate."""
+    monkeypatch.chdir(tmp_path)
+    rows = ["arrival_s,prompt_tokens,output_tokens"]
+    rows += [f"{0.1 * i:.3f},{500 + (i * 337) % 2500},{50 + (i * 71) % 350}" for i in range(200)]
+    Path("t.csv").write_text("\n".join(rows) + "\n")
+    workload = {"trace": {"file": "t.csv"}}
+    p = kvwire.plan("llama3-8b", {"h100": 2}, workload=workload, space={"tp": [1]})
+    requests = kvwire.read_trace("t.csv")
+    values = []
+    for sc in (
+        {"mode": "colocated", "colocated": {"device": "h100", "instances": 2, "parallel": {"tp": 1}}},
+        {"mode": "colocated", "colocated": {"device": "h100", "instances": 1, "parallel": {"tp": 1}}},
+        {"prefill": {"device": "h100", "parallel": {"tp": 1}}, "decode": {"device": "h100", "parallel": {"tp": 1}}},
+    ):
+        c = kvwire.ceilings({"model": "llama3-8b", **sc}, requests)
+        ceiling = c["ceiling_req_per_s"]
+        gpus = 2 if sc.get("colocated", {}).get("instances") == 2 or "prefill" in sc else 1
+        r = kvwire.capacity(
+            {"model": "llama3-8b", "workload": workload, **sc}, field="workload.trace.rate_per_s",
+            bounds=(ceiling * 1e-3, ceiling), rel_tol=0.05,
+        )  # fmt: skip
+        if r.capacity is not None:
+            values.append(float(r.capacity) * c["output_tokens_mean"] / gpus)
+    assert p.best is not None
+    assert p.best["output_tokens_per_s_per_gpu"] == pytest.approx(max(values), rel=1e-12)
+    assert p.best["scenario"]["workload"]["trace"]["rate_per_s"] == p.best["rate_per_s"]
+    kvwire.simulate(p.best["scenario"])
+    with pytest.raises(kvwire.ScenarioError) as e:
+        kvwire.plan("llama3-8b", {"h100": 1}, workload={"trace": {"arrival_s": [0.0], "prompt_tokens": [9],
+                                                                   "output_tokens": [9]}})  # fmt: skip
+    assert e.value.path == "workload.trace"

@@ -24,7 +24,6 @@ import math
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -32,29 +31,22 @@ import polars as pl
 from kvwire.errors import DoesNotFitError, ScenarioError
 from kvwire.planning.capacity import RATE_FIELD, capacity
 from kvwire.planning.plan_result import PlanResult, _base_value, _describe, _launch, _pareto
+from kvwire.planning.plan_space import (
+    _budget,
+    _configs,
+    _devices,
+    _is_int,
+    _row_fields,
+    _scenario,
+    _Space,
+    _space,
+)
 from kvwire.planning.sweep import _default_workers, check_arguments
-from kvwire.presets import catalog
 from kvwire.results.ceilings import ceilings
 from kvwire.scenario.check import validate
 
 #: The objectives :func:`plan` takes.
 OBJECTIVES = ("throughput_per_gpu", "min_gpus")
-#: The fields of ``space`` and what each varies.
-SPACE_FIELDS = (
-    "mode",
-    "tp",
-    "pp",
-    "ep",
-    "dp",
-    "prefill_instances",
-    "decode_instances",
-    "colocated_instances",
-    "max_decode_batch",
-    "max_num_batched_tokens",
-    "kv_format",
-    "compression",
-    "link",
-)
 #: Configurations screened per round (fixed, so that the plan does not depend on ``workers``).
 ROUND = 8
 #: Configurations verified with full-length runs beyond the frontier: the best by screened objective.
@@ -62,219 +54,10 @@ VERIFY_TOP = 4
 #: Requests per screening run (the workload's own count when it has fewer).
 SCREEN_REQUESTS = 400
 
-POOL_FIELDS = ("instances", "tp", "pp", "ep", "dp")
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _budget(gpus: Any) -> tuple[str, int]:
-    if not isinstance(gpus, Mapping) or len(gpus) != 1:
-        raise ScenarioError(f"gpus: expected one device and its count, e.g. {{'h200': 32}}, got {gpus!r}", "gpus")
-    ((device, n),) = gpus.items()
-    devices = catalog()["devices"]
-    if not isinstance(device, str) or device not in devices:
-        raise ScenarioError(f"gpus: unknown device {device!r}; known: {', '.join(sorted(devices))}", "gpus")
-    if not _is_int(n) or n < 1:
-        raise ScenarioError(f"gpus: expected a whole number of {device} >= 1, got {n!r}", "gpus")
-    return device, int(n)
-
-
-def _model_heads(model: Any) -> int | None:
-    models = catalog()["models"]
-    if isinstance(model, str):
-        return int(models[model]["heads"]) if model in models else None
-    if isinstance(model, Mapping):
-        if "heads" in model:
-            return int(model["heads"])
-        preset = model.get("preset")
-        if isinstance(preset, str) and preset in models:
-            return int(models[preset]["heads"])
-    return None
-
-
-def _values(space: Mapping[str, Any], key: str, default: list[Any]) -> list[Any]:
-    if key not in space:
-        return default
-    value = space[key]
-    if not isinstance(value, list | tuple) or not value:
-        raise ScenarioError(f"space.{key}: expected a non-empty list, got {value!r}", f"space.{key}")
-    return list(dict.fromkeys(value))
-
-
-def _int_values(space: Mapping[str, Any], key: str, default: list[int]) -> list[int]:
-    values = _values(space, key, default)
-    for v in values:
-        if not _is_int(v) or v < 1:
-            raise ScenarioError(f"space.{key}: expected whole numbers >= 1, got {v!r}", f"space.{key}")
-    return sorted(values)
-
-
-@dataclass(frozen=True)
-class _Space:
-    modes: list[str]
-    layouts: list[tuple[int, int, int, int]]  # (tp, pp, ep, dp)
-    instances: dict[str, list[int] | None]
-    max_decode_batch: list[int]
-    max_num_batched_tokens: list[int]
-    kv_format: list[str]
-    compression: list[str]
-    link: list[Any]
-    domain: int | None
-
-
-def _space(space: Any, base: Mapping[str, Any], device: str, model: Any) -> _Space:
-    if space is None:
-        space = {}
-    if not isinstance(space, Mapping):
-        raise ScenarioError(f"space: expected a dict, got {type(space).__name__}", "space")
-    unknown = sorted(set(space) - set(SPACE_FIELDS))
-    if unknown:
-        raise ScenarioError(
-            f"space.{unknown[0]}: unknown field; the space varies {', '.join(SPACE_FIELDS)}", f"space.{unknown[0]}"
-        )
-    modes = _values(space, "mode", ["disaggregated", "colocated"])
-    for m in modes:
-        if m not in ("disaggregated", "colocated"):
-            raise ScenarioError(f"space.mode: expected 'disaggregated' or 'colocated', got {m!r}", "space.mode")
-    scale_up = catalog()["devices"][device].get("scale_up")
-    domain = int(scale_up["domain"]) if isinstance(scale_up, Mapping) and scale_up.get("domain") else None
-    heads = _model_heads(model)
-    top = domain or 1
-    default_tp = [t for t in range(1, top + 1) if heads is None or heads % t == 0]
-    if heads is None:
-        default_tp = [t for t in default_tp if t & (t - 1) == 0]
-    tps = _int_values(space, "tp", default_tp)
-    pps = _int_values(space, "pp", [1])
-    eps = _int_values(space, "ep", [1])
-    dps = _int_values(space, "dp", [1])
-    layouts = [
-        (t, p, e, d)
-        for t, p, e, d in itertools.product(tps, pps, eps, dps)
-        if domain is None or t * p * d <= domain or "tp" in space or "pp" in space or "dp" in space
-    ]
-    if domain is None:
-        layouts = [lay for lay in layouts if lay == (1, 1, 1, 1)] or layouts
-    instances: dict[str, list[int] | None] = {
-        pool: (_int_values(space, f"{pool}_instances", []) if f"{pool}_instances" in space else None)
-        for pool in ("prefill", "decode", "colocated")
-    }
-    mdb = _int_values(space, "max_decode_batch", [int(_base_value(base, "scheduler.max_decode_batch"))])
-    mnbt = _int_values(space, "max_num_batched_tokens", [int(_base_value(base, "scheduler.max_num_batched_tokens"))])
-    kvf = _values(space, "kv_format", [_base_value(base, "decode.kv_format") or "none"])
-    comp = _values(space, "compression", [_base_value(base, "handoff.compression") or "none"])
-    link_default = _base_value(base, "link")
-    link_default = link_default.get("preset", link_default) if isinstance(link_default, Mapping) else link_default
-    links = _values(space, "link", [link_default])
-    return _Space(modes, layouts, instances, mdb, mnbt, kvf, comp, links, domain)
-
-
-def _pool(device: str, n: int, layout: tuple[int, int, int, int], domain: int | None) -> dict[str, Any]:
-    tp, pp, ep, dp = layout
-    out: dict[str, Any] = {"device": device, "instances": n}
-    if domain is not None:
-        out["parallel"] = {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
-    else:
-        out["devices_per_instance"] = 1
-    return out
-
-
-def _devices(layout: tuple[int, int, int, int]) -> int:
-    return layout[0] * layout[1] * layout[3]
-
-
-def _configs(sp: _Space, device: str, budget: int) -> list[dict[str, Any]]:
-    """Every configuration of the space within the budget: one dict of its fields, in a fixed order."""
-    out: list[dict[str, Any]] = []
-    knobs = list(itertools.product(sp.max_decode_batch, sp.max_num_batched_tokens, sp.kv_format))
-    for mode in sp.modes:
-        if mode == "colocated":
-            for lay in sp.layouts:
-                per = _devices(lay)
-                counts = sp.instances["colocated"] or list(range(1, budget // per + 1))
-                for n in counts:
-                    if n * per > budget:
-                        continue
-                    for mdb, mnbt, kvf in knobs:
-                        out.append(
-                            {
-                                "mode": mode,
-                                "colocated": (n, *lay),
-                                "max_decode_batch": mdb,
-                                "max_num_batched_tokens": mnbt,
-                                "kv_format": kvf,
-                                "compression": None,
-                                "link": None,
-                            }
-                        )
-            continue
-        for lp, ld in itertools.product(sp.layouts, sp.layouts):
-            per_p, per_d = _devices(lp), _devices(ld)
-            for p in sp.instances["prefill"] or list(range(1, budget // per_p + 1)):
-                left = budget - p * per_p
-                for d in sp.instances["decode"] or list(range(1, max(left, 0) // per_d + 1)):
-                    if p * per_p + d * per_d > budget:
-                        continue
-                    for (mdb, mnbt, kvf), comp, link in itertools.product(knobs, sp.compression, sp.link):
-                        out.append(
-                            {
-                                "mode": mode,
-                                "prefill": (p, *lp),
-                                "decode": (d, *ld),
-                                "max_decode_batch": mdb,
-                                "max_num_batched_tokens": mnbt,
-                                "kv_format": kvf,
-                                "compression": comp,
-                                "link": link,
-                            }
-                        )
-    return out
-
-
-def _gpus(cfg: Mapping[str, Any]) -> int:
-    pools = ["colocated"] if cfg["mode"] == "colocated" else ["prefill", "decode"]
-    return sum(cfg[p][0] * cfg[p][1] * cfg[p][2] * cfg[p][4] for p in pools)
-
-
-def _scenario(base: Mapping[str, Any], cfg: Mapping[str, Any], device: str, domain: int | None) -> dict[str, Any]:
-    sc = copy.deepcopy(dict(base))
-    sc["mode"] = cfg["mode"]
-    sched = dict(sc.get("scheduler", {}))
-    sched["max_decode_batch"] = cfg["max_decode_batch"]
-    sched["max_num_batched_tokens"] = cfg["max_num_batched_tokens"]
-    sc["scheduler"] = sched
-    if cfg["mode"] == "colocated":
-        for key in ("prefill", "decode", "link", "handoff"):
-            sc.pop(key, None)
-        n, *lay = cfg["colocated"]
-        sc["colocated"] = {**_pool(device, n, tuple(lay), domain), "kv_format": cfg["kv_format"]}
-        return sc
-    sc.pop("colocated", None)
-    p, *lp = cfg["prefill"]
-    d, *ld = cfg["decode"]
-    sc["prefill"] = _pool(device, p, tuple(lp), domain)
-    sc["decode"] = {**_pool(device, d, tuple(ld), domain), "kv_format": cfg["kv_format"]}
-    handoff = dict(sc.get("handoff", {}))
-    handoff["compression"] = cfg["compression"]
-    sc["handoff"] = handoff
-    link = sc.get("link")
-    if isinstance(link, Mapping):
-        sc["link"] = {**link, "preset": cfg["link"]}
-    else:
-        sc["link"] = cfg["link"]
-    return sc
-
-
-def _row_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {"mode": cfg["mode"], "gpus": _gpus(cfg)}
-    for pool in ("prefill", "decode", "colocated"):
-        values = cfg.get(pool)
-        for name, i in zip(POOL_FIELDS, range(5), strict=True):
-            row[f"{pool}_{name}"] = values[i] if values else None
-    for key in ("max_decode_batch", "max_num_batched_tokens", "kv_format", "compression", "link"):
-        row[key] = cfg[key]
-    return row
+#: The field searched for a trace file's workload (its arrivals rescaled to a mean rate), and the lowest rate
+#: tried, as a fraction of the configuration's ceiling.
+TRACE_RATE_FIELD = "workload.trace.rate_per_s"
+TRACE_LOWEST = 1e-3
 
 
 def _with_requests(sc: Mapping[str, Any], requests: int | None) -> dict[str, Any]:
@@ -285,27 +68,64 @@ def _with_requests(sc: Mapping[str, Any], requests: int | None) -> dict[str, Any
 
 
 def _evaluate(
-    sc: dict[str, Any], ceiling: float, slo_attainment: float, rel_tol: float, cancel: threading.Event | None
+    sc: dict[str, Any],
+    ceiling: float,
+    slo_attainment: float,
+    rel_tol: float,
+    cancel: threading.Event | None,
+    trace: bool = False,
 ) -> dict[str, Any]:
-    """The plan's figures of one scenario: :func:`kvwire.capacity` capped at the ceiling, and the summary at it."""
-    r = capacity(sc, slo_attainment=slo_attainment, rel_tol=rel_tol, cancel=cancel)
+    """The plan's figures of one scenario: :func:`kvwire.capacity` capped at the ceiling, and the summary at it.
+    A trace file's rate (``workload.trace.rate_per_s``, its arrivals rescaled) is searched between
+    ``TRACE_LOWEST`` x the ceiling and the ceiling."""
+    field = TRACE_RATE_FIELD if trace else RATE_FIELD
+    bounds = (ceiling * TRACE_LOWEST, ceiling) if trace else None
+    r = capacity(sc, slo_attainment=slo_attainment, rel_tol=rel_tol, field=field, bounds=bounds, cancel=cancel)
     out: dict[str, Any] = {"simulations": r.evaluations, "capacity_note": r.note}
     if r.capacity is None:
         out["capacity_req_per_s"] = None
         return out
     cap = float(r.capacity)
     met = r.points.filter(pl.col("met"))
-    at = met.filter(pl.col(RATE_FIELD) == cap)
+    at = met.filter(pl.col(field) == cap)
     if cap > ceiling:
         # The SLO was met above the ceiling (a short run outlasting a growing queue): count the best run at or
         # below the ceiling, or the ceiling itself with the figures of the run just above it.
-        below = met.filter(pl.col(RATE_FIELD) <= ceiling).sort(RATE_FIELD)
-        at = below.tail(1) if below.height else met.sort(RATE_FIELD).head(1)
-        cap = float(below[RATE_FIELD][-1]) if below.height else ceiling
+        below = met.filter(pl.col(field) <= ceiling).sort(field)
+        at = below.tail(1) if below.height else met.sort(field).head(1)
+        cap = float(below[field][-1]) if below.height else ceiling
         out["capacity_note"] = "capped at the analytic ceiling (the SLO was met above it in a finite run)"
     row = at.row(0, named=True)
     out["capacity_req_per_s"] = cap
     out["summary"] = row
+    return out
+
+
+def _trace_requests(base: Mapping[str, Any]) -> pl.DataFrame | None:
+    """The request table of the base's trace file (its options applied, at its own rate: the ceilings depend
+    only on the lengths), or None for a generated workload; an inline trace is refused (no rate to search)."""
+    wl = base.get("workload")
+    if not isinstance(wl, Mapping) or "trace" not in wl:
+        return None
+    trace = wl["trace"]
+    if not isinstance(trace, Mapping) or "file" not in trace:
+        raise ScenarioError(
+            "workload.trace: the plan searches the arrival rate: give a trace file ({'file': ...}, its arrivals "
+            "rescaled by workload.trace.rate_per_s), not inline arrays",
+            "workload.trace",
+        )
+    from kvwire.traces.read import read_trace
+
+    options = {k: v for k, v in trace.items() if k not in ("file", "rate_per_s")}
+    try:
+        return read_trace(trace["file"], **options)
+    except TypeError as e:
+        raise ScenarioError(f"workload.trace: {e}", "workload.trace") from None
+
+
+def _without_trace(sc: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(sc)
+    out["workload"] = {k: v for k, v in sc["workload"].items() if k != "trace"}
     return out
 
 
@@ -424,10 +244,7 @@ def plan(
         if not isinstance(workload, Mapping):
             raise ScenarioError(f"workload: expected a dict, got {type(workload).__name__}", "workload")
         base["workload"] = copy.deepcopy(dict(workload))
-    if isinstance(base.get("workload"), Mapping) and "trace" in base["workload"]:
-        raise ScenarioError(
-            "workload.trace: the plan searches the arrival rate and needs a generated workload", "workload"
-        )
+    trace_requests = _trace_requests(base)
     slo_fields, attainment = _check_slo(slo, slo_attainment)
     if slo_fields:
         base["slo"] = {**base.get("slo", {}), **slo_fields}
@@ -437,8 +254,11 @@ def plan(
         base["cost"] = {**base.get("cost", {}), "timing": copy.deepcopy(dict(timing))}
     timing_source = str((_base_value(base, "cost.timing") or {}).get("source", "roofline"))
     sp = _space(space, base, device, model)
-    full_requests = int(_base_value(base, "workload.requests"))
-    screen_n = None if screen_requests is None or screen_requests >= full_requests else screen_requests
+    if trace_requests is not None:
+        screen_n = None  # a trace is run whole: no shorter screening run
+    else:
+        full_requests = int(_base_value(base, "workload.requests"))
+        screen_n = None if screen_requests is None or screen_requests >= full_requests else screen_requests
 
     # Enumerate and refuse what kvwire refuses; the ceilings of the rest (of the full-length workload).
     configs = _configs(sp, device, budget)
@@ -450,7 +270,7 @@ def plan(
         sc = _scenario(base, cfg, device, sp.domain)
         try:
             validate(sc)
-            c = ceilings(sc)
+            c = ceilings(sc) if trace_requests is None else ceilings(_without_trace(sc), trace_requests)
         except ScenarioError as e:
             if isinstance(e, DoesNotFitError):
                 fit_errors.append(e)
@@ -498,6 +318,7 @@ def plan(
                 attainment,
                 rel_tol,
                 cancel,
+                trace_requests is not None,
             )
             for i in indices
         ]
@@ -632,7 +453,10 @@ def plan(
         sc = copy.deepcopy(scenarios[best_i] or {})
         rate = float(r["capacity_req_per_s"])
         wl = dict(sc.get("workload", {}))
-        wl["arrivals"] = {**dict(wl.get("arrivals", {})), "rate_per_s": rate}
+        if trace_requests is not None:
+            wl["trace"] = {**dict(wl["trace"]), "rate_per_s": rate}
+        else:
+            wl["arrivals"] = {**dict(wl.get("arrivals", {})), "rate_per_s": rate}
         sc["workload"] = wl
         best = {
             "scenario": sc,

@@ -332,3 +332,20 @@ def test_a_trace_file_workload_is_planned_at_its_rescaled_rate(tmp_path: Path, m
         kvwire.plan("llama3-8b", {"h100": 1}, workload={"trace": {"arrival_s": [0.0], "prompt_tokens": [9],
                                                                    "output_tokens": [9]}})  # fmt: skip
     assert e.value.path == "workload.trace"
+
+
+def test_moe_layouts_spread_the_experts_and_the_best_is_on_the_frontier() -> None:
+    """For a mixture of experts (Mixtral-8x7B on 4 H100) the default space has each TP layout also with EP =
+    TP; the best is a frontier row (ties on throughput per GPU go to the more tokens/s per user), and the report
+    names the fields a space varies in each configuration."""
+    p = kvwire.plan("mixtral-8x7b", {"h100": 4}, workload={"requests": 150}, space={"mode": ["colocated"]})
+    eps = {(r["colocated_tp"], r["colocated_ep"]) for r in p.table.iter_rows(named=True)}
+    assert {(2, 1), (2, 2), (4, 1), (4, 4)} <= eps
+    assert p.best is not None
+    front = [(r["output_tokens_per_s_per_gpu"], r["output_tokens_per_s_per_user"]) for r in p.frontier.to_dicts()]
+    assert (p.best["output_tokens_per_s_per_gpu"], p.best["output_tokens_per_s_per_user"]) in front
+    q = kvwire.plan(
+        "llama3-8b", {"h100": 1}, workload={"requests": 100}, space={"tp": [1], "max_decode_batch": [32, 256]}
+    )
+    assert q.varied == ("max_decode_batch",)
+    assert q.best is not None and ", batch " in q.best["configuration"]

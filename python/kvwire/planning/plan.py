@@ -441,11 +441,30 @@ def plan(
     best_i: int | None = None
     if objective == "throughput_per_gpu":
         if good:
-            best_i = max(good, key=lambda i: (rows[i]["output_tokens_per_s_per_gpu"], -i))
+            best_i = max(
+                good,
+                key=lambda i: (
+                    rows[i]["output_tokens_per_s_per_gpu"],
+                    rows[i]["output_tokens_per_s_per_user"],
+                    -rows[i]["gpus"],
+                    -i,
+                ),
+            )
     else:
         meets = [i for i in good if rows[i]["capacity_req_per_s"] >= float(rate_per_s)]  # type: ignore[arg-type]
         if meets:
             best_i = min(meets, key=lambda i: (rows[i]["gpus"], -rows[i]["capacity_req_per_s"], i))
+    varied = tuple(
+        key
+        for key, values in (
+            ("max_decode_batch", sp.max_decode_batch),
+            ("max_num_batched_tokens", sp.max_num_batched_tokens),
+            ("kv_format", sp.kv_format),
+            ("compression", sp.compression),
+            ("link", sp.link),
+        )
+        if len(values) > 1
+    )
     best: dict[str, Any] | None = None
     launch: dict[str, Any] | None = None
     if best_i is not None:
@@ -462,7 +481,7 @@ def plan(
             "scenario": sc,
             "rate_per_s": rate,
             "gpus": r["gpus"],
-            "configuration": _describe(r),
+            "configuration": _describe(r, varied),
             "binding": r["binding"],
             **{
                 k: r.get(k)
@@ -484,6 +503,7 @@ def plan(
         launch = _launch(configs[best_i], model, sc)
     return PlanResult(
         model=model if isinstance(model, str) else "custom model",
+        varied=varied,
         objective=objective,
         timing=timing_source,
         gpus={device: budget},

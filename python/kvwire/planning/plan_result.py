@@ -118,6 +118,7 @@ class PlanResult:
         best: the winner: ``scenario`` (complete; :func:`kvwire.simulate` runs it as is, at ``rate_per_s``),
             ``rate_per_s``, ``gpus`` and the figures; ``None`` when no configuration meets the SLO.
         launch: vLLM and SGLang flags for the best's pools (a starting point).
+        varied: the configuration fields the space gave more than one value (named in the report's rows).
         model: the model's preset name (``"custom model"`` for a model table).
         objective, timing: the objective and the timing source used (``cost.timing.source``).
         considered, refused, pruned, simulations: configurations enumerated, refused by kvwire, pruned by the
@@ -126,6 +127,7 @@ class PlanResult:
 
     model: str
     objective: str
+    varied: tuple[str, ...]
     timing: str
     gpus: dict[str, int]
     considered: int
@@ -178,14 +180,15 @@ class PlanResult:
             "simulations",
         ]
         if self.frontier.height:
+            width = max(34, *(len(_describe(r, self.varied)) for r in self.frontier.iter_rows(named=True)))
             lines.append("frontier (verified; throughput per GPU vs tokens/s per user):")
             lines.append(
-                f"  {'configuration':<34} {'GPUs':>4} {'req/s':>8} {'tok/s/GPU':>10} {'tok/s/user':>10} "
+                f"  {'configuration':<{width}} {'GPUs':>4} {'req/s':>8} {'tok/s/GPU':>10} {'tok/s/user':>10} "
                 f"{'TTFT p99 s':>10} {'TPOT p99 ms':>11}  binding"
             )
             for r in self.frontier.iter_rows(named=True):
                 lines.append(
-                    f"  {_describe(r):<34} {r['gpus']:>4} {r['capacity_req_per_s']:>8.2f} "
+                    f"  {_describe(r, self.varied):<{width}} {r['gpus']:>4} {r['capacity_req_per_s']:>8.2f} "
                     f"{r['output_tokens_per_s_per_gpu']:>10.1f} {r['output_tokens_per_s_per_user']:>10.1f} "
                     f"{r['ttft_p99_s']:>10.3f} {r['tpot_p99_s'] * 1e3:>11.1f}  {r['binding']}"
                 )
@@ -209,7 +212,9 @@ class PlanResult:
         return "\n".join(lines)
 
 
-def _describe(row: Mapping[str, Any]) -> str:
+def _describe(row: Mapping[str, Any], varied: tuple[str, ...] = ()) -> str:
+    """A configuration in a few words: each pool's instances and layout, then the fields the space varied."""
+
     def lay(pool: str) -> str:
         s = f"{row[f'{pool}_instances']}x tp{row[f'{pool}_tp']}"
         for k in ("pp", "ep", "dp"):
@@ -217,9 +222,14 @@ def _describe(row: Mapping[str, Any]) -> str:
                 s += f" {k}{row[f'{pool}_{k}']}"
         return s
 
-    if row["mode"] == "colocated":
-        return f"colocated {lay('colocated')}"
-    return f"P {lay('prefill')} / D {lay('decode')}"
+    colocated = row["mode"] == "colocated"
+    text = f"colocated {lay('colocated')}" if colocated else f"P {lay('prefill')} / D {lay('decode')}"
+    short = {"max_decode_batch": "batch", "max_num_batched_tokens": "tokens", "kv_format": "kv",
+             "compression": "hand-off", "link": "link"}  # fmt: skip
+    for key in varied:
+        if row.get(key) is not None:
+            text += f", {short[key]} {row[key]}"
+    return text
 
 
 __all__ = ["PlanResult"]

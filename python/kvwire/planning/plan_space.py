@@ -54,17 +54,22 @@ def _budget(gpus: Any) -> tuple[str, int]:
     return device, int(n)
 
 
-def _model_heads(model: Any) -> int | None:
+def _model_field(model: Any, key: str) -> int | None:
+    """A whole-number field of the model (its table's, else its preset's), None when unknown."""
     models = catalog()["models"]
     if isinstance(model, str):
-        return int(models[model]["heads"]) if model in models else None
+        return int(models[model][key]) if model in models and key in models[model] else None
     if isinstance(model, Mapping):
-        if "heads" in model:
-            return int(model["heads"])
+        if key in model:
+            return int(model[key])
         preset = model.get("preset")
-        if isinstance(preset, str) and preset in models:
-            return int(models[preset]["heads"])
+        if isinstance(preset, str) and preset in models and key in models[preset]:
+            return int(models[preset][key])
     return None
+
+
+def _model_heads(model: Any) -> int | None:
+    return _model_field(model, "heads")
 
 
 def _values(space: Mapping[str, Any], key: str, default: list[Any]) -> list[Any]:
@@ -127,6 +132,10 @@ def _space(space: Any, base: Mapping[str, Any], device: str, model: Any) -> _Spa
         for t, p, e, d in itertools.product(tps, pps, eps, dps)
         if domain is None or t * p * d <= domain or "tp" in space or "pp" in space or "dp" in space
     ]
+    if "ep" not in space and _model_field(model, "n_experts"):
+        # A mixture of experts: each layout also with its experts spread over all its TP x DP ranks.
+        layouts += [(t, p, t * d, d) for t, p, e, d in list(layouts) if e == 1 and t * d > 1]
+        layouts = sorted(set(layouts), key=layouts.index)
     if domain is None:
         layouts = [lay for lay in layouts if lay == (1, 1, 1, 1)] or layouts
     instances: dict[str, list[int] | None] = {

@@ -181,6 +181,9 @@ def test_a_budget_too_small_says_the_smallest_that_holds_the_model() -> None:
     with pytest.raises(kvwire.DoesNotFitError) as e2:
         kvwire.plan("llama3-70b", {"h100": 3}, workload={"requests": 100}, space={"mode": ["disaggregated"]})
     assert e2.value.devices_needed == 4
+    with pytest.raises(kvwire.DoesNotFitError) as e3:
+        kvwire.plan("llama3-70b", {"h100": 8}, workload={"requests": 100}, space={"tp": [1]})
+    assert e3.value.path == "gpus" and "whatever the budget" in str(e3.value)
 
 
 def test_min_gpus_finds_the_fewest_gpus_meeting_the_rate() -> None:

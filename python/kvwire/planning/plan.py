@@ -293,9 +293,15 @@ def plan(
     live = [i for i, sc in enumerate(scenarios) if sc is not None]
     if not live:
         smallest = _smallest_budget(base, sp, device)
+        first = next((r["note"] for r in rows if r.get("note")), "no configuration")
         if smallest is None:
             needed = [e.devices_needed for e in fit_errors if e.devices_needed]
-            smallest = min(needed) if needed else None
+            raise DoesNotFitError(
+                f"gpus: no layout of the space holds the model, whatever the budget ({first}); give space the tp "
+                "(pp) values that fit",
+                "gpus",
+                devices_needed=min(needed) if needed else None,
+            )
         if smallest is not None and smallest > budget:
             raise DoesNotFitError(
                 f"gpus: {budget} x {device} cannot hold the model in this space; the smallest budget that can is "
@@ -303,7 +309,6 @@ def plan(
                 "gpus",
                 devices_needed=smallest,
             )
-        first = next((r["note"] for r in rows if r.get("note")), "no configuration")
         raise ScenarioError(f"gpus: no configuration of the space is valid on {budget} x {device}: {first}", "gpus")
 
     pool = ThreadPoolExecutor(min(workers or _default_workers(), ROUND), thread_name_prefix="kvwire-plan")

@@ -36,6 +36,7 @@ from kvwire.kernels import layout, quant
 from kvwire.planning.calibrate import CalibrationResult, calibrate
 from kvwire.planning.capacity import CapacityResult, CompareResult, SplitResult, best_split, capacity, compare
 from kvwire.planning.fidelity import FidelityResult, fidelity
+from kvwire.planning.plan import PlanResult, plan
 from kvwire.planning.sweep import load_sweep, sweep, sweep_points
 from kvwire.presets import catalog
 from kvwire.results.ceilings import ceilings
@@ -79,6 +80,7 @@ __all__ = [
     "KvwireError",
     "LayoutError",
     "MeasurementError",
+    "PlanResult",
     "QuantError",
     "RequestsNotKeptError",
     "ResourceError",
@@ -105,6 +107,7 @@ __all__ = [
     "layout",
     "load_scenario",
     "load_sweep",
+    "plan",
     "quant",
     "read_azure_csv",
     "read_mooncake_jsonl",

@@ -58,6 +58,30 @@ fn cached_prefixes_and_collectives() {
     assert!(got.iter().all(|a| a.comm_s > 0.0), "{got:?}");
 }
 
+/// A batch of b prompts costs b times one prompt's FLOPs (every FLOP is per token), and the KV a cached
+/// prefix adds to the bytes read is b times one prompt's (the weights are read once either way); a row's
+/// collective time is its own, not the rows' before it.
+#[test]
+fn batches_scale_per_sequence_and_rows_are_independent() {
+    let s = sc(json!({}));
+    let one = |b, p, c| s.step_times("prefill", &[q(Phase::Prefill, b, p, c)]).unwrap()[0];
+    for (p, c) in [(300, 0), (300, 700), (1, 5000)] {
+        let (f1, f4) = (one(1, p, c).flops, one(4, p, c).flops);
+        assert!((f4 - 4.0 * f1).abs() <= 1e-12 * f4, "flops {p} after {c}: {f4} vs 4 x {f1}");
+    }
+    let kv = |b| one(b, 300, 700).bytes - one(b, 300, 0).bytes;
+    assert!((kv(4) - 4.0 * kv(1)).abs() <= 1e-9 * kv(4), "{} vs 4 x {}", kv(4), kv(1));
+    assert!(kv(1) > 0.0);
+    let par = sc(json!({"prefill": {"devices_per_instance": 2, "parallel": {"tp": 2}}}));
+    let (a, b) = (q(Phase::Prefill, 1, 4096, 0), q(Phase::Decode, 8, 0, 512));
+    let both = par.step_times("prefill", &[a, b]).unwrap();
+    let alone = par.step_times("prefill", &[b]).unwrap();
+    // (the timer sums collective time over its steps: a row's share is a difference, equal to rounding)
+    assert!((both[1].comm_s - alone[0].comm_s).abs() <= 1e-12 * alone[0].comm_s, "{both:?} vs {alone:?}");
+    // The token bound is inclusive: 2²⁴ tokens per sequence is allowed.
+    assert!(s.step_times("decode", &[q(Phase::Decode, 1, 0, 1 << 24)]).is_ok());
+}
+
 /// Bad rows and pools are refused naming the field: no sequences, a prefill of no tokens, more than 2²⁴
 /// tokens per sequence, a pool the scenario does not have.
 #[test]

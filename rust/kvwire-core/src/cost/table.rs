@@ -373,6 +373,19 @@ mod tests {
         }
     }
 
+    /// A shape's tokens are its prompt tokens plus one per decoding row; the KV it reads is the decode context
+    /// plus the prompts' cached tokens (what a parallel layout's collectives and extra reads are sized by).
+    #[test]
+    fn a_shapes_tokens_and_context() {
+        let s = Shape { prefill_seqs: 3, prefill_tokens: 700, cached_tokens: 50, decode_rows: 9, decode_ctx: 4000 };
+        assert_eq!((s.tokens(), s.ctx_tokens()), (709, 4050));
+        assert_eq!(
+            Shape::prefill(2, 10, 4),
+            Shape { prefill_seqs: 2, prefill_tokens: 10, cached_tokens: 4, ..Shape::default() }
+        );
+        assert_eq!(Shape::decode(5, 60), Shape { decode_rows: 5, decode_ctx: 60, ..Shape::default() });
+    }
+
     /// The prefill and decode grids must start at one sequence (and one token per prefill sequence).
     #[test]
     fn tables_start_at_one_sequence() {

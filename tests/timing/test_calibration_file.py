@@ -170,3 +170,23 @@ def test_the_written_file_reads_back(calibration: kvwire.CalibrationResult, tmp_
     assert [r["parameter"] for r in doc["fit"]] == calibration.fit["parameter"].to_list()
     assert doc["method"]["loss"] == "soft_l1" and doc["source"] is None
     assert "NaN" not in (tmp_path / "x.json").read_text(encoding="utf-8")
+
+
+def test_a_scenario_files_relative_calibration_is_beside_it(
+    calibration: kvwire.CalibrationResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scenario file naming its calibration by a relative path finds it beside itself (as a trace file or
+    model.hf_config), wherever the working directory is; the same name from a dict is relative to the working
+    directory."""
+    folder = tmp_path / "deploy"
+    folder.mkdir()
+    calibration.write(folder / "my-h100.json")
+    (folder / "sc.toml").write_text('[cost.timing]\nsource = "calibrated"\nfile = "my-h100.json"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    got = echo(kvwire.load_scenario(folder / "sc.toml"))
+    assert got["prefill"]["device"]["flops_eff"] == calibration.device["flops_eff"]
+    with pytest.raises(kvwire.ScenarioError) as e:
+        kvwire.validate(calibrated("my-h100.json"))
+    assert e.value.path == "cost.timing.file"

@@ -128,8 +128,20 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
         raise ScenarioError(f"{p}: cannot read the file: {why}", str(p)) from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{p}: a scenario must be a JSON object / TOML table", str(p))
-    # A model.hf_config is read here, relative to the scenario file (as a trace file is).
-    return dict(resolve_hf_model(data, Path(os.path.abspath(p)).parent))
+    # A model.hf_config is read here, relative to the scenario file (as a trace file is); a calibration file
+    # (cost.timing.file) is made relative to it too, and read when the scenario runs.
+    base = Path(os.path.abspath(p)).parent
+    return _calibration_relative_to(dict(resolve_hf_model(data, base)), base)
+
+
+def _calibration_relative_to(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """``data`` with a relative ``cost.timing.file`` made relative to ``base`` (the scenario file's folder)."""
+    cost = data.get("cost")
+    timing = cost.get("timing") if isinstance(cost, dict) else None
+    file = timing.get("file") if isinstance(timing, dict) else None
+    if not isinstance(file, str) or not file or Path(file).is_absolute():
+        return data
+    return {**data, "cost": {**cost, "timing": {**timing, "file": str(base / file)}}}
 
 
 #: Deepest nesting a scenario may have (the real schema is 4 levels deep).

@@ -17,7 +17,8 @@ The file (:data:`KIND`, :data:`VERSION`) holds:
   ``method``: the loss, its scale, the optimiser, folds and seed; ``rows``, ``models``, ``tps``; ``source``: the
   measurement file's name (no folder), format and SHA-256; ``kvwire_version``.
 
-:func:`apply_calibration` reads the file (a relative path is relative to the working directory) and puts
+:func:`apply_calibration` reads the file (a relative path is relative to the scenario file that names it, as a
+trace file is, or to the working directory for a scenario given as a dict) and puts
 ``device`` (with the pool's tp's scale-up link when one was fitted) into every pool whose device is
 ``base_device`` (a preset name, or an inline device with that preset: its other fields are kept, the fitted ones
 replaced), sets ``cost.step_overhead_s`` (the core has one overhead for all pools: it applies to every pool),

@@ -95,11 +95,30 @@ class DoesNotFitError(ScenarioError):
         return (type(self), (str(self), self.path, self.devices_needed))
 
 
+class _InFile(KvwireError):
+    """What an error about one place in a file carries besides its message and path: the file, the line and the
+    column (:class:`TraceFileError`, :class:`MeasurementError`)."""
+
+    file: str
+    line: int | None
+    column: str | None
+
+    def __init__(self, message: str, path: str = "", file: str = "", line: int | None = None,
+                 column: str | None = None) -> None:  # fmt: skip
+        super().__init__(message, path)
+        self.file = file
+        self.line = line
+        self.column = column
+
+    def __reduce__(self) -> tuple[type[_InFile], tuple[str, str, str, int | None, str | None]]:  # type: ignore[override]
+        return (type(self), (str(self), self.path, self.file, self.line, self.column))
+
+
 class TraceError(ScenarioError):
     """An explicit request table is malformed; ``path`` names the column and first offending row."""
 
 
-class TraceFileError(TraceError):
+class TraceFileError(_InFile, TraceError):
     """A trace file that cannot be read as a request table: unreadable, empty, binary or not UTF-8, an
     unknown or mismatched format, a missing column, a value that is not a timestamp or a whole number of
     tokens, a negative length, or requests out of time order.
@@ -114,18 +133,9 @@ class TraceFileError(TraceError):
         path: ``"FILE:LINE:COLUMN"`` (shorter when line or column is unknown).
     """
 
-    def __init__(self, message: str, path: str = "", file: str = "", line: int | None = None,
-                 column: str | None = None) -> None:  # fmt: skip
-        super().__init__(message, path)
-        self.file = file
-        self.line = line
-        self.column = column
-
-    def __reduce__(self) -> tuple[type[TraceFileError], tuple[str, str, str, int | None, str | None]]:  # type: ignore[override]
-        return (type(self), (str(self), self.path, self.file, self.line, self.column))
 
 
-class MeasurementError(KvwireError, ValueError):
+class MeasurementError(_InFile, KvwireError, ValueError):
     """A file of measured step times that cannot be read (:mod:`kvwire.timing.measured`): unreadable or empty,
     an unknown format, a missing column, a cell that is not a number or not a whole number, a time that is not
     positive, an unknown phase, an unknown device name; or a format that does not hold whole steps (Vidur's
@@ -140,15 +150,6 @@ class MeasurementError(KvwireError, ValueError):
         path: ``"FILE:LINE:COLUMN"`` (shorter when line or column is unknown).
     """
 
-    def __init__(self, message: str, path: str = "", file: str = "", line: int | None = None,
-                 column: str | None = None) -> None:  # fmt: skip
-        super().__init__(message, path)
-        self.file = file
-        self.line = line
-        self.column = column
-
-    def __reduce__(self) -> tuple[type[MeasurementError], tuple[str, str, str, int | None, str | None]]:  # type: ignore[override]
-        return (type(self), (str(self), self.path, self.file, self.line, self.column))
 
 
 class QuantError(KvwireError, ValueError):

@@ -118,7 +118,22 @@ def test_scale_time_multiplies_every_arrival(arrivals: list[float], k: float) ->
     assert all(x <= y for x, y in itertools.pairwise(got))
 
 
-@given(sorted_arrivals.filter(lambda a: len(a) >= 2 and a[-1] > a[0]), st.floats(1e-3, 1e4))
+def _has_a_rate(a: list[float]) -> bool:
+    """Two arrivals at different times whose mean rate a float holds (a span of a few subnormal seconds has
+    none: scale_to_rate refuses it, tested in test_scale_to_rate_refuses_what_has_no_rate)."""
+    return len(a) >= 2 and a[-1] > a[0] and math.isfinite((len(a) - 1) / (a[-1] - a[0]))
+
+
+def test_scale_to_rate_refuses_what_has_no_rate() -> None:
+    """One request, requests all at one instant, and a span of subnormal seconds (a rate beyond a float) have
+    no mean rate to scale: refused naming rate_per_s."""
+    for arrivals in ([1.0], [2.0, 2.0], [0.0, 2.2250738585072014e-311]):
+        with pytest.raises(kvwire.ScenarioError) as e:
+            traces.scale_to_rate(table(arrivals), 10.0)
+        assert e.value.path == "rate_per_s"
+
+
+@given(sorted_arrivals.filter(_has_a_rate), st.floats(1e-3, 1e4))
 def test_scale_to_rate_hits_the_rate(arrivals: list[float], rate: float) -> None:
     """scale_to_rate multiplies arrivals by ((n - 1)/(last - first))/rate (computed here in Python); the mean
     rate (n - 1)/(last - first) of the result is the target to 1e-12 relative, and order is kept."""

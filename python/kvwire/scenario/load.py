@@ -137,8 +137,10 @@ def load_scenario(path: str | Path) -> dict[str, Any]:
 def _calibration_relative_to(data: dict[str, Any], base: Path) -> dict[str, Any]:
     """``data`` with a relative ``cost.timing.file`` made relative to ``base`` (the scenario file's folder)."""
     cost = data.get("cost")
-    timing = cost.get("timing") if isinstance(cost, dict) else None
-    file = timing.get("file") if isinstance(timing, dict) else None
+    if not isinstance(cost, dict) or not isinstance(cost.get("timing"), dict):
+        return data
+    timing = cost["timing"]
+    file = timing.get("file")
     if not isinstance(file, str) or not file or Path(file).is_absolute():
         return data
     return {**data, "cost": {**cost, "timing": {**timing, "file": str(base / file)}}}

@@ -26,16 +26,21 @@ pub(super) fn resolve(
         }
         Ok(())
     };
+    // The measured source's own fields, refused with any other source.
+    let provider_fields_refused = || -> Result<()> {
+        for (field, given) in [
+            ("system", spec.system.is_some()),
+            ("backend", spec.backend.is_some()),
+            ("version", spec.version.is_some()),
+            ("model", spec.model.is_some()),
+        ] {
+            only(field, given, "\"aiconfigurator\"")?;
+        }
+        Ok(())
+    };
     match spec.source {
         TimingSource::Roofline => {
-            for (field, given) in [
-                ("system", spec.system.is_some()),
-                ("backend", spec.backend.is_some()),
-                ("version", spec.version.is_some()),
-                ("model", spec.model.is_some()),
-            ] {
-                only(field, given, "\"aiconfigurator\"")?;
-            }
+            provider_fields_refused()?;
             only("file", spec.file.is_some(), "\"calibrated\"")?;
             only("tables", spec.tables.is_some(), "\"aiconfigurator\"")?;
             only("provenance", spec.provenance.is_some(), "\"aiconfigurator\" or \"calibrated\"")?;
@@ -80,14 +85,7 @@ pub(super) fn resolve(
         }
         TimingSource::Calibrated => {
             only("tables", spec.tables.is_some(), "\"aiconfigurator\"")?;
-            for (field, given) in [
-                ("system", spec.system.is_some()),
-                ("backend", spec.backend.is_some()),
-                ("version", spec.version.is_some()),
-                ("model", spec.model.is_some()),
-            ] {
-                only(field, given, "\"aiconfigurator\"")?;
-            }
+            provider_fields_refused()?;
             if spec.provenance.is_none() {
                 return Err(Error::field(
                     "cost.timing",

@@ -134,7 +134,6 @@ class TraceFileError(_InFile, TraceError):
     """
 
 
-
 class MeasurementError(_InFile, KvwireError, ValueError):
     """A file of measured step times that cannot be read (:mod:`kvwire.timing.measured`): unreadable or empty,
     an unknown format, a missing column, a cell that is not a number or not a whole number, a time that is not
@@ -149,7 +148,6 @@ class MeasurementError(_InFile, KvwireError, ValueError):
         column: the offending column as named in the file (``None`` if not one column's).
         path: ``"FILE:LINE:COLUMN"`` (shorter when line or column is unknown).
     """
-
 
 
 class QuantError(KvwireError, ValueError):

@@ -29,8 +29,8 @@ from typing import Any
 import polars as pl
 
 from kvwire.errors import DoesNotFitError, ScenarioError
-from kvwire.planning.capacity import RATE_FIELD, capacity
-from kvwire.planning.plan_result import PlanResult, _base_value, _describe, _launch, _pareto
+from kvwire.planning.capacity import RATE_FIELD, _current, capacity
+from kvwire.planning.plan_result import PlanResult, _describe, _launch, _pareto
 from kvwire.planning.plan_space import (
     _budget,
     _configs,
@@ -252,12 +252,12 @@ def plan(
         if not isinstance(timing, Mapping):
             raise ScenarioError(f"timing: expected a cost.timing dict, got {type(timing).__name__}", "timing")
         base["cost"] = {**base.get("cost", {}), "timing": copy.deepcopy(dict(timing))}
-    timing_source = str((_base_value(base, "cost.timing") or {}).get("source", "roofline"))
+    timing_source = str((_current(base, "cost.timing") or {}).get("source", "roofline"))
     sp = _space(space, base, device, model)
     if trace_requests is not None:
         screen_n = None  # a trace is run whole: no shorter screening run
     else:
-        full_requests = int(_base_value(base, "workload.requests"))
+        full_requests = int(_current(base, "workload.requests"))
         screen_n = None if screen_requests is None or screen_requests >= full_requests else screen_requests
 
     # Enumerate and refuse what kvwire refuses; the ceilings of the rest (of the full-length workload).

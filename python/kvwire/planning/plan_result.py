@@ -16,9 +16,8 @@ from typing import Any
 
 import polars as pl
 
-from kvwire.planning.capacity import _clean_dict
+from kvwire.planning.capacity import _clean_dict, _current
 from kvwire.presets import catalog
-from kvwire.scenario.load import _defaults
 
 
 def _hf_id(model: Any) -> str:
@@ -29,16 +28,6 @@ def _hf_id(model: Any) -> str:
         if "/" in first:
             return first
     return str(name or "MODEL")
-
-
-def _base_value(base: Mapping[str, Any], path: str) -> Any:
-    for source in (base, _defaults()):
-        node: Any = source
-        for part in path.split("."):
-            node = node.get(part) if isinstance(node, Mapping) else None
-        if node is not None:
-            return node
-    return None
 
 
 def _pareto(rows: list[dict[str, Any]]) -> list[int]:
@@ -62,7 +51,7 @@ def _launch(best_cfg: Mapping[str, Any], model: Any, sc: Mapping[str, Any]) -> d
     """vLLM and SGLang command lines for the best configuration's pools (a starting point)."""
     hf = _hf_id(model)
     chunked = sc.get("scheduler", {}).get("policy", "whole") == "chunked"
-    budget = best_cfg["max_num_batched_tokens"] if chunked else _base_value(sc, "scheduler.max_prefill_tokens")
+    budget = best_cfg["max_num_batched_tokens"] if chunked else _current(sc, "scheduler.max_prefill_tokens")
     kvf = best_cfg["kv_format"]
     out: dict[str, Any] = {"note": "a starting point: check the flags against your engine version"}
     pools = ["colocated"] if best_cfg["mode"] == "colocated" else ["prefill", "decode"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvwire.errors import ScenarioError
-from kvwire.planning.plan_result import _base_value
+from kvwire.planning.capacity import _current
 from kvwire.presets import catalog
 
 #: The fields of ``space`` and what each varies.
@@ -142,11 +142,11 @@ def _space(space: Any, base: Mapping[str, Any], device: str, model: Any) -> _Spa
         pool: (_int_values(space, f"{pool}_instances", []) if f"{pool}_instances" in space else None)
         for pool in ("prefill", "decode", "colocated")
     }
-    mdb = _int_values(space, "max_decode_batch", [int(_base_value(base, "scheduler.max_decode_batch"))])
-    mnbt = _int_values(space, "max_num_batched_tokens", [int(_base_value(base, "scheduler.max_num_batched_tokens"))])
-    kvf = _values(space, "kv_format", [_base_value(base, "decode.kv_format") or "none"])
-    comp = _values(space, "compression", [_base_value(base, "handoff.compression") or "none"])
-    link_default = _base_value(base, "link")
+    mdb = _int_values(space, "max_decode_batch", [int(_current(base, "scheduler.max_decode_batch"))])
+    mnbt = _int_values(space, "max_num_batched_tokens", [int(_current(base, "scheduler.max_num_batched_tokens"))])
+    kvf = _values(space, "kv_format", [_current(base, "decode.kv_format") or "none"])
+    comp = _values(space, "compression", [_current(base, "handoff.compression") or "none"])
+    link_default = _current(base, "link")
     link_default = link_default.get("preset", link_default) if isinstance(link_default, Mapping) else link_default
     links = _values(space, "link", [link_default])
     return _Space(modes, layouts, instances, mdb, mnbt, kvf, comp, links, domain)

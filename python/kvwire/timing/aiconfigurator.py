@@ -20,6 +20,7 @@ How kvwire's fields map to the provider's (anything else is refused naming the f
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import io
@@ -108,9 +109,30 @@ def _data_root() -> Path:
 
 def models() -> list[str]:
     """The Hugging Face ids of the models the package ships a config for (the only ones kvwire asks it about:
-    any other id would make it download from the Hub)."""
+    any other id would make it download from the Hub). Read once per process, as :func:`offered`."""
+    return list(_models())
+
+
+@functools.cache
+def _models() -> tuple[str, ...]:
     utils = _module("aiconfigurator_core.sdk.utils")
-    return sorted(utils.DefaultHFModels)
+    return tuple(sorted(utils.DefaultHFModels))
+
+
+@functools.cache
+def _offered() -> tuple[dict[str, Any], ...]:
+    """The installed package's data folders, scanned once per process (every scenario naming a system checks it:
+    a sweep's points would scan them again each)."""
+    root = _data_root() / "data"
+    rows = []
+    for system in sorted(p.name for p in root.iterdir() if p.is_dir()):
+        for backend in BACKENDS:
+            gemm = root / system / "gemm" / backend
+            if not gemm.is_dir():
+                continue
+            versions = sorted((p.name for p in gemm.iterdir() if p.is_dir()), key=_version_key, reverse=True)
+            rows.append({"system": system, "backend": backend, "versions": versions})
+    return tuple(rows)
 
 
 def offered() -> list[dict[str, Any]]:
@@ -121,16 +143,7 @@ def offered() -> list[dict[str, Any]]:
     >>> {"system", "backend", "versions"} <= set(rows[0])
     True
     """
-    root = _data_root() / "data"
-    rows = []
-    for system in sorted(p.name for p in root.iterdir() if p.is_dir()):
-        for backend in BACKENDS:
-            gemm = root / system / "gemm" / backend
-            if not gemm.is_dir():
-                continue
-            versions = sorted((p.name for p in gemm.iterdir() if p.is_dir()), key=_version_key, reverse=True)
-            rows.append({"system": system, "backend": backend, "versions": versions})
-    return rows
+    return [{**r, "versions": list(r["versions"])} for r in _offered()]
 
 
 def _version_key(v: str) -> tuple[Any, ...]:

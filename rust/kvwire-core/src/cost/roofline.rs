@@ -121,11 +121,6 @@ impl StepTimer {
         self
     }
 
-    /// Whether step times come from a measured table.
-    pub fn is_measured(&self) -> bool {
-        self.special.as_ref().is_some_and(|s| s.table.is_some())
-    }
-
     /// Time and energy of a step doing `w` in the shape `s`. Without a parallel layout or a table this is
     /// [`Self::time`]; with a layout, the step's extra work (replicated reads, the busiest expert) is added over
     /// its tokens (prompt tokens computed plus one per decoding sequence) and KV read, the roofline time is

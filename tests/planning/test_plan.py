@@ -209,7 +209,10 @@ def test_min_gpus_finds_the_fewest_gpus_meeting_the_rate() -> None:
     [
         ({"gpus": {"h100": 0}}, "gpus"),
         ({"gpus": {"nope": 2}}, "gpus"),
-        ({"gpus": {"h100": 2, "h200": 2}}, "gpus"),
+        ({"gpus": {}}, "gpus"),
+        ({"gpus": {"h100": 2, "h200": True}}, "gpus"),
+        ({"progress": True}, "progress"),
+        ({"executor": object()}, "executor"),
         ({"objective": "fastest"}, "objective"),
         ({"objective": "min_gpus"}, "rate_per_s"),
         ({"space": {"colour": ["red"]}}, "space.colour"),
@@ -225,6 +228,85 @@ def test_bad_arguments_name_themselves(kwargs: dict[str, Any], path: str) -> Non
     with pytest.raises(kvwire.ScenarioError) as e:
         kvwire.plan("llama3-8b", gpus, **args)
     assert e.value.path == path
+
+
+def test_heterogeneous_budget_equals_brute_force_over_both_kinds() -> None:
+    """On 2 x H100 + 2 x A100 (TP 1), the plan's best equals a brute force over every colocated pool of one kind
+    and every disaggregated pair of kinds (prefill on one, decode on either, each within its own count); the
+    table holds exactly those configurations, each naming its pools' devices, and no pool exceeds its kind."""
+    budget = {"h100": 2, "a100": 2}
+    p = kvwire.plan("llama3-8b", budget, workload=WORKLOAD, space={"tp": [1]}, screen_requests=None)
+    out_mean = kvwire.ceilings({"model": "llama3-8b", "workload": WORKLOAD})["output_tokens_mean"]
+    expected: dict[tuple[Any, ...], float | None] = {}
+    shapes: list[tuple[Any, ...]] = [("colocated", dev, n) for dev in budget for n in range(1, budget[dev] + 1)]
+    for dp, dd in itertools.product(budget, budget):
+        for np_ in range(1, budget[dp] + 1):
+            left = budget[dd] - (np_ if dp == dd else 0)
+            shapes += [("disaggregated", dp, np_, dd, nd) for nd in range(1, left + 1)]
+    for shape in shapes:
+        sc: dict[str, Any] = {"model": "llama3-8b", "mode": shape[0], "workload": WORKLOAD}
+        if shape[0] == "colocated":
+            sc["colocated"] = {"device": shape[1], "instances": shape[2], "parallel": {"tp": 1}}
+            gpus = shape[2]
+        else:
+            sc["prefill"] = {"device": shape[1], "instances": shape[2], "parallel": {"tp": 1}}
+            sc["decode"] = {"device": shape[3], "instances": shape[4], "parallel": {"tp": 1}}
+            gpus = shape[2] + shape[4]
+        r = kvwire.capacity(sc, slo_attainment=0.9, rel_tol=0.05)
+        ceiling = kvwire.ceilings(sc)["ceiling_req_per_s"]
+        expected[shape] = None if r.capacity is None else min(float(r.capacity), ceiling) * out_mean / gpus
+    assert p.considered == len(shapes) and p.gpus == {"a100": 2, "h100": 2}
+
+    def shape_of(row: dict[str, Any]) -> tuple[Any, ...]:
+        if row["mode"] == "colocated":
+            return ("colocated", row["colocated_device"], row["colocated_instances"])
+        return ("disaggregated", row["prefill_device"], row["prefill_instances"], row["decode_device"],
+                row["decode_instances"])  # fmt: skip
+
+    rows = p.table.to_dicts()
+    assert {shape_of(r) for r in rows} == set(shapes)
+    for r in rows:
+        for dev in budget:
+            used = sum(r[f"{pool}_instances"] or 0 for pool in ("prefill", "decode", "colocated")
+                       if r[f"{pool}_device"] == dev)  # fmt: skip
+            assert used <= budget[dev]
+    top = max(v for v in expected.values() if v is not None)
+    assert p.best is not None
+    assert p.best["output_tokens_per_s_per_gpu"] == pytest.approx(top, rel=1e-12)
+    best_row = p.table.filter(kvwire_col_status("verified")).sort("output_tokens_per_s_per_gpu").row(-1, named=True)
+    assert expected[shape_of(best_row)] == pytest.approx(top, rel=1e-12)
+    assert p.report().splitlines()[0].startswith("plan: llama3-8b on 2 x a100 + 2 x h100")
+
+
+def test_progress_counts_configurations_and_ends_at_the_total() -> None:
+    """progress(done, total) is called after each round with a fixed total (the configurations kvwire accepts),
+    never decreasing, and ends at done == total; the plan is the same with and without it."""
+    calls: list[tuple[int, int]] = []
+    space = {"tp": [1, 2]}
+    p = kvwire.plan("llama3-8b", {"h100": 4}, workload=WORKLOAD, space=space, progress=lambda d, t: calls.append((d, t)))
+    q = kvwire.plan("llama3-8b", {"h100": 4}, workload=WORKLOAD, space=space)
+    accepted = p.considered - p.refused
+    assert calls and {t for _, t in calls} == {accepted}
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and calls[-1] == (accepted, accepted)
+    assert p.table.equals(q.table)
+
+
+def test_same_plan_on_an_executor_and_cancel_stops_it() -> None:
+    """On a caller's executor (here a spawn process pool: nothing shared with the caller; Polars' threads rule
+    out fork) the plan equals the threaded one; a cancel set before the first round raises Cancelled."""
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    space = {"tp": [1, 2]}
+    q = kvwire.plan("llama3-8b", {"h100": 2}, workload=WORKLOAD, space=space)
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as ex:
+        p = kvwire.plan("llama3-8b", {"h100": 2}, workload=WORKLOAD, space=space, executor=ex)
+        assert p.table.equals(q.table) and p.best == q.best
+        stop = threading.Event()
+        stop.set()
+        with pytest.raises(kvwire.Cancelled):
+            kvwire.plan("llama3-8b", {"h100": 2}, workload=WORKLOAD, space=space, executor=ex, cancel=stop)
 
 
 def test_report_names_the_timing_source_and_launch_settings() -> None:
@@ -259,7 +341,8 @@ def test_without_pruning_the_best_is_the_same_and_the_frontier_complete() -> Non
 
 def test_cli_plan_prints_the_report_and_json() -> None:
     """`kvwire plan MODEL --gpus DEVICE=N` prints the report; --json the whole result; a budget too small is an
-    error naming gpus and the smallest budget; a malformed --gpus is a usage error."""
+    error naming gpus and the smallest budget; a malformed --gpus is a usage error; --gpus repeats for several
+    kinds."""
     from click.testing import CliRunner
     from kvwire.cli import main
 
@@ -276,6 +359,12 @@ def test_cli_plan_prints_the_report_and_json() -> None:
     assert small.exit_code == 1 and "gpus:" in small.output and "2 x h100" in small.output
     bad = runner.invoke(main, ["plan", "llama3-8b", "--gpus", "h100"])
     assert bad.exit_code == 2 and "DEVICE=COUNT" in bad.output
+    # Several kinds: --gpus repeated; a kind given twice is a usage error.
+    two = runner.invoke(main, [*base[:3], "h100=1", "--gpus", "a100=1", *base[4:], "--json"])
+    assert two.exit_code == 0, two.output
+    assert json.loads(two.output)["gpus"] == {"a100": 1, "h100": 1}
+    twice = runner.invoke(main, [*base[:3], "h100=1", "--gpus", "h100=1"])
+    assert twice.exit_code == 2 and "h100 given twice" in twice.output
 
 
 def test_a_calibrated_timing_source_is_used_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

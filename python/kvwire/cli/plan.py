@@ -19,16 +19,24 @@ from kvwire.errors import KvwireError
 from kvwire.scenario import load_scenario, with_overrides
 
 
-def _budget(text: str) -> dict[str, int]:
-    device, sep, count = text.partition("=")
-    if not sep or not device or not count.strip().isdigit():
-        raise click.BadParameter(f"expected DEVICE=COUNT (e.g. h200=32), got {text!r}", param_hint="--gpus")
-    return {device.strip(): int(count)}
+def _budget(texts: tuple[str, ...]) -> dict[str, int]:
+    """``--gpus h100=16 --gpus h200=16`` as ``{"h100": 16, "h200": 16}`` (a kind given twice is refused)."""
+    out: dict[str, int] = {}
+    for text in texts:
+        device, sep, count = text.partition("=")
+        device = device.strip()
+        if not sep or not device or not count.strip().isdigit():
+            raise click.BadParameter(f"expected DEVICE=COUNT (e.g. h200=32), got {text!r}", param_hint="--gpus")
+        if device in out:
+            raise click.BadParameter(f"{device} given twice", param_hint="--gpus")
+        out[device] = int(count)
+    return out
 
 
 @click.command("plan")
 @click.argument("model")
-@click.option("--gpus", "gpus_text", required=True, metavar="DEVICE=COUNT", help="The budget, e.g. h200=32.")
+@click.option("--gpus", "gpus_text", required=True, multiple=True, metavar="DEVICE=COUNT",
+              help="The budget, e.g. h200=32; repeat for several kinds (heterogeneous pools).")  # fmt: skip
 @click.option("--scenario", "scenario_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A base scenario (workload, SLO, scheduler, cost, ...).")  # fmt: skip
 @click.option("--set", "overrides", multiple=True, metavar="PATH=VALUE", help="Override a base scenario field.")
@@ -49,7 +57,7 @@ def _budget(text: str) -> dict[str, int]:
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads (default: cores).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 def plan_cmd(
-    model: str, gpus_text: str, scenario_file: Path | None, overrides: tuple[str, ...], slo_ttft: float | None,
+    model: str, gpus_text: tuple[str, ...], scenario_file: Path | None, overrides: tuple[str, ...], slo_ttft: float | None,
     slo_tpot: float | None, slo_attainment: float, objective: str, rate_per_s: float | None, modes: tuple[str, ...],
     tps: tuple[int, ...], screen_requests: int, no_prune: bool, workers: int | None, as_json: bool,
 ) -> None:  # fmt: skip

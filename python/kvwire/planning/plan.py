@@ -22,17 +22,18 @@ import copy
 import itertools
 import math
 import threading
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import polars as pl
 
-from kvwire.errors import DoesNotFitError, ScenarioError
+from kvwire.errors import Cancelled, DoesNotFitError, ScenarioError
 from kvwire.planning.capacity import RATE_FIELD, _current, capacity
 from kvwire.planning.plan_result import PlanResult, _describe, _launch, _pareto
 from kvwire.planning.plan_space import (
     _budget,
+    _budget_text,
     _configs,
     _devices,
     _is_int,
@@ -150,6 +151,7 @@ def _smallest_budget(base: Mapping[str, Any], sp: _Space, device: str) -> int | 
         cfg = {
             "mode": "colocated",
             "colocated": (1, *lay),
+            "colocated_device": device,
             "max_decode_batch": sp.max_decode_batch[0],
             "max_num_batched_tokens": sp.max_num_batched_tokens[0],
             "kv_format": sp.kv_format[0],
@@ -157,7 +159,7 @@ def _smallest_budget(base: Mapping[str, Any], sp: _Space, device: str) -> int | 
             "link": None,
         }
         try:
-            validate(_scenario(base, cfg, device, sp.domain))
+            validate(_scenario(base, cfg, {device: sp.domain}))
         except ScenarioError:
             continue
         per_mode.append(_devices(lay))
@@ -184,13 +186,18 @@ def plan(
     screen_requests: int | None = SCREEN_REQUESTS,
     prune: bool = True,
     workers: int | None = None,
+    executor: Executor | None = None,
+    progress: Callable[[int, int], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> PlanResult:
     """The best serving configuration of ``model`` on the ``gpus`` budget for a workload and an SLO.
 
     Args:
         model: a model preset name or a model table, as a scenario's ``model``.
-        gpus: the budget, one device and its count: ``{"h200": 32}``.
+        gpus: the budget, each device kind and its count: ``{"h200": 32}``, or several kinds for heterogeneous
+            pools, ``{"h100": 16, "h200": 16}`` (a colocated pool is of one kind; a disaggregated configuration's
+            prefill and decode pools may be of two kinds, each within its own count; throughput per GPU counts
+            every GPU alike).
         workload: the scenario's ``workload`` (a generated workload; its arrival rate is searched).
         slo: ``{"ttft_s", "tpot_s", "attainment"}``: the scenario's SLO and the share of measured requests that
             must meet it (default: the scenario's SLO and ``slo_attainment``).
@@ -211,7 +218,13 @@ def plan(
         prune: skip the configurations whose ceiling cannot beat the best verified (``False``: evaluate every
             configuration, for a complete frontier; the best is the same either way).
         workers: threads evaluating configurations (default: all cores); the plan does not depend on it.
-        cancel: a ``threading.Event``; once set, :class:`kvwire.Cancelled` is raised.
+        executor: any ``concurrent.futures.Executor`` to evaluate configurations on instead of the own threads,
+            e.g. Dask's ``distributed.Client(...).get_executor()`` (not shut down); each task is one
+            configuration's capacity search; the plan is the same as on threads.
+        progress: ``progress(done, total)`` after each round: configurations decided (evaluated or pruned) of
+            those kvwire accepts; ``done == total`` at the end.
+        cancel: a ``threading.Event``; once set, :class:`kvwire.Cancelled` is raised (on an executor: between
+            tasks, its queued tasks cancelled).
 
     Raises:
         ScenarioError: a bad argument, naming it; DoesNotFitError (naming ``gpus``) when the budget cannot hold
@@ -222,7 +235,7 @@ def plan(
     >>> p.considered, p.table.height, p.frontier.height >= 1
     (3, 3, True)
     """
-    device, budget = _budget(gpus)
+    budget = _budget(gpus)
     if objective not in OBJECTIVES:
         raise ScenarioError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}", "objective")
     if objective == "min_gpus" and (
@@ -235,7 +248,9 @@ def plan(
         )
     if not isinstance(prune, bool):
         raise ScenarioError(f"prune: expected True or False, got {prune!r}", "prune")
-    check_arguments(workers=workers, cancel=cancel)
+    check_arguments(workers=workers, executor=executor, cancel=cancel)
+    if progress is not None and (isinstance(progress, bool) or not callable(progress)):
+        raise ScenarioError(f"progress: expected a callable progress(done, total), got {progress!r}", "progress")
     if scenario is not None and not isinstance(scenario, Mapping):
         raise ScenarioError(f"scenario: expected a dict, got {type(scenario).__name__}", "scenario")
     base: dict[str, Any] = copy.deepcopy(dict(scenario or {}))
@@ -253,7 +268,9 @@ def plan(
             raise ScenarioError(f"timing: expected a cost.timing dict, got {type(timing).__name__}", "timing")
         base["cost"] = {**base.get("cost", {}), "timing": copy.deepcopy(dict(timing))}
     timing_source = str((_current(base, "cost.timing") or {}).get("source", "roofline"))
-    sp = _space(space, base, device, model)
+    spaces = {device: _space(space, base, device, model) for device in budget}
+    domains = {device: s.domain for device, s in spaces.items()}
+    sp = next(iter(spaces.values()))  # the fields every kind shares (its layouts are the first kind's)
     if trace_requests is not None:
         screen_n = None  # a trace is run whole: no shorter screening run
     else:
@@ -261,13 +278,13 @@ def plan(
         screen_n = None if screen_requests is None or screen_requests >= full_requests else screen_requests
 
     # Enumerate and refuse what kvwire refuses; the ceilings of the rest (of the full-length workload).
-    configs = _configs(sp, device, budget)
+    configs = _configs(spaces, budget)
     rows: list[dict[str, Any]] = []
     scenarios: list[dict[str, Any] | None] = []
     fit_errors: list[DoesNotFitError] = []
     for cfg in configs:
         row = _row_fields(cfg)
-        sc = _scenario(base, cfg, device, sp.domain)
+        sc = _scenario(base, cfg, domains)
         try:
             validate(sc)
             c = ceilings(sc) if trace_requests is None else ceilings(_without_trace(sc), trace_requests)
@@ -292,9 +309,9 @@ def plan(
         scenarios.append(sc)
     live = [i for i, sc in enumerate(scenarios) if sc is not None]
     if not live:
-        smallest = _smallest_budget(base, sp, device)
         first = next((r["note"] for r in rows if r.get("note")), "no configuration")
-        if smallest is None:
+        smallest = {d: n for d in budget if (n := _smallest_budget(base, spaces[d], d)) is not None}
+        if not smallest:
             needed = [e.devices_needed for e in fit_errors if e.devices_needed]
             raise DoesNotFitError(
                 f"gpus: no layout of the space holds the model, whatever the budget ({first}); give space the tp "
@@ -302,34 +319,52 @@ def plan(
                 "gpus",
                 devices_needed=min(needed) if needed else None,
             )
-        if smallest is not None and smallest > budget:
+        if all(n > budget[d] for d, n in smallest.items()):
+            device, n = min(smallest.items(), key=lambda t: (t[1], t[0]))
             raise DoesNotFitError(
-                f"gpus: {budget} x {device} cannot hold the model in this space; the smallest budget that can is "
-                f"{smallest} x {device} (--gpus {device}={smallest})",
+                f"gpus: {_budget_text(budget)} cannot hold the model in this space; the smallest budget that can is "
+                f"{n} x {device} (--gpus {device}={n})",
                 "gpus",
-                devices_needed=smallest,
+                devices_needed=n,
             )
-        raise ScenarioError(f"gpus: no configuration of the space is valid on {budget} x {device}: {first}", "gpus")
+        raise ScenarioError(f"gpus: no configuration of the space is valid on {_budget_text(budget)}: {first}", "gpus")
 
-    pool = ThreadPoolExecutor(min(workers or _default_workers(), ROUND), thread_name_prefix="kvwire-plan")
+    own = executor is None
+    pool: Executor = (
+        ThreadPoolExecutor(min(workers or _default_workers(), ROUND), thread_name_prefix="kvwire-plan")
+        if own
+        else executor  # type: ignore[assignment]
+    )
     simulations = [0]
 
     def run(indices: list[int], requests: int | None) -> list[dict[str, Any]]:
-        jobs = [
+        # On the caller's executor (perhaps processes) the event does not travel: it is looked at here.
+        jobs: list[Future[dict[str, Any]]] = [
             pool.submit(
                 _evaluate,
                 _with_requests(scenarios[i] or {}, requests),
                 rows[i]["ceiling_req_per_s"],
                 attainment,
                 rel_tol,
-                cancel,
+                cancel if own else None,
                 trace_requests is not None,
             )
             for i in indices
         ]
+        pending: set[Future[dict[str, Any]]] = set(jobs)
+        while pending:
+            if cancel is not None and cancel.is_set():
+                for j in pending:
+                    j.cancel()
+                raise Cancelled(f"plan cancelled after {simulations[0]} simulations", "cancel")
+            _, pending = wait(pending, timeout=0.1 if cancel is not None else None, return_when=FIRST_COMPLETED)
         results = [j.result() for j in jobs]
         simulations[0] += sum(r["simulations"] for r in results)
         return results
+
+    def report_progress(done: int) -> None:
+        if progress is not None:
+            progress(done, len(live))
 
     def objective_value(result: Mapping[str, Any], i: int) -> float | None:
         cap = result.get("capacity_req_per_s")
@@ -361,6 +396,7 @@ def plan(
                     break
                 for i, res in zip(batch, run(batch, screen_n), strict=True):
                     screened[i] = res
+                report_progress(min(pos, len(order)))
                 # Verify this round's leader when it could be the best; prune against verified values only.
                 values = [(objective_value(screened[i], i), i) for i in batch]
                 cands = [(v, i) for v, i in values if v is not None]
@@ -386,6 +422,7 @@ def plan(
                     batch = members[k : k + ROUND]
                     for i, res in zip(batch, run(batch, screen_n), strict=True):
                         screened[i] = res
+                    report_progress(len(screened))
                 meeting = [i for i in members if (screened[i].get("capacity_req_per_s") or 0.0) >= target]
                 verify(meeting)
                 if any((verified[i].get("capacity_req_per_s") or 0.0) >= target for i in meeting):
@@ -418,7 +455,9 @@ def plan(
         top = sorted(scored_ok, key=lambda t: (-t[1]["output_tokens_per_s_per_gpu"], t[0]))[:VERIFY_TOP]
         verify(sorted(set(front) | {i for i, _ in top}))
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if own:
+            pool.shutdown(wait=True, cancel_futures=True)
+    report_progress(len(live))
 
     for i, res in screened.items():
         rows[i]["status"] = "screened"
@@ -462,6 +501,7 @@ def plan(
     varied = tuple(
         key
         for key, values in (
+            ("device", list(budget)),
             ("max_decode_batch", sp.max_decode_batch),
             ("max_num_batched_tokens", sp.max_num_batched_tokens),
             ("kv_format", sp.kv_format),
@@ -511,7 +551,7 @@ def plan(
         varied=varied,
         objective=objective,
         timing=timing_source,
-        gpus={device: budget},
+        gpus=budget,
         considered=len(configs),
         refused=sum(1 for r in rows if r["status"] == "refused"),
         pruned=sum(1 for r in rows if r["status"] == "pruned"),

@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from kvwire.planning.capacity import _clean_dict, _current
+from kvwire.planning.plan_space import _budget_text
 from kvwire.presets import catalog
 
 
@@ -94,7 +95,7 @@ class PlanResult:
 
     Attributes:
         table: every configuration considered, one row each: its fields (``mode``, ``gpus``, per pool
-            ``<pool>_instances``/``_tp``/``_pp``/``_ep``/``_dp``, ``max_decode_batch``, ``max_num_batched_tokens``,
+            ``<pool>_device``/``_instances``/``_tp``/``_pp``/``_ep``/``_dp``, ``max_decode_batch``, ``max_num_batched_tokens``,
             ``kv_format``, ``compression``, ``link``), ``status`` (``verified``: full-length runs; ``screened``:
             short runs only; ``pruned``: its ceiling could not beat the best verified; ``refused``: kvwire refused
             the scenario, ``note`` says why), ``ceiling_req_per_s``, ``bound_tokens_per_s_per_gpu`` (the ceiling's
@@ -161,9 +162,8 @@ class PlanResult:
         >>> p.report().splitlines()[0]
         'plan: llama3-8b on 1 x h100, objective throughput_per_gpu, timing roofline'
         """
-        ((device, n),) = self.gpus.items()
         lines = [
-            f"plan: {self.model} on {n} x {device}, objective {self.objective}, timing {self.timing}",
+            f"plan: {self.model} on {_budget_text(self.gpus)}, objective {self.objective}, timing {self.timing}",
             f"configurations: {self.considered} considered, {self.refused} refused by kvwire, {self.pruned} pruned "
             f"by the ceilings, {self.considered - self.refused - self.pruned} evaluated; {self.simulations} "
             "simulations",
@@ -209,6 +209,8 @@ def _describe(row: Mapping[str, Any], varied: tuple[str, ...] = ()) -> str:
         for k in ("pp", "ep", "dp"):
             if row[f"{pool}_{k}"] and row[f"{pool}_{k}"] > 1:
                 s += f" {k}{row[f'{pool}_{k}']}"
+        if "device" in varied and row.get(f"{pool}_device"):
+            s += f" {row[f'{pool}_device']}"
         return s
 
     colocated = row["mode"] == "colocated"
@@ -216,7 +218,7 @@ def _describe(row: Mapping[str, Any], varied: tuple[str, ...] = ()) -> str:
     short = {"max_decode_batch": "batch", "max_num_batched_tokens": "tokens", "kv_format": "kv",
              "compression": "hand-off", "link": "link"}  # fmt: skip
     for key in varied:
-        if row.get(key) is not None:
+        if key != "device" and row.get(key) is not None:
             text += f", {short[key]} {row[key]}"
     return text
 

@@ -2,8 +2,10 @@
 scale-up domain and the base scenario), every configuration within a GPU budget, and each as a scenario.
 
 >>> sp = _space({"tp": [1, 2]}, {}, "h100", "llama3-8b")
->>> len(_configs(sp, "h100", 2)), sp.domain
+>>> len(_configs({"h100": sp}, {"h100": 2})), sp.domain
 (4, 8)
+>>> len(_configs({"h100": sp, "h200": sp}, {"h100": 1, "h200": 1}))  # 1 colocated of each, P/D one of each
+4
 """
 
 from __future__ import annotations
@@ -42,16 +44,26 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _budget(gpus: Any) -> tuple[str, int]:
-    if not isinstance(gpus, Mapping) or len(gpus) != 1:
-        raise ScenarioError(f"gpus: expected one device and its count, e.g. {{'h200': 32}}, got {gpus!r}", "gpus")
-    ((device, n),) = gpus.items()
+def _budget(gpus: Any) -> dict[str, int]:
+    """The budget: each device kind and its count, in name order (the plan does not depend on the order)."""
+    if not isinstance(gpus, Mapping) or not gpus:
+        raise ScenarioError(
+            f"gpus: expected device counts, e.g. {{'h200': 32}} or {{'h100': 16, 'h200': 16}}, got {gpus!r}", "gpus"
+        )
     devices = catalog()["devices"]
-    if not isinstance(device, str) or device not in devices:
-        raise ScenarioError(f"gpus: unknown device {device!r}; known: {', '.join(sorted(devices))}", "gpus")
-    if not _is_int(n) or n < 1:
-        raise ScenarioError(f"gpus: expected a whole number of {device} >= 1, got {n!r}", "gpus")
-    return device, int(n)
+    out: dict[str, int] = {}
+    for device, n in gpus.items():
+        if not isinstance(device, str) or device not in devices:
+            raise ScenarioError(f"gpus: unknown device {device!r}; known: {', '.join(sorted(devices))}", "gpus")
+        if not _is_int(n) or n < 1:
+            raise ScenarioError(f"gpus: expected a whole number of {device} >= 1, got {n!r}", "gpus")
+        out[device] = int(n)
+    return dict(sorted(out.items()))
+
+
+def _budget_text(budget: Mapping[str, int]) -> str:
+    """``16 x h100 + 16 x h200``."""
+    return " + ".join(f"{n} x {device}" for device, n in budget.items())
 
 
 def _model_field(model: Any, key: str) -> int | None:
@@ -166,51 +178,64 @@ def _devices(layout: tuple[int, int, int, int]) -> int:
     return layout[0] * layout[1] * layout[3]
 
 
-def _configs(sp: _Space, device: str, budget: int) -> list[dict[str, Any]]:
-    """Every configuration of the space within the budget: one dict of its fields, in a fixed order."""
+def _configs(spaces: Mapping[str, _Space], budget: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Every configuration of the spaces (one per device kind: their layouts differ with the scale-up domain)
+    within the budget: one dict of its fields, in a fixed order. A colocated pool is of one kind; a disaggregated
+    configuration's prefill and decode pools may be of two kinds, each within its own count."""
     out: list[dict[str, Any]] = []
-    knobs = list(itertools.product(sp.max_decode_batch, sp.max_num_batched_tokens, sp.kv_format))
-    for mode in sp.modes:
+    devices = list(budget)
+    first = spaces[devices[0]]
+    knobs = list(itertools.product(first.max_decode_batch, first.max_num_batched_tokens, first.kv_format))
+    for mode in first.modes:
         if mode == "colocated":
-            for lay in sp.layouts:
-                per = _devices(lay)
-                counts = sp.instances["colocated"] or list(range(1, budget // per + 1))
-                for n in counts:
-                    if n * per > budget:
-                        continue
-                    for mdb, mnbt, kvf in knobs:
-                        out.append(
-                            {
-                                "mode": mode,
-                                "colocated": (n, *lay),
-                                "max_decode_batch": mdb,
-                                "max_num_batched_tokens": mnbt,
-                                "kv_format": kvf,
-                                "compression": None,
-                                "link": None,
-                            }
-                        )
+            for dev in devices:
+                sp = spaces[dev]
+                for lay in sp.layouts:
+                    per = _devices(lay)
+                    counts = sp.instances["colocated"] or list(range(1, budget[dev] // per + 1))
+                    for n in counts:
+                        if n * per > budget[dev]:
+                            continue
+                        for mdb, mnbt, kvf in knobs:
+                            out.append(
+                                {
+                                    "mode": mode,
+                                    "colocated": (n, *lay),
+                                    "colocated_device": dev,
+                                    "max_decode_batch": mdb,
+                                    "max_num_batched_tokens": mnbt,
+                                    "kv_format": kvf,
+                                    "compression": None,
+                                    "link": None,
+                                }
+                            )
             continue
-        for lp, ld in itertools.product(sp.layouts, sp.layouts):
-            per_p, per_d = _devices(lp), _devices(ld)
-            for p in sp.instances["prefill"] or list(range(1, budget // per_p + 1)):
-                left = budget - p * per_p
-                for d in sp.instances["decode"] or list(range(1, max(left, 0) // per_d + 1)):
-                    if p * per_p + d * per_d > budget:
+        for dev_p, dev_d in itertools.product(devices, devices):
+            sp_p, sp_d = spaces[dev_p], spaces[dev_d]
+            for lp, ld in itertools.product(sp_p.layouts, sp_d.layouts):
+                per_p, per_d = _devices(lp), _devices(ld)
+                for p in sp_p.instances["prefill"] or list(range(1, budget[dev_p] // per_p + 1)):
+                    if p * per_p > budget[dev_p]:
                         continue
-                    for (mdb, mnbt, kvf), comp, link in itertools.product(knobs, sp.compression, sp.link):
-                        out.append(
-                            {
-                                "mode": mode,
-                                "prefill": (p, *lp),
-                                "decode": (d, *ld),
-                                "max_decode_batch": mdb,
-                                "max_num_batched_tokens": mnbt,
-                                "kv_format": kvf,
-                                "compression": comp,
-                                "link": link,
-                            }
-                        )
+                    left = budget[dev_d] - (p * per_p if dev_p == dev_d else 0)
+                    for d in sp_d.instances["decode"] or list(range(1, max(left, 0) // per_d + 1)):
+                        if d * per_d > left:
+                            continue
+                        for (mdb, mnbt, kvf), comp, link in itertools.product(knobs, first.compression, first.link):
+                            out.append(
+                                {
+                                    "mode": mode,
+                                    "prefill": (p, *lp),
+                                    "prefill_device": dev_p,
+                                    "decode": (d, *ld),
+                                    "decode_device": dev_d,
+                                    "max_decode_batch": mdb,
+                                    "max_num_batched_tokens": mnbt,
+                                    "kv_format": kvf,
+                                    "compression": comp,
+                                    "link": link,
+                                }
+                            )
     return out
 
 
@@ -219,7 +244,8 @@ def _gpus(cfg: Mapping[str, Any]) -> int:
     return sum(cfg[p][0] * cfg[p][1] * cfg[p][2] * cfg[p][4] for p in pools)
 
 
-def _scenario(base: Mapping[str, Any], cfg: Mapping[str, Any], device: str, domain: int | None) -> dict[str, Any]:
+def _scenario(base: Mapping[str, Any], cfg: Mapping[str, Any], domains: Mapping[str, int | None]) -> dict[str, Any]:
+    """The configuration as a scenario on the base; ``domains``: each device kind's scale-up domain."""
     sc = copy.deepcopy(dict(base))
     sc["mode"] = cfg["mode"]
     sched = dict(sc.get("scheduler", {}))
@@ -230,13 +256,15 @@ def _scenario(base: Mapping[str, Any], cfg: Mapping[str, Any], device: str, doma
         for key in ("prefill", "decode", "link", "handoff"):
             sc.pop(key, None)
         n, *lay = cfg["colocated"]
-        sc["colocated"] = {**_pool(device, n, tuple(lay), domain), "kv_format": cfg["kv_format"]}
+        dev = cfg["colocated_device"]
+        sc["colocated"] = {**_pool(dev, n, tuple(lay), domains[dev]), "kv_format": cfg["kv_format"]}
         return sc
     sc.pop("colocated", None)
     p, *lp = cfg["prefill"]
     d, *ld = cfg["decode"]
-    sc["prefill"] = _pool(device, p, tuple(lp), domain)
-    sc["decode"] = {**_pool(device, d, tuple(ld), domain), "kv_format": cfg["kv_format"]}
+    dev_p, dev_d = cfg["prefill_device"], cfg["decode_device"]
+    sc["prefill"] = _pool(dev_p, p, tuple(lp), domains[dev_p])
+    sc["decode"] = {**_pool(dev_d, d, tuple(ld), domains[dev_d]), "kv_format": cfg["kv_format"]}
     handoff = dict(sc.get("handoff", {}))
     handoff["compression"] = cfg["compression"]
     sc["handoff"] = handoff
@@ -252,6 +280,7 @@ def _row_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"mode": cfg["mode"], "gpus": _gpus(cfg)}
     for pool in ("prefill", "decode", "colocated"):
         values = cfg.get(pool)
+        row[f"{pool}_device"] = cfg.get(f"{pool}_device")
         for name, i in zip(POOL_FIELDS, range(5), strict=True):
             row[f"{pool}_{name}"] = values[i] if values else None
     for key in ("max_decode_batch", "max_num_batched_tokens", "kv_format", "compression", "link"):

@@ -486,7 +486,9 @@ def frontier(
     single = len(parts) == 1
 
     def highest(col: str) -> float:
-        return max(float(pl.concat([ev[col], front[col]]).cast(pl.Float64).max() or 0.0) for _, ev, front, *_ in parts)
+        values = [np.asarray(t[col].cast(pl.Float64).drop_nulls().to_numpy()) for _, ev, front, *_ in parts
+                  for t in (ev, front)]  # fmt: skip
+        return float(np.max(np.concatenate(values), initial=0.0))
 
     right, top = highest(FRONTIER_X) * 1.12 or 1.0, highest(FRONTIER_Y) * 1.1 or 1.0
     for i, (label, evaluated, front, best, _) in enumerate(parts):

@@ -29,6 +29,7 @@ import runpy
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -298,12 +299,19 @@ class PageRun:
         return "".join(out)
 
     def run_output_of(self, cmd: str, where: str) -> str | None:
-        """The real output of an ``<!-- output of: ... -->`` command; ``python examples/x.py`` runs in process."""
+        """The real output of an ``<!-- output of: ... -->`` command; ``python examples/x.py`` runs in process
+        (its ``sys.argv`` the script alone, as on the command line, not pytest's)."""
         words = shlex.split(cmd)
         if words[:1] == ["python"] and len(words) == 2:
             buf = io.StringIO()
-            with contextlib.redirect_stdout(buf):
-                runpy.run_path(self.rewrite(words[1]), run_name="__main__")
+            script = self.rewrite(words[1])
+            argv = sys.argv
+            sys.argv = [script]
+            try:
+                with contextlib.redirect_stdout(buf):
+                    runpy.run_path(script, run_name="__main__")
+            finally:
+                sys.argv = argv
             return self.unrewrite(buf.getvalue())
         return self.run(cmd, where)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import runpy
+import sys
+from pathlib import Path
 
 import pytest
 from shared_paths import EXAMPLES
@@ -47,3 +50,30 @@ def test_parallel_deployments_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert tpot(on) < tpot(off)
     tokens = float(on.split(", ")[-1].split(" tokens")[0])
     assert abs(tokens - 1.85) < 0.05
+
+
+def test_plan_qwen3_32b_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The planning example plans three cases (colocated, disaggregated over ib-ndr and over eth-100g) for each of
+    its two workloads, each naming a best configuration with its tok/s per GPU and per user and its binding
+    resource, compares them per workload, and draws the frontiers into the file given."""
+    out_file = tmp_path / "frontier.png"
+    argv = sys.argv
+    sys.argv = ["plan_qwen3_32b.py", str(out_file)]
+    try:
+        runpy.run_path(str(EXAMPLES / "plan_qwen3_32b.py"), run_name="__main__")
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert sum(1 for line in lines if line.startswith("qwen3-32b on 32 x H200")) == 2
+    cases = [line for line in lines if " best " in line and "tok/s/GPU" in line and "tok/s/user" in line]
+    assert len(cases) == 6 and all("binding " in line for line in cases)
+    for case in ("colocated", "disaggregated, ib-ndr", "disaggregated, eth-100g"):
+        assert sum(1 for line in cases if line.strip().startswith(case + " ")) == 2
+    assert sum(1 for line in cases if "best colocated " in line) == 2
+    assert sum(1 for line in cases if "best P " in line and " / D " in line) == 4
+    assert sum(1 for line in lines if "eth-100g instead of ib-ndr" in line) == 2
+    if importlib.util.find_spec("matplotlib") is None:  # the plot extra is missing: the example says so
+        assert "(no plot:" in out
+    else:
+        assert out_file.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {out_file}" in out

@@ -47,7 +47,15 @@ OLD_ALL: dict[str, list[str]] = {
     ],
     "kvwire.handoff": ["handoff"],
     "kvwire.layout": ["Layout", "convert", "dtypes", "gather", "layouts", "scale_factor"],
-    "kvwire.plot": ["PlotError", "capacity_vs_split", "latency_cdf", "metric_vs", "read_table", "stage_breakdown"],
+    "kvwire.plot": [
+        "PlotError",
+        "capacity_vs_split",
+        "frontier",
+        "latency_cdf",
+        "metric_vs",
+        "read_table",
+        "stage_breakdown",
+    ],
     "kvwire.presets": ["catalog"],
     "kvwire.progress": ["ProgressFn", "progress_bar"],
     "kvwire.quant": [

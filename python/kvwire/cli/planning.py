@@ -272,7 +272,26 @@ def compare_cmd(
     _print_table(r.points, ["mode"], shown)
 
 
-PLOT_KINDS = ("cdf", "sweep", "split", "stages")
+PLOT_KINDS = ("cdf", "sweep", "split", "stages", "frontier")
+
+
+def _frontier_figure(plot: Any, results: tuple[Path, ...], tables: list[Any]) -> Any:
+    """``--kind frontier``: one plan (a ``kvwire plan --json`` file or its table), or several overlaid, each
+    labelled by its file name; a file that is no plan is refused naming it."""
+    for path, table in zip(results, tables, strict=True):
+        if isinstance(table, dict) and not isinstance(table.get("table"), list):
+            raise click.ClickException(
+                f"{path}: not a plan result (kvwire plan --json writes one, with 'table', 'frontier' and 'best')"
+            )
+    if len(results) == 1:
+        try:
+            return plot.frontier(tables[0])
+        except KvwireError as e:
+            raise click.ClickException(f"{results[0]}: {e}") from None
+    labels = [p.stem for p in results]
+    if len(set(labels)) < len(labels):
+        labels = [str(p) for p in results]
+    return plot.frontier(dict(zip(labels, tables, strict=True)))
 
 
 @click.command("plot")
@@ -280,7 +299,8 @@ PLOT_KINDS = ("cdf", "sweep", "split", "stages")
 @click.option(
     "--kind", type=click.Choice(PLOT_KINDS), required=True,
     help="cdf: latency CDF of per-request tables (kvwire run -o); sweep: metrics vs a swept field; "
-    "split: capacity per prefill:decode split (kvwire best-split --json); stages: stage breakdown of a sweep.",
+    "split: capacity per prefill:decode split (kvwire best-split --json); stages: stage breakdown of a sweep; "
+    "frontier: a plan's tok/s per GPU vs tok/s per user (kvwire plan --json, or its table; several overlaid).",
 )  # fmt: skip
 @click.option("-o", "--output", "out_file", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Image file: .png or .svg.")  # fmt: skip
@@ -299,7 +319,8 @@ def plot_cmd(
     results: tuple[Path, ...], kind: str, out_file: Path, metric: tuple[str, ...], x_field: str | None,
     by: tuple[str, ...], facet: str | None, where: tuple[str, ...], aggregate: str | None,
 ) -> None:  # fmt: skip
-    """Draw RESULTS (sweep directories, .parquet/.csv tables or .json results) into a PNG or SVG file."""
+    """Draw RESULTS (sweep directories, .parquet/.csv tables or .json results, plans' included) into a PNG or SVG
+    file."""
     if out_file.suffix.lower() not in (".png", ".svg"):
         raise click.BadParameter("the file name must end in .png or .svg", param_hint="'-o' / '--output'")
     try:
@@ -311,6 +332,8 @@ def plot_cmd(
         raise click.UsageError(f"{', '.join(sweep_only)}: only for --kind sweep")
     if kind not in ("sweep", "stages") and where:
         raise click.UsageError("--where: only for --kind sweep or stages")
+    if kind == "frontier" and metric:
+        raise click.UsageError("--metric: not for --kind frontier (its axes are tok/s per user and per GPU)")
     try:
         tables = [plot.read_table(p) for p in results]
         if kind == "cdf":
@@ -318,6 +341,8 @@ def plot_cmd(
             fig = plot.latency_cdf(named, metric[0] if metric else "ttft_s")  # type: ignore[arg-type]
         elif kind == "split":
             fig = plot.capacity_vs_split(tables[0])
+        elif kind == "frontier":
+            fig = _frontier_figure(plot, results, tables)
         else:
             table = tables[0]
             if not isinstance(table, pl.DataFrame):

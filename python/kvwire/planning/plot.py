@@ -1,5 +1,6 @@
 """Plots of kvwire results with matplotlib (the ``kvwire[plot]`` extra): latency CDFs, SLO attainment and p99
-latencies against a swept field, capacity per prefill:decode split, and stage breakdowns.
+latencies against a swept field, capacity per prefill:decode split, stage breakdowns, and a deployment plan's
+frontier of throughput per GPU against tokens/s per user.
 
 Every function returns a ``matplotlib.figure.Figure`` built without pyplot (no global state, safe in threads
 and servers); save it with ``fig.savefig("x.png")`` or ``"x.svg"`` (Agg renders PNG, the SVG backend SVG).
@@ -56,6 +57,8 @@ LABELS: dict[str, tuple[str, float]] = {
     "throughput.req_per_s": ("throughput (req/s)", 1.0),
     "energy.j_per_output_token": ("energy (J/output token)", 1.0),
     "utilisation.kv-link": ("KV link busy (%)", 100.0),
+    "output_tokens_per_s_per_user": ("output tokens/s per user (interactivity)", 1.0),
+    "output_tokens_per_s_per_gpu": ("output tokens/s per GPU", 1.0),
 }
 STAGE_LABELS = {
     "prefill_queue_s": "prefill queue",
@@ -338,9 +341,208 @@ def stage_breakdown(
     return fig
 
 
+#: The two axes of a plan's frontier (x: interactivity, y: throughput per GPU), as InferenceMAX draws them.
+FRONTIER_X = "output_tokens_per_s_per_user"
+FRONTIER_Y = "output_tokens_per_s_per_gpu"
+#: The statuses of the rows a plan evaluated (drawn as faint points); pruned and refused rows have no figures.
+EVALUATED = ("verified", "screened")
+#: The configuration fields a plan's row may vary, and their short names in a label.
+_VARIED_SHORT = {"max_decode_batch": "batch", "max_num_batched_tokens": "tokens", "kv_format": "kv",
+                 "compression": "hand-off", "link": "link"}  # fmt: skip
+
+
+def _is_plan(obj: Any) -> bool:
+    """A :class:`~kvwire.PlanResult`, its ``to_dict()`` or a plan table (as opposed to ``{label: plan}``)."""
+    if isinstance(obj, pl.DataFrame):
+        return True
+    if isinstance(obj, Mapping):
+        return isinstance(obj.get("table"), list)
+    return isinstance(getattr(obj, "table", None), pl.DataFrame) and hasattr(obj, "frontier")
+
+
+def _pareto_rows(table: pl.DataFrame) -> pl.DataFrame:
+    """The verified rows no other verified row beats on both axes (as :func:`kvwire.plan` computes its frontier),
+    throughput per GPU descending."""
+    from kvwire.planning.plan_result import _pareto
+
+    good = table.filter(
+        (pl.col("status") == "verified") & pl.col(FRONTIER_X).is_not_null() & pl.col(FRONTIER_Y).is_not_null()
+    )
+    rows = good.to_dicts()
+    keep = _pareto(rows)
+    return good[keep].sort([FRONTIER_Y, FRONTIER_X], descending=True) if keep else good.clear()
+
+
+def _table_best(table: pl.DataFrame, front: pl.DataFrame) -> dict[str, Any] | None:
+    """A plan table's best by the default objective (the most tokens/s per GPU, ties: per user, then fewer GPUs)."""
+    if not front.height:
+        return None
+    by = [FRONTIER_Y, FRONTIER_X] + (["gpus"] if "gpus" in front.columns else [])
+    row = front.sort(by, descending=[True, True, False][: len(by)]).row(0, named=True)
+    if "mode" not in row:
+        return {**row, "configuration": "best"}
+    from kvwire.planning.plan_result import _describe
+
+    varied = tuple(k for k in _VARIED_SHORT if k in table.columns and table[k].drop_nulls().n_unique() > 1)
+    try:
+        text = _describe(row, varied)
+    except KeyError:  # a table without the pool columns: no words for its configuration
+        text = "best"
+    return {**row, "configuration": text}
+
+
+def _plan_parts(plan: Any, where: str) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any] | None, str | None]:
+    """(evaluated rows, frontier rows, best, "model on N x device") of a PlanResult, its to_dict() or its table."""
+    context = None
+    if isinstance(plan, pl.DataFrame):
+        table, front, best = plan, None, None
+    elif isinstance(plan, Mapping) and isinstance(plan.get("table"), list):
+        try:
+            table = pl.DataFrame(plan["table"], infer_schema_length=None, strict=False)
+            front = pl.DataFrame(plan.get("frontier") or [], infer_schema_length=None, strict=False)
+        except (TypeError, ValueError, pl.exceptions.PolarsError) as e:
+            raise PlotError(f"{where}: cannot read the plan's table: {e}", where) from None
+        best = plan.get("best")
+        gpus = plan.get("gpus")
+        if isinstance(gpus, Mapping) and len(gpus) == 1 and plan.get("model"):
+            ((device, n),) = gpus.items()
+            context = f"{plan['model']} on {n} x {device}"
+    elif isinstance(getattr(plan, "table", None), pl.DataFrame):
+        table, front, best = plan.table, plan.frontier, plan.best
+        gpus = getattr(plan, "gpus", None)
+        if isinstance(gpus, Mapping) and len(gpus) == 1:
+            ((device, n),) = gpus.items()
+            context = f"{plan.model} on {n} x {device}"
+    else:
+        raise PlotError(
+            f"{where}: expected a PlanResult, its to_dict() (kvwire plan --json) or its table, "
+            f"got {type(plan).__name__}",
+            where,
+        )
+    missing = [c for c in ("status", FRONTIER_X, FRONTIER_Y) if c not in table.columns]
+    if missing:
+        raise PlotError(
+            f"{where}: not a plan's table (kvwire.plan or kvwire plan --json): it has no column {missing[0]!r}", where
+        )
+    if front is None:
+        front = _pareto_rows(table)
+        best = _table_best(table, front)
+    if not front.height or any(c not in front.columns for c in (FRONTIER_X, FRONTIER_Y)):
+        raise PlotError(
+            f"{where}: the plan has no frontier rows to draw (no verified configuration met the SLO)", where
+        )
+    evaluated = table.filter(
+        pl.col("status").is_in(EVALUATED) & pl.col(FRONTIER_X).is_not_null() & pl.col(FRONTIER_Y).is_not_null()
+    )
+    return evaluated, front, best, context
+
+
+def frontier(
+    plans: Any,
+    *,
+    annotate: bool = True,
+    ax: Axes | None = None,
+) -> Figure:
+    """A deployment plan's frontier: output tokens/s per GPU (y) against output tokens/s per user (x, the
+    interactivity), the axes InferenceMAX draws. Every evaluated configuration (verified or screened) is a
+    faint point, the frontier a line with markers (left to right: more tokens/s per user, fewer per GPU), and
+    the best configuration a star, labelled with its configuration and figures.
+
+    Args:
+        plans: a :class:`~kvwire.PlanResult`, its ``to_dict()`` (the JSON of ``kvwire plan --json``) or its
+            ``table``; or ``{label: plan}`` to overlay several plans (say with and without disaggregation, or
+            two links), one colour and one legend entry each. For a table the frontier is its verified rows
+            that no other verified row beats on both axes, and the best is the one with the most tokens/s per
+            GPU (the default objective; a ``min_gpus`` plan's best needs the PlanResult or its JSON).
+        annotate: label each best star with its configuration and figures.
+        ax: draw into these axes instead of a new figure.
+
+    Raises:
+        PlotError: not a plan (naming ``plans`` or ``plans[label]``), a plan without the frontier's columns, or
+            one with no frontier rows (no verified configuration met the SLO).
+
+    >>> import kvwire
+    >>> from kvwire import plot
+    >>> p = kvwire.plan("llama3-8b", {"h100": 2}, workload={"requests": 200}, space={"tp": [1]})
+    >>> plot.frontier(p).axes[0].get_ylabel()
+    'output tokens/s per GPU'
+    """
+    if _is_plan(plans):
+        named: list[tuple[str | None, str, Any]] = [(None, "plans", plans)]
+    elif isinstance(plans, Mapping):
+        named = [(str(k), f"plans[{k!r}]", v) for k, v in plans.items()]
+    else:
+        raise PlotError(
+            f"plans: expected a PlanResult, its to_dict() or table, or {{label: plan}}, got {type(plans).__name__}",
+            "plans",
+        )
+    if not named:
+        raise PlotError("plans: nothing to draw (an empty mapping)", "plans")
+    parts = [(label, *_plan_parts(plan, where)) for label, where, plan in named]
+    if len(parts) > MAX_SERIES:
+        raise PlotError(f"plans: {len(parts)} plans, at most {MAX_SERIES} in one figure", "plans")
+    fig = ax.get_figure() if ax is not None else _figure(7.5, 5.0)
+    axes = ax if ax is not None else fig.axes[0]  # type: ignore[union-attr]
+    single = len(parts) == 1
+
+    def highest(col: str) -> float:
+        values = [np.asarray(t[col].cast(pl.Float64).drop_nulls().to_numpy()) for _, ev, front, *_ in parts
+                  for t in (ev, front)]  # fmt: skip
+        return float(np.max(np.concatenate(values), initial=0.0))
+
+    right, top = highest(FRONTIER_X) * 1.12 or 1.0, highest(FRONTIER_Y) * 1.1 or 1.0
+    for i, (label, evaluated, front, best, _) in enumerate(parts):
+        colour = f"C{i % 10}"
+        axes.scatter(
+            evaluated[FRONTIER_X].to_numpy(), evaluated[FRONTIER_Y].to_numpy(), s=14, color=colour, alpha=0.25,
+            linewidths=0, label="evaluated configurations" if single else "_nolegend_", gid=f"evaluated-{i}",
+        )  # fmt: skip
+        line = front.select(FRONTIER_X, FRONTIER_Y).sort([FRONTIER_X, FRONTIER_Y], descending=[False, True])
+        (h,) = axes.plot(
+            line[FRONTIER_X].to_numpy(), line[FRONTIER_Y].to_numpy(), color=colour, marker=MARKERS[i % len(MARKERS)],
+            linestyle=DASHES[i % len(DASHES)], markersize=6, label="frontier" if single else label,
+        )  # fmt: skip
+        h.set_gid(f"frontier-{i}")
+        if best is None or best.get(FRONTIER_X) is None or best.get(FRONTIER_Y) is None:
+            continue
+        bx, by = float(best[FRONTIER_X]), float(best[FRONTIER_Y])
+        (star,) = axes.plot(
+            [bx], [by], linestyle="none", marker="*", markersize=16, color=colour, markeredgecolor="black",
+            markeredgewidth=0.8, zorder=5, label="best" if single else "_nolegend_",
+        )  # fmt: skip
+        star.set_gid(f"best-{i}")
+        if annotate:
+            text = f"{best.get('configuration', 'best')}\n{by:,.0f} tok/s/GPU, {bx:,.1f} tok/s/user"
+            if not single:
+                text = f"{label}: {text}"
+            flip = bx > 0.6 * right  # a star on the right half: its label on its left, inside the axes
+            axes.annotate(
+                text, xy=(bx, by), xytext=(-12 if flip else 12, -18 - 30 * i), textcoords="offset points",
+                ha="right" if flip else "left", fontsize="x-small", color=colour,
+                arrowprops={"arrowstyle": "-", "color": colour, "linewidth": 0.8}, gid=f"best-label-{i}",
+            )  # fmt: skip
+    if not single:  # one legend entry for the points and one for the stars of every plan
+        axes.scatter([], [], s=14, color="grey", alpha=0.4, linewidths=0, label="evaluated configurations")
+        axes.plot([], [], linestyle="none", marker="*", markersize=12, color="white", markeredgecolor="black",
+                  label="best", gid="best-legend")  # fmt: skip
+    axes.set_xlim(0, right)
+    axes.set_ylim(0, top)
+    axes.set_xlabel(_label(FRONTIER_X)[0])
+    axes.set_ylabel(_label(FRONTIER_Y)[0])
+    contexts = {c for *_, c in parts}
+    title = "throughput per GPU vs interactivity"
+    if len(contexts) == 1 and None not in contexts:
+        title = f"{contexts.pop()}: {title}"
+    axes.set_title(title, fontsize="medium")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize="small", loc="best")
+    return fig  # type: ignore[return-value]
+
+
 def read_table(path: str | Path) -> pl.DataFrame | dict[str, Any]:
-    """A results file for plotting: a sweep directory (its ``results.parquet``), a ``.parquet``/``.csv`` table,
-    or a ``.json`` capacity/split result."""
+    """A results file for plotting: a sweep directory (its ``results.parquet``), a ``.parquet``/``.csv`` table
+    (a sweep's, or a plan's ``table``), or a ``.json`` result as a dict (a capacity/split result, or a plan's
+    from ``kvwire plan --json``: its ``table``, ``frontier`` and ``best``, which :func:`frontier` takes)."""
     p = Path(path)
     if p.is_dir():
         p = p / "results.parquet"
@@ -375,5 +577,6 @@ def sweep_first_token(path: str | Path) -> str | None:
 
 
 __all__ = [
-    "PlotError", "capacity_vs_split", "latency_cdf", "metric_vs", "read_table", "stage_breakdown", "sweep_first_token",
+    "PlotError", "capacity_vs_split", "frontier", "latency_cdf", "metric_vs", "read_table", "stage_breakdown",
+    "sweep_first_token",
 ]  # fmt: skip

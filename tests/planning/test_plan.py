@@ -283,7 +283,9 @@ def test_progress_counts_configurations_and_ends_at_the_total() -> None:
     never decreasing, and ends at done == total; the plan is the same with and without it."""
     calls: list[tuple[int, int]] = []
     space = {"tp": [1, 2]}
-    p = kvwire.plan("llama3-8b", {"h100": 4}, workload=WORKLOAD, space=space, progress=lambda d, t: calls.append((d, t)))
+    p = kvwire.plan(
+        "llama3-8b", {"h100": 4}, workload=WORKLOAD, space=space, progress=lambda d, t: calls.append((d, t))
+    )
     q = kvwire.plan("llama3-8b", {"h100": 4}, workload=WORKLOAD, space=space)
     accepted = p.considered - p.refused
     assert calls and {t for _, t in calls} == {accepted}

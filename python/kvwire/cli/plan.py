@@ -57,9 +57,10 @@ def _budget(texts: tuple[str, ...]) -> dict[str, int]:
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Threads (default: cores).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 def plan_cmd(
-    model: str, gpus_text: tuple[str, ...], scenario_file: Path | None, overrides: tuple[str, ...], slo_ttft: float | None,
-    slo_tpot: float | None, slo_attainment: float, objective: str, rate_per_s: float | None, modes: tuple[str, ...],
-    tps: tuple[int, ...], screen_requests: int, no_prune: bool, workers: int | None, as_json: bool,
+    model: str, gpus_text: tuple[str, ...], scenario_file: Path | None, overrides: tuple[str, ...],
+    slo_ttft: float | None, slo_tpot: float | None, slo_attainment: float, objective: str, rate_per_s: float | None,
+    modes: tuple[str, ...], tps: tuple[int, ...], screen_requests: int, no_prune: bool, workers: int | None,
+    as_json: bool,
 ) -> None:  # fmt: skip
     """The best serving configuration of MODEL on the --gpus budget: every configuration the budget holds,
     pruned with the analytic ceilings, each survivor's capacity at the SLO, the frontier and launch settings."""

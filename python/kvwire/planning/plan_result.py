@@ -95,14 +95,14 @@ class PlanResult:
 
     Attributes:
         table: every configuration considered, one row each: its fields (``mode``, ``gpus``, per pool
-            ``<pool>_device``/``_instances``/``_tp``/``_pp``/``_ep``/``_dp``, ``max_decode_batch``, ``max_num_batched_tokens``,
-            ``kv_format``, ``compression``, ``link``), ``status`` (``verified``: full-length runs; ``screened``:
-            short runs only; ``pruned``: its ceiling could not beat the best verified; ``refused``: kvwire refused
-            the scenario, ``note`` says why), ``ceiling_req_per_s``, ``bound_tokens_per_s_per_gpu`` (the ceiling's
-            output tokens/s per GPU), ``capacity_req_per_s`` (the highest SLO-meeting arrival rate, capped at the
-            ceiling), ``output_tokens_per_s_per_gpu`` (capacity x mean output tokens / GPUs),
-            ``output_tokens_per_s_per_user`` (1 / mean TPOT at capacity), ``ttft_p50_s``..``tpot_p99_s``,
-            ``binding``, ``link_utilisation``, ``j_per_output_token``, ``simulations``.
+            ``<pool>_device``/``_instances``/``_tp``/``_pp``/``_ep``/``_dp``, ``max_decode_batch``,
+            ``max_num_batched_tokens``, ``kv_format``, ``compression``, ``link``), ``status`` (``verified``: full-length
+            runs; ``screened``: short runs only; ``pruned``: its ceiling could not beat the best verified; ``refused``:
+            kvwire refused the scenario, ``note`` says why), ``ceiling_req_per_s``, ``bound_tokens_per_s_per_gpu`` (the
+            ceiling's output tokens/s per GPU), ``capacity_req_per_s`` (the highest SLO-meeting arrival rate, capped at
+            the ceiling), ``output_tokens_per_s_per_gpu`` (capacity x mean output tokens / GPUs),
+            ``output_tokens_per_s_per_user`` (1 / mean TPOT at capacity), ``ttft_p50_s``..``tpot_p99_s``, ``binding``,
+            ``link_utilisation``, ``j_per_output_token``, ``simulations``.
         frontier: the verified rows no other verified row beats on both throughput per GPU and tokens/s per
             user, throughput per GPU descending.
         best: the winner: ``scenario`` (complete; :func:`kvwire.simulate` runs it as is, at ``rate_per_s``),
@@ -201,6 +201,12 @@ class PlanResult:
         return "\n".join(lines)
 
 
+#: The fields a plan may vary besides each pool's layout, and their short names in a configuration's words
+#: (``device``: each pool's device kind, named after its layout, when the budget has several).
+VARIED_SHORT = {"device": "device", "max_decode_batch": "batch", "max_num_batched_tokens": "tokens", "kv_format": "kv",
+                "compression": "hand-off", "link": "link"}  # fmt: skip
+
+
 def _describe(row: Mapping[str, Any], varied: tuple[str, ...] = ()) -> str:
     """A configuration in a few words: each pool's instances and layout, then the fields the space varied."""
 
@@ -215,12 +221,10 @@ def _describe(row: Mapping[str, Any], varied: tuple[str, ...] = ()) -> str:
 
     colocated = row["mode"] == "colocated"
     text = f"colocated {lay('colocated')}" if colocated else f"P {lay('prefill')} / D {lay('decode')}"
-    short = {"max_decode_batch": "batch", "max_num_batched_tokens": "tokens", "kv_format": "kv",
-             "compression": "hand-off", "link": "link"}  # fmt: skip
     for key in varied:
         if key != "device" and row.get(key) is not None:
-            text += f", {short[key]} {row[key]}"
+            text += f", {VARIED_SHORT[key]} {row[key]}"
     return text
 
 
-__all__ = ["PlanResult"]
+__all__ = ["VARIED_SHORT", "PlanResult"]

@@ -346,9 +346,6 @@ FRONTIER_X = "output_tokens_per_s_per_user"
 FRONTIER_Y = "output_tokens_per_s_per_gpu"
 #: The statuses of the rows a plan evaluated (drawn as faint points); pruned and refused rows have no figures.
 EVALUATED = ("verified", "screened")
-#: The configuration fields a plan's row may vary, and their short names in a label.
-_VARIED_SHORT = {"max_decode_batch": "batch", "max_num_batched_tokens": "tokens", "kv_format": "kv",
-                 "compression": "hand-off", "link": "link"}  # fmt: skip
 
 
 def _is_plan(obj: Any) -> bool:
@@ -381,9 +378,14 @@ def _table_best(table: pl.DataFrame, front: pl.DataFrame) -> dict[str, Any] | No
     row = front.sort(by, descending=[True, True, False][: len(by)]).row(0, named=True)
     if "mode" not in row:
         return {**row, "configuration": "best"}
-    from kvwire.planning.plan_result import _describe
+    from kvwire.planning.plan_result import VARIED_SHORT, _describe
 
-    varied = tuple(k for k in _VARIED_SHORT if k in table.columns and table[k].drop_nulls().n_unique() > 1)
+    def kinds(key: str) -> int:
+        cols = [c for c in (f"{p}_device" for p in ("prefill", "decode", "colocated")) if c in table.columns]
+        values = [table[c] for c in cols] if key == "device" else [table[key]] if key in table.columns else []
+        return len({v for s in values for v in s.to_list() if v is not None})
+
+    varied = tuple(k for k in VARIED_SHORT if kinds(k) > 1)
     try:
         text = _describe(row, varied)
     except KeyError:  # a table without the pool columns: no words for its configuration

@@ -32,7 +32,7 @@ from kvwire_api.routes.catalog import CatalogController
 from kvwire_api.routes.common import provide_services
 from kvwire_api.routes.docs import docs_router
 from kvwire_api.routes.health import health
-from kvwire_api.routes.jobs import CapacityController, SplitController, SweepController
+from kvwire_api.routes.jobs import CapacityController, PlanController, SplitController, SweepController
 from kvwire_api.routes.page import index, static_router
 from kvwire_api.routes.scenarios import ScenarioController
 from kvwire_api.routes.schema_ui import assets_router, render_plugins
@@ -44,6 +44,7 @@ from kvwire_api.store import Store
 from kvwire_api.types import (
     CapacityBody,
     HandoffBody,
+    PlanBody,
     ScenarioBody,
     ScenarioFormatBody,
     ScenarioTextBody,
@@ -122,6 +123,7 @@ def create_app(settings: Settings) -> Litestar:
             SweepController,
             CapacityController,
             SplitController,
+            PlanController,
             CatalogController,
             TraceController,
             index,
@@ -131,7 +133,14 @@ def create_app(settings: Settings) -> Litestar:
         ],
         plugins=[
             ClosedTypedDictPlugin(
-                ScenarioBody, SweepBody, CapacityBody, SplitBody, HandoffBody, ScenarioTextBody, ScenarioFormatBody
+                ScenarioBody,
+                SweepBody,
+                CapacityBody,
+                SplitBody,
+                PlanBody,
+                HandoffBody,
+                ScenarioTextBody,
+                ScenarioFormatBody,
             )
         ],
         before_request=allow_header,

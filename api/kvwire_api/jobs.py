@@ -1,13 +1,13 @@
-"""Long work as jobs: sweeps (``kvwire.sweep``), capacity searches (``kvwire.capacity``) and best splits
-(``kvwire.best_split``).
+"""Long work as jobs: sweeps (``kvwire.sweep``), capacity searches (``kvwire.capacity``), best splits
+(``kvwire.best_split``) and plans (``kvwire.plan``).
 
 A job is a row in the store before its id is returned (202), so an acknowledged job is never lost. A runner
 thread takes queued jobs in order (``max_running_jobs`` at a time) and calls the library with ``progress=``
 (an in-memory counter the status and Server-Sent-Events endpoints read) and ``cancel=`` (a
 ``threading.Event``). Sweeps write their points under the job's directory (``out=``, ``resume=True``), so a job
 interrupted by a crash or a restart resumes from its finished points when the service starts again; a
-capacity search or best split is deterministic and simply runs again. A job interrupted more than ``max_job_restarts``
-times, or running past ``job_timeout_s``, is marked failed with its finished points kept.
+capacity search, best split or plan is deterministic and simply runs again. A job interrupted more than
+``max_job_restarts`` times, or running past ``job_timeout_s``, is marked failed with its finished points kept.
 
 Cancelling (:meth:`JobRunner.cancel`) stops a job and keeps it, ``cancelled``, with its finished points. Deleting
 (:meth:`JobRunner.delete`) removes its row at once (so every read of it answers "not found" and it is never
@@ -73,11 +73,27 @@ def run_split(
     return res.points, result
 
 
-KINDS: dict[str, Work] = {"sweep": run_sweep, "capacity": run_capacity, "split": run_split}
+def run_plan(
+    definition: dict[str, Any], out: Path, progress: Progress, cancel: threading.Event, workers: int | None
+) -> tuple[pl.DataFrame, dict[str, Any] | None]:
+    """A plan job: ``kvwire.plan`` (deterministic, so an interrupted plan simply runs again); progress counts
+    configurations decided. The result is ``PlanResult.to_dict()`` without its table (the result table) and with
+    its text ``report``."""
+    args = {k: v for k, v in definition.items() if k not in ("model", "gpus")}
+    res = kvwire.plan(
+        definition["model"], definition["gpus"], **args, workers=workers, progress=progress, cancel=cancel
+    )
+    result = {k: v for k, v in res.to_dict().items() if k != "table"}
+    result["report"] = res.report()
+    return res.table, result
+
+
+KINDS: dict[str, Work] = {"sweep": run_sweep, "capacity": run_capacity, "split": run_split, "plan": run_plan}
 #: What a job's ``done`` and ``total`` count, by kind: a sweep's runs (one simulation of one point's replicate:
 #: ``total`` = points x replicates), a capacity search's evaluations (one simulation each; the total is unknown
-#: until the search ends), a best split's splits (each a whole capacity search).
-UNITS: dict[str, str] = {"sweep": "runs", "capacity": "evaluations", "split": "splits"}
+#: until the search ends), a best split's splits (each a whole capacity search), a plan's configurations (each
+#: evaluated by a capacity search, or pruned by its ceiling).
+UNITS: dict[str, str] = {"sweep": "runs", "capacity": "evaluations", "split": "splits", "plan": "configurations"}
 
 
 def partial_table(out: Path, definition: dict[str, Any]) -> pl.DataFrame | None:

@@ -33,7 +33,7 @@ def _with_keys(name: str, base: Any, extra: dict[str, Any], doc: str) -> Any:
 
 #: Arguments of the library's job functions that a request never sets: callbacks, and the thread count (the
 #: service's ``job_workers``).
-NOT_FROM_REQUESTS = ("progress", "cancel", "workers")
+NOT_FROM_REQUESTS = ("progress", "cancel", "workers", "executor")
 
 
 def _from_signature(
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     HandoffBody = dict[str, Any]
     CapacityBody = dict[str, Any]
     SplitBody = dict[str, Any]
+    PlanBody = dict[str, Any]
 else:
     TraceBody = _with_keys(
         "TraceBody",
@@ -93,6 +94,24 @@ else:
         "arguments: each split's pools keep the scenario's devices; the search per split is kvwire.capacity's.",
         {"scenario": ScenarioBody},
         required=("total_instances",),
+    )
+    PlanBody = _from_signature(
+        "PlanBody",
+        kvwire.plan,
+        "The best deployment of `model` on the `gpus` budget ({device: count}, one kind or several), kvwire.plan's "
+        "arguments: a generated `workload` (its arrival rate is searched), the `slo`, the `objective` "
+        "(`throughput_per_gpu`, or `min_gpus` with `rate_per_s`), what `space` varies, `timing` (cost.timing) "
+        "and a base `scenario`.",
+        {
+            "model": str | dict[str, Any],
+            "gpus": dict[str, int],
+            "workload": WorkloadBody,
+            "space": dict[str, list[Any]],
+            "slo": dict[str, float],
+            "timing": dict[str, Any],
+            "scenario": ScenarioBody,
+        },
+        required=("model", "gpus"),
     )
 
 
@@ -331,6 +350,7 @@ __all__ = [
     "OfferedDict",
     "ParsedScenarioDict",
     "PercentileRowDict",
+    "PlanBody",
     "RunListItemDict",
     "ScenarioBody",
     "ScenarioFormatBody",

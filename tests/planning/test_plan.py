@@ -279,8 +279,9 @@ def test_heterogeneous_budget_equals_brute_force_over_both_kinds() -> None:
 
 
 def test_progress_counts_configurations_and_ends_at_the_total() -> None:
-    """progress(done, total) is called after each round with a fixed total (the configurations kvwire accepts),
-    never decreasing, and ends at done == total; the plan is the same with and without it."""
+    """progress(done, total) is called with a fixed total (the configurations kvwire accepts): first with 0 (before
+    any simulation), then after each round, never decreasing, ending at done == total; the plan is the same with
+    and without it."""
     calls: list[tuple[int, int]] = []
     space = {"tp": [1, 2]}
     p = kvwire.plan(
@@ -290,6 +291,7 @@ def test_progress_counts_configurations_and_ends_at_the_total() -> None:
     accepted = p.considered - p.refused
     assert calls and {t for _, t in calls} == {accepted}
     assert [d for d, _ in calls] == sorted(d for d, _ in calls) and calls[-1] == (accepted, accepted)
+    assert calls[0] == (0, accepted) and len(calls) >= 3
     assert p.table.equals(q.table)
 
 

@@ -35,13 +35,14 @@ from kvwire_api.routes.common import check_id, errors, not_found
 from kvwire_api.services import POINT_HINT, Services, TooLarge
 from kvwire_api.store import TERMINAL, JobRecord, new_id
 from kvwire_api.tables import FormatQuery, TableOperation, negotiate, table_response
-from kvwire_api.types import NOT_FROM_REQUESTS, CapacityBody, JobDict, SplitBody, SweepBody
+from kvwire_api.types import NOT_FROM_REQUESTS, CapacityBody, JobDict, PlanBody, SplitBody, SweepBody
 
 #: Checks a job's body: (service, body) -> (the definition to run, its number of points if known).
 Prepare = Callable[[Services, dict[str, Any]], tuple[dict[str, Any], int | None]]
 #: The arguments of kvwire.capacity and kvwire.best_split a request may set.
 CAPACITY_ARGS = tuple(p for p in inspect.signature(kvwire.capacity).parameters if p not in NOT_FROM_REQUESTS)
 SPLIT_ARGS = tuple(p for p in inspect.signature(kvwire.best_split).parameters if p not in NOT_FROM_REQUESTS)
+PLAN_ARGS = tuple(p for p in inspect.signature(kvwire.plan).parameters if p not in NOT_FROM_REQUESTS)
 
 
 def dry_run(call: Any) -> None:
@@ -141,6 +142,45 @@ def prepare_split(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], 
     args = {k: v for k, v in definition.items() if k not in ("scenario", "total_instances")}
     dry_run(lambda stop: kvwire.best_split(definition["scenario"], n, **args, workers=1, cancel=stop))
     return definition, int(n) - 1
+
+
+def prepare_plan(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
+    """The plan definition, or the error that refuses it: kvwire.plan's own checks (a dry run: the space
+    enumerated and every configuration validated, stopped before the first simulation), and the service's bound
+    on one simulation's requests. A trace workload is refused: the plan searches a trace's rate by rescaling a
+    trace file, and the service reads no file named in a request (an uploaded trace has no such file to rescale
+    in a definition that must stand alone to be resumed)."""
+    unknown = sorted(set(body) - set(PLAN_ARGS))
+    if unknown:
+        raise kvwire.ScenarioError(f"{unknown[0]}: unknown field, expected one of {', '.join(PLAN_ARGS)}", unknown[0])
+    for key in ("model", "gpus"):
+        if key not in body:
+            raise kvwire.ScenarioError(f"{key}: required", key)
+    scenario = body.get("scenario", {})
+    if not isinstance(scenario, dict):
+        raise kvwire.ScenarioError(
+            "scenario: must be a scenario object (the service reads no files named in requests)", "scenario"
+        )
+    for path, wl in (("workload", body.get("workload")), ("scenario.workload", scenario.get("workload"))):
+        if isinstance(wl, dict) and "trace" in wl:
+            raise kvwire.ScenarioError(
+                f"{path}.trace: a plan job takes a generated workload (plan a trace file with the kvwire library or "
+                "CLI: kvwire plan --scenario FILE)",
+                f"{path}.trace",
+            )
+    workload = body.get("workload")
+    if workload is not None and not isinstance(workload, dict):
+        raise kvwire.ScenarioError(f"workload: expected a dict, got {type(workload).__name__}", "workload")
+    merged = {**scenario, "workload": {**scenario.get("workload", {}), **(workload or {})}}
+    svc.check_requests(merged, svc.settings.max_point_requests, "", f"of one simulation of a plan job{POINT_HINT}")
+    args = {k: v for k, v in body.items() if k not in ("model", "gpus")}
+    totals: list[int] = []  # the plan reports (0, configurations) once they are enumerated and validated
+    dry_run(
+        lambda stop: kvwire.plan(
+            body["model"], body["gpus"], **args, workers=1, progress=lambda _d, t: totals.append(t), cancel=stop
+        )
+    )
+    return dict(body), (totals[0] if totals else None)
 
 
 @dataclass
@@ -375,11 +415,35 @@ class SplitController(JobController):
         return await self._start(request, svc, prepare_split)
 
 
+class PlanController(JobController):
+    path = "/v1/plans"
+    tags = ("plans",)
+    kind = "plan"
+
+    @post(
+        "/",
+        status_code=202,
+        summary="Start a plan job: the best deployment of a model on a GPU budget",
+        description="kvwire.plan: every configuration the `gpus` budget holds (colocated or disaggregated, each "
+        "pool's instances and parallel layout, and what `space` varies), pruned with the analytic ceilings, each "
+        "survivor's capacity at the SLO, the frontier verified by full-length runs. Progress counts configurations; "
+        "the job's `result` is PlanResult.to_dict() without `table` (its /results table) and with the text "
+        "`report`. The whole body is checked (every configuration validated) before the 202.",
+        responses=errors(400, 413, 422, 503),
+    )
+    async def create(
+        self, data: JSONBody[PlanBody], request: Request[Any, Any, Any], svc: NamedDependency[Services]
+    ) -> Response[JobDict]:
+        return await self._start(request, svc, prepare_plan)
+
+
 __all__ = [
     "CapacityController",
+    "PlanController",
     "SplitController",
     "SweepController",
     "prepare_capacity",
+    "prepare_plan",
     "prepare_split",
     "prepare_sweep",
 ]

@@ -221,8 +221,9 @@ def plan(
         executor: any ``concurrent.futures.Executor`` to evaluate configurations on instead of the own threads,
             e.g. Dask's ``distributed.Client(...).get_executor()`` (not shut down); each task is one
             configuration's capacity search; the plan is the same as on threads.
-        progress: ``progress(done, total)`` after each round: configurations decided (evaluated or pruned) of
-            those kvwire accepts; ``done == total`` at the end.
+        progress: ``progress(done, total)``: configurations decided (evaluated or pruned) of those kvwire
+            accepts, ``done == 0`` once they are enumerated (before any simulation), after each round, and
+            ``done == total`` at the end.
         cancel: a ``threading.Event``; once set, :class:`kvwire.Cancelled` is raised (on an executor: between
             tasks, its queued tasks cancelled).
 
@@ -384,6 +385,7 @@ def plan(
         for i, res in zip(todo, run(todo, None), strict=True):
             verified[i] = res
 
+    report_progress(0)
     try:
         if objective == "throughput_per_gpu":
             order = sorted(live, key=lambda i: (-rows[i]["bound_tokens_per_s_per_gpu"], i))

@@ -49,7 +49,28 @@ def _pareto(rows: list[dict[str, Any]]) -> list[int]:
 
 
 def _launch(best_cfg: Mapping[str, Any], model: Any, sc: Mapping[str, Any]) -> dict[str, Any]:
-    """vLLM and SGLang command lines for the best configuration's pools (a starting point)."""
+    """vLLM and SGLang command lines for the best configuration's pools (a starting point).
+
+    An instance of TP t x PP p x DP d (kvwire's ``parallel``) runs t x p x d GPUs. vLLM counts the same way
+    (``--tensor-parallel-size t --data-parallel-size d``; ``--enable-expert-parallel`` spreads the experts over
+    all t x d ranks, kvwire's EP = t x d). SGLang's ``--tp-size`` is the whole instance's TP group, with DP
+    attention inside it (``--tp-size t*d --dp-size d --enable-dp-attention``; SGLang's DP attention guide,
+    docs.sglang.io/docs/advanced_features/dp_dpa_smg_guide). Disaggregated pools: vLLM's NixlConnector with
+    ``kv_role`` ``kv_both`` on both sides (vLLM's NixlConnector usage guide), SGLang's ``--disaggregation-mode``
+    with the NIXL transfer backend.
+
+    >>> cfg = {"mode": "disaggregated", "prefill": (2, 2, 1, 8, 4), "decode": (1, 8, 1, 1, 1),
+    ...        "max_decode_batch": 256, "max_num_batched_tokens": 8192, "kv_format": "fp8-e4m3"}
+    >>> out = _launch(cfg, "deepseek-v3", {})
+    >>> print(out["prefill"]["sglang"])  # doctest: +NORMALIZE_WHITESPACE
+    python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 --pp-size 1 --dp-size 4
+    --enable-dp-attention --ep-size 8 --max-running-requests 256 --chunked-prefill-size -1
+    --disaggregation-mode prefill --disaggregation-transfer-backend nixl
+    >>> print(out["decode"]["vllm"])  # doctest: +NORMALIZE_WHITESPACE
+    vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --pipeline-parallel-size 1 --data-parallel-size 1
+    --max-num-seqs 256 --max-num-batched-tokens 8192 --kv-cache-dtype fp8
+    --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+    """
     hf = _hf_id(model)
     chunked = sc.get("scheduler", {}).get("policy", "whole") == "chunked"
     budget = best_cfg["max_num_batched_tokens"] if chunked else _current(sc, "scheduler.max_prefill_tokens")
@@ -71,9 +92,10 @@ def _launch(best_cfg: Mapping[str, Any], model: Any, sc: Mapping[str, Any]) -> d
             vllm.append("--enable-chunked-prefill")
         sglang = [
             f"python -m sglang.launch_server --model-path {hf}",
-            f"--tp-size {tp}",
+            f"--tp-size {tp * dp}",
             f"--pp-size {pp}",
             f"--dp-size {dp}",
+            *(["--enable-dp-attention"] if dp > 1 else []),
             f"--ep-size {ep}",
             f"--max-running-requests {best_cfg['max_decode_batch']}",
             f"--chunked-prefill-size {budget if chunked else -1}",
@@ -82,9 +104,8 @@ def _launch(best_cfg: Mapping[str, Any], model: Any, sc: Mapping[str, Any]) -> d
             vllm.append("--kv-cache-dtype fp8")
             sglang.append("--kv-cache-dtype fp8_e4m3")
         if pool != "colocated":
-            role = "kv_producer" if pool == "prefill" else "kv_consumer"
-            vllm.append(f'--kv-transfer-config \'{{"kv_connector":"NixlConnector","kv_role":"{role}"}}\'')
-            sglang.append(f"--disaggregation-mode {pool}")
+            vllm.append('--kv-transfer-config \'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\'')
+            sglang.append(f"--disaggregation-mode {pool} --disaggregation-transfer-backend nixl")
         out[pool] = {"instances": n, "vllm": " ".join(vllm), "sglang": " ".join(sglang)}
     return out
 

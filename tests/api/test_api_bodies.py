@@ -21,6 +21,7 @@ JSON_ENDPOINTS = (
     "/v1/sweeps",
     "/v1/capacity",
     "/v1/splits",
+    "/v1/plans",
     "/v1/handoff",
     "/v1/handoff/batch",
 )
@@ -87,3 +88,5 @@ def test_a_missing_key_is_still_named_by_its_own_path(client: TestClient[Any]) -
     r = client.post("/v1/splits", json={"scenario": {}})
     assert r.status_code == 400 and r.json()["path"] == "total_instances", r.text
     assert r.json()["detail"] != EMPTY_BODY
+    r = client.post("/v1/plans", json={"model": "llama3-8b"})
+    assert r.status_code == 400 and r.json()["path"] == "gpus", r.text

@@ -166,11 +166,14 @@ def test_job_results_and_events_with_non_finite_values_are_strict(infinite_clien
     assert [row["x"] for row in rows] == [1.0, None, None, None]
 
 
-def test_sweep_and_split_documents_are_strict(client: TestClient[Any]) -> None:
-    """A sweep over the issue's scenario (its table holds the summary that was infinite) and a best split:
-    status, list, events and tables all strict JSON."""
+def test_sweep_split_and_plan_documents_are_strict(client: TestClient[Any]) -> None:
+    """A sweep over the issue's scenario (its table holds the summary that was infinite), a best split and a
+    plan (its table has pruned and refused rows with null figures): status, list, events and tables all strict
+    JSON."""
     check_job(client, "/v1/sweeps", {"base": INFINITE_LOAD, "grid": {"metrics.warmup_fraction": [0.0, 0.1]}})
     check_job(client, "/v1/splits", {"scenario": {"workload": {"requests": 200}}, "total_instances": 3})
+    plan = {"model": "llama3-70b", "gpus": {"h100": 4}, "workload": {"requests": 100}, "space": {"tp": [1, 4]}}
+    check_job(client, "/v1/plans", plan)
 
 
 def test_trace_and_reference_documents_are_strict(client: TestClient[Any]) -> None:

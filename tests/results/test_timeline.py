@@ -6,6 +6,7 @@ decode happened), never the recorder itself.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import defaultdict
 from itertools import pairwise
@@ -226,3 +227,39 @@ def test_cli_writes_the_timeline(tmp_path: Path) -> None:
     )
     assert bad.exit_code != 0 and "engine.timeline_max_spans" in bad.output
     assert not (tmp_path / "u.json").exists()
+
+
+PARALLEL: dict[str, Any] = {
+    "model": "llama3-70b",
+    "prefill": {"instances": 1, "parallel": {"tp": 4}},
+    "decode": {"instances": 1, "parallel": {"tp": 4}},
+    "workload": {"requests": 60, "seed": 6},
+}
+
+
+def test_collective_blocks_nest_in_their_steps_and_sum_to_the_summarys_share() -> None:
+    """With a parallel layout, each step whose collectives are exposed has a ``collectives`` block nested in it,
+    ending with it; per instance, the blocks' total over the steps' total equals the summary's
+    ``comm_fraction`` (accounted apart, by the instance's timer); without a layout there is no block."""
+    res = kvwire.simulate(timed(PARALLEL))
+    events = res.timeline()["traceEvents"]
+    steps = [e for e in events if e.get("cat") == "step"]
+    blocks = [e for e in events if e.get("cat") == "collective"]
+    assert blocks and len(blocks) == sum(1 for s in steps if "collective_s" in s["args"])
+    starts: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    per_instance: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for s in steps:
+        per_instance[(s["pid"], s["tid"])][1] += s["dur"]
+        starts[(s["pid"], s["tid"])].append(s)
+    for b in blocks:
+        lane = starts[(b["pid"], b["tid"])]  # in start order; the block's step is the last one starting before it
+        step = lane[bisect.bisect_right([s["ts"] for s in lane], b["ts"]) - 1]
+        assert step["ts"] <= b["ts"] and b["dur"] <= step["dur"]
+        assert b["ts"] + b["dur"] == pytest.approx(step["ts"] + step["dur"], rel=1e-12)
+        assert b["args"]["exposed_s"] == step["args"]["collective_s"] > 0.0
+        per_instance[(b["pid"], b["tid"])][0] += b["dur"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    for key, (comm_us, busy_us) in per_instance.items():
+        share = res.summary["instances"][names[key]]["comm_fraction"]
+        assert comm_us / busy_us == pytest.approx(share, rel=1e-9)
+    assert not [e for e in kvwire.simulate(timed(DISAGG)).timeline()["traceEvents"] if e.get("cat") == "collective"]

@@ -9,7 +9,11 @@ https://ui.perfetto.dev load: ``{"traceEvents": [...], "displayTimeUnit": "ms"}`
 * one process per pool (``prefill``, ``decode`` or ``colocated``) and one thread per instance, whose complete
   events (``"ph": "X"``, ``ts``/``dur`` in microseconds of simulated time) are the batch steps, named by their
   kind, with ``args`` ``{"kind", "batch", "tokens"}`` (prompts or sequences in the step; prompt tokens of a
-  prefill step, one token per sequence of a decode step);
+  prefill step, one token per sequence of a decode step); a step of an instance with a parallel layout whose
+  collectives are not all hidden under compute also has ``args`` ``collective_s`` and, nested inside it, a
+  ``collectives`` event (``"cat": "collective"``) of that exposed collective time, drawn as one block at the
+  step's end (the engines interleave them with each layer's compute; the block shows how much of the step
+  they take, not when);
 * one process ``hand-off`` with a thread per hop lane (``kv-link``, ``pcie-prefill-0``, ...) and, where
   transfers overlap on a lane (several channels, a processor-sharing link), one thread per concurrent
   transfer (``kv-link #1``, ...); each transfer is a complete event ``request <id>`` with ``args``
@@ -92,10 +96,15 @@ def trace_events(spans: Mapping[str, Any], stats: Mapping[str, Any]) -> Iterator
     instance = np.asarray(s["instance"], dtype=np.int64)
     start_s, end_s = np.asarray(s["start_s"]), np.asarray(s["end_s"])
     kind, batch, tokens = np.asarray(s["kind"]), np.asarray(s["batch"]), np.asarray(s["tokens"])
+    comm = _comm(s)
     step_pid = [pid[_pool(n)] for n in names]
     for k in range(len(instance)):
         i = int(instance[k])
         name = kinds[int(kind[k])]
+        args: dict[str, Any] = {"kind": name, "batch": int(batch[k]), "tokens": int(tokens[k])}
+        c = float(comm[k])
+        if c > 0.0:
+            args["collective_s"] = c
         yield {
             "name": name,
             "cat": "step",
@@ -104,8 +113,19 @@ def trace_events(spans: Mapping[str, Any], stats: Mapping[str, Any]) -> Iterator
             "dur": (float(end_s[k]) - float(start_s[k])) * US_PER_S,
             "pid": step_pid[i],
             "tid": i,
-            "args": {"kind": name, "batch": int(batch[k]), "tokens": int(tokens[k])},
+            "args": args,
         }
+        if c > 0.0:
+            yield {
+                "name": "collectives",
+                "cat": "collective",
+                "ph": "X",
+                "ts": (float(end_s[k]) - c) * US_PER_S,
+                "dur": c * US_PER_S,
+                "pid": step_pid[i],
+                "tid": i,
+                "args": {"exposed_s": c},
+            }
     request, wire, handoff = np.asarray(x["request"]), np.asarray(x["wire_bytes"]), np.asarray(x["handoff_bytes"])
     for k in range(len(lane)):
         r = int(request[k])
@@ -126,9 +146,17 @@ def trace_events(spans: Mapping[str, Any], stats: Mapping[str, Any]) -> Iterator
 EVENT_BYTES = 1_000
 
 
+def _comm(steps: Mapping[str, Any]) -> np.ndarray:
+    """Each step's exposed collective time, s (zeros for a timeline recorded without the column)."""
+    if "comm_s" in steps:
+        return np.asarray(steps["comm_s"], dtype=np.float64)
+    return np.zeros(len(steps["instance"]))
+
+
 def span_count(spans: Mapping[str, Any]) -> int:
-    """The batch steps and transfers recorded (the trace's complete events)."""
-    return len(spans["steps"]["instance"]) + len(spans["transfers"]["request"])
+    """The trace's complete events: the batch steps, their collective blocks and the transfers recorded."""
+    steps = spans["steps"]
+    return len(steps["instance"]) + int(np.count_nonzero(_comm(steps) > 0.0)) + len(spans["transfers"]["request"])
 
 
 def trace_dict(spans: Mapping[str, Any], stats: Mapping[str, Any], available: int | None = None) -> dict[str, Any]:

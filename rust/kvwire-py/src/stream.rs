@@ -147,7 +147,7 @@ pub fn table_columns(py: Python<'_>, t: RequestTable) -> PyResult<Bound<'_, PyDi
 }
 
 /// A run's timeline (`engine.timeline`) as flat numpy columns: `{"steps": {instance, start_s, end_s, kind,
-/// batch, tokens}, "transfers": {lane, request, start_s, end_s, handoff_bytes, wire_bytes}, "kinds": [...]}`
+/// batch, tokens, comm_s}, "transfers": {lane, request, start_s, end_s, handoff_bytes, wire_bytes}, "kinds": [...]}`
 /// (`instance` and `lane` index the summary's instances and hop lanes in the core's order); `None` without.
 pub fn timeline_columns(py: Python<'_>, t: Option<Timeline>) -> PyResult<Option<Bound<'_, PyDict>>> {
     let Some(t) = t else { return Ok(None) };
@@ -160,6 +160,7 @@ pub fn timeline_columns(py: Python<'_>, t: Option<Timeline>) -> PyResult<Option<
         s.kind.append(&mut x.kind);
         s.batch.append(&mut x.batch);
         s.tokens.append(&mut x.tokens);
+        s.comm_s.append(&mut x.comm_s);
     }
     let mut x = TransferSpans::default();
     let mut lane: Vec<u32> = Vec::new();
@@ -178,6 +179,7 @@ pub fn timeline_columns(py: Python<'_>, t: Option<Timeline>) -> PyResult<Option<
     steps.set_item("kind", s.kind.into_pyarray(py))?;
     steps.set_item("batch", s.batch.into_pyarray(py))?;
     steps.set_item("tokens", s.tokens.into_pyarray(py))?;
+    steps.set_item("comm_s", s.comm_s.into_pyarray(py))?;
     let transfers = PyDict::new(py);
     transfers.set_item("lane", lane.into_pyarray(py))?;
     transfers.set_item("request", x.request.into_pyarray(py))?;

@@ -25,6 +25,9 @@ pub struct StepTiming {
     /// HBM energy, J.
     pub memory_j: f64,
     pub bound: Bound,
+    /// Collective time in `time_s` not hidden under compute, s (0 without a parallel layout; the timeline's
+    /// collective spans).
+    pub comm_s: f64,
 }
 
 /// Cost-model switches shared by every pool.
@@ -191,6 +194,7 @@ impl StepTimer {
             compute_j: w.flops * self.j_per_flop,
             memory_j: w.bytes * self.j_per_byte,
             bound: if t_c >= t_m { Bound::Compute } else { Bound::Memory },
+            comm_s: 0.0,
         }
     }
 
@@ -204,6 +208,7 @@ impl StepTimer {
         let exposed = c.collective_s * (1.0 - self.p.comm_overlap);
         t.time_s = (t.time_s - self.p.step_overhead_s) * pp + self.p.step_overhead_s + exposed;
         self.comm_s.set(self.comm_s.get() + exposed);
+        t.comm_s = exposed;
         t
     }
 
@@ -225,7 +230,13 @@ impl StepTimer {
         let t_full = t_c.max(t_m);
         let slow_clock = self.p.dvfs && t_m > t_c;
         if !slow_clock && self.budget_w.is_none_or(|budget| e_c + e_m <= budget * t_full) {
-            return StepTiming { time_s: t_full + self.p.step_overhead_s, compute_j: e_c, memory_j: e_m, bound };
+            return StepTiming {
+                time_s: t_full + self.p.step_overhead_s,
+                compute_j: e_c,
+                memory_j: e_m,
+                bound,
+                comm_s: 0.0,
+            };
         }
         let mut s = 1.0_f64;
         if slow_clock {
@@ -253,7 +264,7 @@ impl StepTimer {
                 t = (e_c + e_m) / budget;
             }
         }
-        StepTiming { time_s: t + self.p.step_overhead_s, compute_j: e_c, memory_j: e_m, bound }
+        StepTiming { time_s: t + self.p.step_overhead_s, compute_j: e_c, memory_j: e_m, bound, comm_s: 0.0 }
     }
 }
 
@@ -305,6 +316,7 @@ impl StepTimer {
             compute_j: w.flops * self.j_per_flop,
             memory_j: w.bytes * self.j_per_byte,
             bound: if t_c >= t_m { Bound::Compute } else { Bound::Memory },
+            comm_s: 0.0,
         }
     }
 }

@@ -88,7 +88,7 @@ impl InstanceStats {
         kv_tokens: u64,
     ) {
         if let Some(spans) = self.spans.as_deref_mut() {
-            spans.push(now_s, now_s + t.time_s, is_prefill, batch, tokens);
+            spans.push(now_s, now_s + t.time_s, is_prefill, batch, tokens, t.comm_s);
         }
         self.busy_s += t.time_s;
         self.steps += 1;

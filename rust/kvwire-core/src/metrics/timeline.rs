@@ -20,6 +20,8 @@ pub struct StepSpans {
     pub batch: Vec<u32>,
     /// Tokens the step processes: prompt tokens (prefill), one per sequence (decode).
     pub tokens: Vec<u64>,
+    /// Collective time of the step not hidden under compute, s (0 without a parallel layout).
+    pub comm_s: Vec<f64>,
 }
 
 impl StepSpans {
@@ -33,7 +35,8 @@ impl StepSpans {
 
     #[cold]
     #[inline(never)]
-    pub fn push(&mut self, start_s: f64, end_s: f64, is_prefill: bool, batch: u64, tokens: u64) {
+    pub fn push(&mut self, start_s: f64, end_s: f64, is_prefill: bool, batch: u64, tokens: u64, comm_s: f64) {
+        self.comm_s.push(comm_s);
         self.start_s.push(start_s);
         self.end_s.push(end_s);
         self.kind.push(if is_prefill { KIND_PREFILL } else { KIND_DECODE });

@@ -33,7 +33,7 @@ def _with_keys(name: str, base: Any, extra: dict[str, Any], doc: str) -> Any:
 
 #: Arguments of the library's job functions that a request never sets: callbacks, and the thread count (the
 #: service's ``job_workers``).
-NOT_FROM_REQUESTS = ("progress", "cancel", "workers")
+NOT_FROM_REQUESTS = ("progress", "cancel", "workers", "executor")
 
 
 def _from_signature(

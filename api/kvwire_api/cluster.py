@@ -19,10 +19,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import threading
 from concurrent.futures import Executor
 from typing import Any
 
 from kvwire_api.types import ExecutorDict
+
+#: How much longer than its timeout the service waits for the client (the handshake after the connection).
+HANDSHAKE_GRACE_S = 5.0
 
 
 class ClusterError(RuntimeError):
@@ -61,17 +65,38 @@ class Cluster:
             raise ClusterError(
                 f"dask: {address!r} is not a scheduler address ({_why(e)}); expected e.g. tcp://host:8786"
             ) from None
-        try:
-            client = distributed.Client(address, timeout=timeout_s, set_as_default=False)  # type: ignore[no-untyped-call]
-        except (OSError, TimeoutError) as e:
+        # The client is made in a thread of its own: a port that accepts connections but is no scheduler (its
+        # dashboard's, say) never finishes the handshake, whatever the client's own timeout.
+        made: dict[str, Any] = {}
+
+        def attempt() -> None:
+            try:
+                made["client"] = distributed.Client(address, timeout=timeout_s, set_as_default=False)  # type: ignore[no-untyped-call]
+            except BaseException as e:  # handed to the caller's thread
+                made["error"] = e
+
+        thread = threading.Thread(target=attempt, name="kvwire-dask-connect", daemon=True)
+        thread.start()
+        thread.join(timeout_s + HANDSHAKE_GRACE_S)
+        if thread.is_alive():
             raise ClusterError(
-                f"dask: cannot reach the scheduler at {address} within {timeout_s:g} s ({_why(e)}); start it "
+                f"dask: nothing at {address} answered as a Dask scheduler within {timeout_s + HANDSHAKE_GRACE_S:g} s "
+                "(it accepts connections: is it the scheduler's port, 8786 by default, and not its dashboard's?); "
+                "correct the address given by --dask or KVWIRE_DASK_SCHEDULER"
+            )
+        error = made.get("error")
+        if isinstance(error, OSError | TimeoutError):
+            raise ClusterError(
+                f"dask: cannot reach the scheduler at {address} within {timeout_s:g} s ({_why(error)}); start it "
                 "(`dask scheduler`) or correct the address given by --dask or KVWIRE_DASK_SCHEDULER"
-            ) from None
-        except (ValueError, TypeError) as e:
+            )
+        if isinstance(error, ValueError | TypeError):
             raise ClusterError(
-                f"dask: {address!r} is not a scheduler address ({_why(e)}); expected e.g. tcp://host:8786"
-            ) from None
+                f"dask: {address!r} is not a scheduler address ({_why(error)}); expected e.g. tcp://host:8786"
+            )
+        if error is not None:
+            raise error
+        client = made["client"]
         return cls(address=address, client=client)
 
     def executor(self) -> Executor:

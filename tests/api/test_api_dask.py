@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -254,3 +255,23 @@ def test_an_unreachable_scheduler_is_a_clear_error(tmp_path: Path, command: list
         else:
             assert f"cannot reach the scheduler at {address}" in out.stderr, out.stderr
     assert not data.exists()
+
+
+def test_a_port_that_is_no_scheduler_is_a_clear_error(tmp_path: Path) -> None:
+    """A --dask address whose port accepts connections but never answers as a scheduler (a dashboard's port,
+    say) is refused within the timeout and a few seconds, naming the address, not waited on for ever."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)  # connections complete in the backlog; nothing ever answers them
+        address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        cmd = [sys.executable, "-m", "kvwire_api.server", "--port", str(free_port()), "--data-dir", str(tmp_path / "d")]
+        out = subprocess.run(
+            [*cmd, "--dask", address],
+            capture_output=True,
+            text=True,
+            env=server_env(KVWIRE_API_DASK_TIMEOUT_S="1"),
+            timeout=60,
+        )
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"nothing at {address} answered as a Dask scheduler" in out.stderr, out.stderr
+    assert not (tmp_path / "d").exists()

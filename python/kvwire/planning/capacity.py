@@ -33,6 +33,7 @@ import polars as pl
 from kvwire.errors import Cancelled, ScenarioError
 from kvwire.planning.progress import ProgressFn
 from kvwire.planning.sweep import DEFAULT_IN_FLIGHT, _default_workers, check_arguments, flatten_summary
+from kvwire.planning.tasks import summary_on
 from kvwire.results.run import simulate
 from kvwire.scenario.check import validate
 from kvwire.scenario.load import _defaults, load_scenario
@@ -200,12 +201,6 @@ class CapacityResult:
         )
 
 
-def evaluate(scenario: dict[str, Any]) -> dict[str, Any]:
-    """The summary of one simulation of a capacity search: what an executor's worker runs (a plain
-    module-level function, picklable; deterministic in its argument)."""
-    return dict(simulate(scenario).summary)
-
-
 class _Search:
     """Evaluations of one capacity search: the field's value -> attainment, each kept as a table row."""
 
@@ -225,25 +220,14 @@ class _Search:
     def _cancelled(self) -> Cancelled:
         return Cancelled(f"capacity search cancelled after {len(self.rows)} simulations", "cancel")
 
-    def _summary(self, scenario: dict[str, Any]) -> dict[str, Any]:
-        """One simulation's summary: here (``cancel`` stops it within milliseconds), or as one task on the
-        executor (its worker may be another process or machine, which cannot share the event: once ``cancel``
-        is set the task is cancelled and its result, if it still comes, is dropped)."""
-        if self.executor is None:
-            return dict(simulate(scenario, cancel=self.cancel).summary)
-        fut = self.executor.submit(evaluate, scenario)
-        while True:
-            done, _ = wait([fut], timeout=0.1)
-            if done:
-                return fut.result()
-            if self.cancel is not None and self.cancel.is_set():
-                fut.cancel()
-                raise self._cancelled()
-
     def met(self, value: float) -> bool:
         if self.cancel is not None and self.cancel.is_set():
             raise self._cancelled()
-        summary = self._summary(with_value(self.base, self.field, value))
+        scenario = with_value(self.base, self.field, value)
+        if self.executor is None:  # here, ``cancel`` stops the simulation within milliseconds
+            summary = dict(simulate(scenario, cancel=self.cancel).summary)
+        else:
+            summary = summary_on(self.executor, scenario, self.cancel, self._cancelled)
         attainment = summary["slo"]["attainment"]
         ok = attainment is not None and attainment >= self.target
         self.rows.append({self.field: value, "met": ok, **flatten_summary(summary)})
@@ -498,10 +482,8 @@ def best_split(
         total_instances: instances to share, ≥ 2 (every split has at least one of each).
         workers: splits searched at once (threads; default: all cores, at most 1,024; with ``executor``, every
             split, at most 256).
-        executor: a ``concurrent.futures.Executor`` (e.g. Dask's ``client.get_executor()``): each split's
-            search runs in a thread of this process that sends its simulations to the executor, one task at a
-            time (:func:`capacity` with ``executor``), so the splits' simulations run on it side by side. The
-            result is the same as without it.
+        executor: an executor (Dask's ``client.get_executor()``): each split's search runs in a thread here
+            as :func:`capacity` with ``executor``, so the splits' simulations run on it side by side.
         progress: ``progress(splits done, splits)``, called from the calling thread.
         cancel: a ``threading.Event``; once set, every search stops within its running simulation and
             :class:`kvwire.Cancelled` is raised. Ctrl-C stops them the same way.
@@ -534,14 +516,11 @@ def best_split(
     stop = threading.Event()
 
     def one(p: int, d: int, sc: dict[str, Any]) -> tuple[int, int, CapacityResult]:
-        r = capacity(
-            sc, slo_attainment=slo_attainment, field=field, rel_tol=rel_tol, bounds=bounds, cancel=stop,
-            executor=executor,
-        )  # fmt: skip
+        r = capacity(sc, slo_attainment=slo_attainment, field=field, rel_tol=rel_tol, bounds=bounds, cancel=stop,
+                     executor=executor)  # fmt: skip
         return p, d, r
 
-    # With an executor the threads only wait for its tasks: one per split (the splits' simulations then run
-    # side by side on it), at most DEFAULT_IN_FLIGHT unless ``workers`` says otherwise.
+    # With an executor the threads only wait for its tasks: one per split, at most DEFAULT_IN_FLIGHT by default.
     threads = workers or (DEFAULT_IN_FLIGHT if executor is not None else _default_workers())
     pool = ThreadPoolExecutor(min(threads, n), thread_name_prefix="kvwire-split")
     futures: list[Future[tuple[int, int, CapacityResult]]] = [pool.submit(one, p, d, sc) for p, d, sc in variants]

@@ -36,7 +36,7 @@ SWEEP: dict[str, Any] = {
     "replicates": 2,
 }
 #: Slower points (about 0.2 s each): jobs that are still running when a test interrupts them.
-SLOW: dict[str, Any] = {"base": {"workload": {"requests": 200_000}}, "grid": {"workload.seed": list(range(1, 25))}}
+SLOW: dict[str, Any] = {"base": {"workload": {"requests": 200_000}}, "grid": {"workload.seed": list(range(1, 33))}}
 
 
 class TaskCounter(SchedulerPlugin):
@@ -164,7 +164,7 @@ def test_cancel_stops_the_job_on_the_cluster(cluster: Cluster, server: Server) -
             time.sleep(0.02)
         assert c.post(f"{loc}/cancel").status_code == 202
         job = wait_for_job(c, loc)
-        assert job["status"] == "cancelled" and 0 < job["done"] < job["total"] == 24, job
+        assert job["status"] == "cancelled" and 0 < job["done"] < job["total"] == 32, job
         partial = pl.read_parquet(io.BytesIO(c.get(f"{loc}/results?format=parquet").content))
     assert partial.height == job["done"] == partial.select("point", "replicate").unique().height
     deadline = time.monotonic() + 30
@@ -194,9 +194,9 @@ def test_a_worker_killed_mid_job_has_its_chunk_run_again(cluster: Cluster, serve
         pid = cluster.client.run(os.getpid, workers=[busy[0]])[busy[0]]
         os.kill(pid, signal.SIGKILL)
         job = wait_for_job(c, loc, timeout_s=120)
-        assert (job["status"], job["done"], job["total"]) == ("done", 24, 24), job
+        assert (job["status"], job["done"], job["total"]) == ("done", 32, 32), job
         got = table(c, loc)
-    assert got.select("point", "replicate").unique().height == got.height == 24
+    assert got.select("point", "replicate").unique().height == got.height == 32
     assert_frame_equal(without_wall(got), without_wall(kvwire.sweep(SLOW, workers=2)))
     cluster.client.wait_for_workers(2, timeout=60)  # the nanny restarts the worker for the tests after this
 
@@ -219,17 +219,17 @@ def test_kill_9_of_the_server_mid_job_resumes_on_the_cluster(cluster: Cluster, t
     finally:
         first.stop()
     written = sum(pl.read_parquet(p).height for p in parts.glob("part-*.parquet"))
-    assert 0 < written < 24
+    assert 0 < written < 32
     again = Server(data, server_env(), args=args).start()
     try:
         with again.client() as c:
             job = wait_for_job(c, loc, timeout_s=120)
-            assert (job["status"], job["done"], job["restarts"], job["resumed_from"]) == ("done", 24, 1, written)
+            assert (job["status"], job["done"], job["restarts"], job["resumed_from"]) == ("done", 32, 1, written)
             assert job["executor"]["kind"] == "dask"
             got = table(c, loc)
     finally:
         again.stop()
-    assert got.select("point", "replicate").unique().height == got.height == 24
+    assert got.select("point", "replicate").unique().height == got.height == 32
     assert_frame_equal(without_wall(got), without_wall(kvwire.sweep(SLOW, workers=2)))
 
 

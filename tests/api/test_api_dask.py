@@ -101,13 +101,16 @@ def without_wall(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def test_health_and_limits_name_the_cluster(cluster: Cluster, server: Server, tmp_path: Path) -> None:
-    """/health and /v1/limits of a service with --dask report the cluster (scheduler, 2 workers, 2 threads); a
-    service without it reports its own threads, and its other keys are unchanged."""
+    """/health and /v1/limits of a service with --dask report the cluster (scheduler, 2 workers, 2 threads), as
+    does an app made in process with ``Settings(dask_scheduler=...)`` (it connects at start); a service without
+    it reports its own threads, and its other keys are unchanged."""
     expected = {"kind": "dask", "scheduler": cluster.address, "workers": 2, "threads": 2}
     with server.client() as c:
         health = c.get("/health").json()
         assert health["executor"] == expected and health["status"] == "ok"
         assert c.get("/v1/limits").json()["executor"] == expected
+    with make_client(tmp_path / "in-process", dask_scheduler=cluster.address) as app:  # the app connects itself
+        assert app.get("/health").json()["executor"] == expected
     with make_client(tmp_path, job_workers=3) as local:
         assert local.get("/health").json()["executor"] == {
             "kind": "threads",

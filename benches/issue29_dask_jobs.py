@@ -26,7 +26,7 @@ import httpx
 import kvwire
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from api_support import Server  # noqa: E402  (the tests' real-server helper)
+from api_support import Server  # the tests' real-server helper
 
 
 def definition(points: int, requests: int, salt: int) -> dict[str, Any]:

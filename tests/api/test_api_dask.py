@@ -8,6 +8,7 @@ service without a cluster, or the library), except the measured wall time."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import socket
@@ -24,7 +25,7 @@ import httpx
 import kvwire
 import polars as pl
 import pytest
-from api_support import Server, free_port, make_client, wait_for_job
+from api_support import Server, free_port, make_client, parse_sse, wait_for_job
 from dask.utils import key_split
 from distributed.diagnostics.plugin import SchedulerPlugin
 from polars.testing import assert_frame_equal
@@ -37,6 +38,10 @@ SWEEP: dict[str, Any] = {
 }
 #: Slower points (about 0.2 s each): jobs that are still running when a test interrupts them.
 SLOW: dict[str, Any] = {"base": {"workload": {"requests": 200_000}}, "grid": {"workload.seed": list(range(1, 33))}}
+
+
+def without_wall(df: pl.DataFrame) -> pl.DataFrame:
+    return df.drop([c for c in df.columns if c.startswith("run.wall_s")])
 
 
 class TaskCounter(SchedulerPlugin):
@@ -75,6 +80,12 @@ def cluster() -> Iterator[Cluster]:
         c.local.close()
 
 
+@pytest.fixture(scope="module")
+def uninterrupted() -> pl.DataFrame:
+    """The table of the slow sweep run by the library in this process, without its wall-time columns."""
+    return without_wall(kvwire.sweep(SLOW, workers=2))
+
+
 def server_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KVWIRE_API_", "KVWIRE_DASK_"))}
     return {**env, **extra}
@@ -94,10 +105,6 @@ def table(c: httpx.Client, location: str) -> pl.DataFrame:
     r = c.get(f"{location}/results?format=parquet")
     assert r.headers["kvwire-complete"] == "true"
     return pl.read_parquet(io.BytesIO(r.content))
-
-
-def without_wall(df: pl.DataFrame) -> pl.DataFrame:
-    return df.drop([c for c in df.columns if c.startswith("run.wall_s")])
 
 
 def test_health_and_limits_name_the_cluster(cluster: Cluster, server: Server, tmp_path: Path) -> None:
@@ -176,10 +183,12 @@ def test_cancel_stops_the_job_on_the_cluster(cluster: Cluster, server: Server) -
     assert cluster.queued("run_points") == []
 
 
-def test_a_worker_killed_mid_job_has_its_chunk_run_again(cluster: Cluster, server: Server) -> None:
+def test_a_worker_killed_mid_job_has_its_chunk_run_again(
+    cluster: Cluster, server: Server, uninterrupted: pl.DataFrame
+) -> None:
     """SIGKILL a worker process while it runs a chunk of a sweep: the scheduler runs that chunk again on a
-    worker that lives, and the job completes with every (point, replicate) once and the table of an
-    uninterrupted run."""
+    worker that lives, the job's event stream reports progress as chunks finish (never going back) and ends
+    ``done``, and its table has every (point, replicate) once and equals an uninterrupted run's."""
     scheduler = cluster.local.scheduler
     with server.client() as c:
         loc = c.post("/v1/sweeps", json=SLOW).headers["location"]
@@ -196,15 +205,21 @@ def test_a_worker_killed_mid_job_has_its_chunk_run_again(cluster: Cluster, serve
         assert busy, "no worker was running a chunk of the sweep"
         pid = cluster.client.run(os.getpid, workers=[busy[0]])[busy[0]]
         os.kill(pid, signal.SIGKILL)
-        job = wait_for_job(c, loc, timeout_s=120)
-        assert (job["status"], job["done"], job["total"]) == ("done", 32, 32), job
+        with c.stream("GET", f"{loc}/events") as stream:  # ends with the job's final status
+            events = parse_sse(stream.read().decode())
+        job = json.loads(events[-1]["data"])
+        assert (events[-1]["event"], job["done"], job["total"]) == ("done", 32, 32), job
+        progress = [json.loads(e["data"])["done"] for e in events[:-1]]
+        assert all(e["event"] == "progress" for e in events[:-1]) and progress == sorted(progress), events
         got = table(c, loc)
     assert got.select("point", "replicate").unique().height == got.height == 32
-    assert_frame_equal(without_wall(got), without_wall(kvwire.sweep(SLOW, workers=2)))
+    assert_frame_equal(without_wall(got), uninterrupted)
     cluster.client.wait_for_workers(2, timeout=60)  # the nanny restarts the worker for the tests after this
 
 
-def test_kill_9_of_the_server_mid_job_resumes_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+def test_kill_9_of_the_server_mid_job_resumes_on_the_cluster(
+    cluster: Cluster, tmp_path: Path, uninterrupted: pl.DataFrame
+) -> None:
     """SIGKILL the server while a sweep runs on the cluster (some parts written), start it again with the same
     --dask and data directory: it reconnects, resumes from the written runs (``resumed_from``, ``restarts`` =
     1) and completes with each run once and the table of an uninterrupted run."""
@@ -233,7 +248,7 @@ def test_kill_9_of_the_server_mid_job_resumes_on_the_cluster(cluster: Cluster, t
     finally:
         again.stop()
     assert got.select("point", "replicate").unique().height == got.height == 32
-    assert_frame_equal(without_wall(got), without_wall(kvwire.sweep(SLOW, workers=2)))
+    assert_frame_equal(without_wall(got), uninterrupted)
 
 
 @pytest.mark.parametrize("command", [["-m", "kvwire_api.server"], ["-m", "kvwire.cli", "serve"]])

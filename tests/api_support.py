@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +44,16 @@ class Server:
     """A ``python -m kvwire_api.server`` process (the ``kvwire-api`` entry point) and a client for it."""
 
     def __init__(
-        self, data_dir: Path, env: Mapping[str, str] | None = None, port: int | None = None, host: str = "127.0.0.1"
+        self,
+        data_dir: Path,
+        env: Mapping[str, str] | None = None,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        args: Sequence[str] = (),
     ) -> None:
         self.data_dir = data_dir
+        #: More options of the server command (``["--dask", address]``).
+        self.args = list(args)
         self.port = port or free_port()
         self.host = host
         self.url = f"http://{host}:{self.port}"
@@ -56,7 +63,7 @@ class Server:
 
     def start(self, timeout_s: float = 60.0) -> Server:
         cmd = [sys.executable, "-m", "kvwire_api.server", "--host", self.host, "--port", str(self.port)]
-        cmd += ["--data-dir", str(self.data_dir)]
+        cmd += ["--data-dir", str(self.data_dir), *self.args]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.monotonic() + timeout_s

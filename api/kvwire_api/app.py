@@ -17,12 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from litestar import Litestar, Request, Response
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from kvwire_api.auth import require_token
+from kvwire_api.cluster import Cluster
 from kvwire_api.config import Settings
 from kvwire_api.errors import EXCEPTION_HANDLERS
 from kvwire_api.jobs import JobRunner
@@ -83,18 +85,35 @@ async def allow_header(request: Request[Any, Any, Any]) -> Response[None] | None
     return Response(None, status_code=204, headers={"Allow": ", ".join(methods)})
 
 
-def create_app(settings: Settings) -> Litestar:
+def create_app(settings: Settings, cluster: Cluster | None = None) -> Litestar:
     """The service for ``settings`` (its data directory is created if needed). Serve it with one worker
-    process: the simulations run in threads inside it."""
+    process: the simulations run in threads inside it. With ``settings.dask_scheduler`` the jobs run on that
+    Dask cluster: ``cluster`` is its client, connected already (``kvwire serve`` connects before it binds, to
+    refuse an unreachable scheduler with a message), else the service connects at start; either way it closes
+    the client when it stops."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        dask = cluster
+        if dask is None and settings.dask_scheduler is not None:
+            dask = await anyio.to_thread.run_sync(Cluster.connect, settings.dask_scheduler, settings.dask_timeout_s)
+        try:
+            async with _services(app, dask):
+                yield
+        finally:
+            if dask is not None:
+                await anyio.to_thread.run_sync(dask.close)
+
+    @asynccontextmanager
+    async def _services(app: Litestar, dask: Cluster | None) -> AsyncIterator[None]:
         store = Store(settings.data_dir)
         removed = store.sweep_orphans()
         if removed:
             log.info("removed %d files left by an interrupted write", len(removed))
         slots = SimSlots(threads=settings.sim_threads, queue=settings.sim_queue)
-        runner = JobRunner(store, settings)
+        runner = JobRunner(store, settings, cluster=dask)
+        if dask is not None:
+            log.info("jobs run on the Dask cluster at %s", dask.address)
         writer = ThreadPoolExecutor(max_workers=settings.sim_threads, thread_name_prefix="kvwire-writer")
         app.state.services = Services(settings=settings, store=store, slots=slots, runner=runner, writer=writer)
         resumed = runner.recover()

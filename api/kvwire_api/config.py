@@ -2,8 +2,9 @@
 
 Each field can be set by keyword (tests, ``kvwire serve`` options) or by an environment variable
 ``KVWIRE_API_<FIELD>`` (``KVWIRE_API_MAX_SYNC_REQUESTS=50000``); the bearer token is ``KVWIRE_API_TOKEN``, the
-data directory ``KVWIRE_DATA_DIR`` and the documentation site served under ``/docs`` ``KVWIRE_DOCS_DIR`` (by
-default ``site/`` in the current directory when it holds an ``index.html``, as ``mkdocs build`` leaves it).
+Dask scheduler that runs the jobs ``KVWIRE_DASK_SCHEDULER``, the data directory ``KVWIRE_DATA_DIR`` and the
+documentation site served under ``/docs`` ``KVWIRE_DOCS_DIR`` (by default ``site/`` in the current directory
+when it holds an ``index.html``, as ``mkdocs build`` leaves it).
 
 >>> s = Settings.from_env(data_dir="/srv/kvwire", environ={"KVWIRE_API_MAX_SWEEP_POINTS": "500"})
 >>> s.max_sweep_points, s.host
@@ -32,6 +33,9 @@ def default_data_dir(environ: Mapping[str, str] | None = None) -> Path:
     base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "kvwire"
 
+
+#: Settings whose environment variable is not ``KVWIRE_API_<FIELD>``.
+ENV_NAMES = {"token": "KVWIRE_API_TOKEN", "dask_scheduler": "KVWIRE_DASK_SCHEDULER"}
 
 #: Where ``mkdocs build`` writes the site, relative to the directory the service starts in.
 DEFAULT_DOCS_DIR = Path("site")
@@ -97,6 +101,11 @@ class Settings:
     max_traces: int = 100
     #: A built documentation site (``mkdocs build``'s ``site/``) served under ``/docs``; None: no docs.
     docs_dir: Path | None = None
+    #: A Dask scheduler (``tcp://host:8786``, ``KVWIRE_DASK_SCHEDULER``, ``kvwire serve --dask``): jobs run on
+    #: its cluster (single simulations stay in the service's threads); None: jobs run in this process's threads.
+    dask_scheduler: str | None = None
+    #: How long the service waits for the scheduler at start before refusing to start, seconds.
+    dask_timeout_s: float = 10.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -108,7 +117,7 @@ class Settings:
         for f in dataclasses.fields(cls):
             if f.name in ("data_dir", "docs_dir"):
                 continue
-            name = "KVWIRE_API_TOKEN" if f.name == "token" else f"KVWIRE_API_{f.name.upper()}"
+            name = ENV_NAMES.get(f.name, f"KVWIRE_API_{f.name.upper()}")
             raw = env.get(name)
             if raw is not None and raw != "":
                 values[f.name] = _parse(name, raw, f.type)
@@ -137,6 +146,8 @@ class Settings:
             raise SettingsError(f"port: must be in 0..65535, got {self.port}")
         if self.token is not None and not self.token.strip():
             raise SettingsError("KVWIRE_API_TOKEN: must not be empty")
+        if self.dask_scheduler is not None and not self.dask_scheduler.strip():
+            raise SettingsError("KVWIRE_DASK_SCHEDULER: must not be empty (a scheduler address: tcp://host:8786)")
         if self.docs_dir is not None and not (self.docs_dir / "index.html").is_file():
             why = "is not a directory" if not self.docs_dir.is_dir() else "has no index.html"
             raise SettingsError(

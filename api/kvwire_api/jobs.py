@@ -9,6 +9,12 @@ interrupted by a crash or a restart resumes from its finished points when the se
 capacity search, best split or plan is deterministic and simply runs again. A job interrupted more than
 ``max_job_restarts`` times, or running past ``job_timeout_s``, is marked failed with its finished points kept.
 
+With a Dask cluster (:class:`kvwire_api.cluster.Cluster`, ``kvwire serve --dask``), a job kind whose work
+function takes ``executor`` gets a Dask executor of its own and runs through the library's executor path: a
+sweep's chunks as tasks (their parts written here, so resuming, cancelling and progress work as locally), a
+capacity search's or best split's simulations as tasks. A kind whose function takes no ``executor`` runs in
+this process's threads, as without a cluster.
+
 Cancelling (:meth:`JobRunner.cancel`) stops a job and keeps it, ``cancelled``, with its finished points. Deleting
 (:meth:`JobRunner.delete`) removes its row at once (so every read of it answers "not found" and it is never
 resumed) and stops it; a running job's directory is removed by its thread once the in-flight points end, so the
@@ -20,55 +26,101 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import inspect
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
 import kvwire
 import polars as pl
 
+from kvwire_api.cluster import Cluster, thread_executor
 from kvwire_api.config import Settings
 from kvwire_api.errors import error_body
 from kvwire_api.store import JobRecord, Store, write_parquet_atomic
+from kvwire_api.types import ExecutorDict, JobExecutorDict
 
 log = logging.getLogger("kvwire_api.jobs")
 
 Progress = Callable[[int, int], None]
 #: A job kind: (definition, output directory, progress, cancel, workers) -> (result table, result dict or None).
+#: A kind that can run on a Dask cluster also takes ``executor`` (a keyword with default None: the executor of
+#: the cluster, or None to run in this process), and is passed it only when the service has a cluster.
 Work = Callable[
     [dict[str, Any], Path, Progress, threading.Event, int | None], tuple[pl.DataFrame, dict[str, Any] | None]
 ]
 
 
+def takes_executor(work: Work) -> bool:
+    """Whether a job kind's work function takes ``executor`` (so runs on a cluster when there is one)."""
+    try:
+        return "executor" in inspect.signature(work).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
+        return False
+
+
 def run_sweep(
-    definition: dict[str, Any], out: Path, progress: Progress, cancel: threading.Event, workers: int | None
+    definition: dict[str, Any],
+    out: Path,
+    progress: Progress,
+    cancel: threading.Event,
+    workers: int | None,
+    executor: Executor | None = None,
 ) -> tuple[pl.DataFrame, dict[str, Any] | None]:
-    """A sweep job: ``kvwire.sweep`` writing its points under ``out`` and resuming from those already there."""
-    table = kvwire.sweep(definition, out=out, resume=True, workers=workers, progress=progress, cancel=cancel)
+    """A sweep job: ``kvwire.sweep`` writing its points under ``out`` and resuming from those already there;
+    with ``executor``, its chunks run on it (in flight: as many as the library keeps for an executor)."""
+    table = kvwire.sweep(
+        definition,
+        out=out,
+        resume=True,
+        workers=workers if executor is None else None,
+        executor=executor,
+        progress=progress,
+        cancel=cancel,
+    )
     return table, None
 
 
 def run_capacity(
-    definition: dict[str, Any], out: Path, progress: Progress, cancel: threading.Event, workers: int | None
+    definition: dict[str, Any],
+    out: Path,
+    progress: Progress,
+    cancel: threading.Event,
+    workers: int | None,
+    executor: Executor | None = None,
 ) -> tuple[pl.DataFrame, dict[str, Any] | None]:
-    """A capacity job: ``kvwire.capacity`` (deterministic, so an interrupted search simply runs again)."""
+    """A capacity job: ``kvwire.capacity`` (deterministic, so an interrupted search simply runs again); with
+    ``executor``, each of its simulations runs on it in turn (the search is sequential)."""
     args = {k: v for k, v in definition.items() if k != "scenario"}
-    res = kvwire.capacity(definition["scenario"], **args, progress=progress, cancel=cancel)
+    res = kvwire.capacity(definition["scenario"], **args, progress=progress, cancel=cancel, executor=executor)
     result = {k: v for k, v in res.to_dict().items() if k != "points"}  # the points are the result table
     return res.points, result
 
 
 def run_split(
-    definition: dict[str, Any], out: Path, progress: Progress, cancel: threading.Event, workers: int | None
+    definition: dict[str, Any],
+    out: Path,
+    progress: Progress,
+    cancel: threading.Event,
+    workers: int | None,
+    executor: Executor | None = None,
 ) -> tuple[pl.DataFrame, dict[str, Any] | None]:
     """A best-split job: ``kvwire.best_split`` (deterministic, so an interrupted search simply runs again);
-    progress counts splits."""
+    progress counts splits. With ``executor``, the splits' simulations run on it side by side."""
     args = {k: v for k, v in definition.items() if k != "scenario"}
-    res = kvwire.best_split(definition["scenario"], **args, workers=workers, progress=progress, cancel=cancel)
+    res = kvwire.best_split(
+        definition["scenario"],
+        **args,
+        workers=workers if executor is None else None,
+        progress=progress,
+        cancel=cancel,
+        executor=executor,
+    )
     result = {k: v for k, v in res.to_dict().items() if k != "points"}  # the points are the result table
     return res.points, result
 
@@ -151,10 +203,18 @@ class LiveJob:
 class JobRunner:
     """Runs queued jobs in threads, one at a time by default; see the module docstring."""
 
-    def __init__(self, store: Store, settings: Settings, kinds: dict[str, Work] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        kinds: dict[str, Work] | None = None,
+        cluster: Cluster | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.kinds = dict(KINDS if kinds is None else kinds)
+        #: The Dask cluster the jobs run on (None: this process's threads).
+        self.cluster = cluster
         self._lock = threading.Lock()
         self._queue: collections.deque[str] = collections.deque()
         self._live: dict[str, LiveJob] = {}
@@ -267,6 +327,19 @@ class JobRunner:
     def live(self, job_id: str) -> LiveJob | None:
         return self._live.get(job_id)
 
+    def describe(self) -> ExecutorDict:
+        """What runs the jobs: the cluster (its scheduler, workers and threads) or this process's threads."""
+        if self.cluster is not None:
+            return self.cluster.describe()
+        return thread_executor(self.settings.job_workers)
+
+    def where(self, kind: str) -> JobExecutorDict:
+        """Where a job of ``kind`` runs: on the cluster when there is one and the kind takes an executor."""
+        work = self.kinds.get(kind)
+        if self.cluster is not None and work is not None and takes_executor(work):
+            return {"kind": "dask", "scheduler": self.cluster.address}
+        return {"kind": "threads", "scheduler": None}
+
     def snapshot(self, rec: JobRecord) -> dict[str, Any]:
         """The status document of a job: its row with the live progress of a running one."""
         job = self._live.get(rec.id)
@@ -302,6 +375,7 @@ class JobRunner:
             "unit": UNITS.get(rec.kind, "runs"),
             "points": total // replicates if replicates and total is not None else None,
             "replicates": replicates,
+            "executor": self.where(rec.kind),
         }
 
     @staticmethod
@@ -383,9 +457,12 @@ class JobRunner:
 
     def _finish(self, job: LiveJob, out: Path, rec: JobRecord) -> None:
         work = self.kinds[rec.kind]
+        extra: dict[str, Any] = {}
+        if self.cluster is not None and takes_executor(work):
+            extra["executor"] = self.cluster.executor()
         try:
             table, result = work(
-                rec.definition, out / "parts", self._progress(job), job.cancel, self.settings.job_workers
+                rec.definition, out / "parts", self._progress(job), job.cancel, self.settings.job_workers, **extra
             )
         except kvwire.Cancelled:
             if job.deleted:
@@ -408,6 +485,22 @@ class JobRunner:
             if not job.deleted:
                 self._fail(job, error_body(e, 422))
             return
+        except Exception as e:
+            if not extra or self.cluster is None:
+                raise
+            # on the cluster: a task whose worker died too often (KilledWorker), a scheduler gone, ...
+            if not job.deleted:
+                log.warning("job %s: failed on the Dask cluster at %s: %r", job.id, self.cluster.address, e)
+                why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                self._fail(
+                    job,
+                    {
+                        "status_code": 502,
+                        "detail": f"the job failed on the Dask cluster at {self.cluster.address} "
+                        f"({type(e).__name__}: {why}); the points it finished are kept",
+                    },
+                )
+            return
         if job.deleted:  # deleted as its last point ended: write nothing
             return
         write_parquet_atomic(table, out / "result.parquet")
@@ -422,4 +515,14 @@ class JobRunner:
         self.store.update_job(job.id, status="failed", finished_s=time.time(), done=job.done, error=error)
 
 
-__all__ = ["KINDS", "UNITS", "JobRunner", "LiveJob", "partial_table", "run_capacity", "run_split", "run_sweep"]
+__all__ = [
+    "KINDS",
+    "UNITS",
+    "JobRunner",
+    "LiveJob",
+    "partial_table",
+    "run_capacity",
+    "run_split",
+    "run_sweep",
+    "takes_executor",
+]

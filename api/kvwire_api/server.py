@@ -2,7 +2,9 @@
 ``kvwire serve`` (which forwards its arguments here).
 
 Binding to a non-loopback address needs ``KVWIRE_API_TOKEN`` (then every endpoint but ``/health`` asks for
-``Authorization: Bearer <token>``); without it the server refuses to start.
+``Authorization: Bearer <token>``); without it the server refuses to start. With ``--dask ADDR`` (or
+``KVWIRE_DASK_SCHEDULER``) the jobs run on that Dask cluster: the server connects to its scheduler before it
+binds, and a scheduler it cannot reach is an error naming the address (exit status 1, no traceback).
 """
 
 from __future__ import annotations
@@ -13,19 +15,21 @@ from pathlib import Path
 
 import click
 
+from kvwire_api.cluster import Cluster, ClusterError
 from kvwire_api.config import Settings, SettingsError, default_data_dir
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: Settings, cluster: Cluster | None = None) -> None:
     """Run uvicorn on ``settings.host:settings.port`` until interrupted (SIGINT/SIGTERM stop it gracefully:
-    running jobs are asked to stop after their in-flight points and resume at the next start)."""
+    running jobs are asked to stop after their in-flight points and resume at the next start). ``cluster``:
+    the Dask cluster of ``settings.dask_scheduler``, already connected (the service closes it when it stops)."""
     import uvicorn
 
     from kvwire_api.app import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, cluster),
         host=settings.host,
         port=settings.port,
         workers=1,
@@ -54,7 +58,18 @@ def serve(settings: Settings) -> None:
     "else site/ in the current directory when it holds an index.html).",
 )
 @click.option("--no-docs", is_flag=True, help="Serve no documentation, whatever --docs' default would find.")
-def main(host: str, port: int, data_dir: Path | None, docs_dir: Path | None, no_docs: bool) -> None:
+@click.option(
+    "--dask",
+    "dask_scheduler",
+    metavar="ADDRESS",
+    default=None,
+    help="Run the jobs (sweeps, capacity searches, splits) on the Dask cluster of this scheduler, e.g. "
+    "tcp://scheduler:8786 (default: $KVWIRE_DASK_SCHEDULER, else the service's own threads); single "
+    "simulations stay in the service.",
+)
+def main(
+    host: str, port: int, data_dir: Path | None, docs_dir: Path | None, no_docs: bool, dask_scheduler: str | None
+) -> None:
     """Serve kvwire over HTTP: simulations, sweep and capacity jobs, the hand-off calculator, the web page
     (and the documentation site under /docs when there is one).
 
@@ -64,12 +79,29 @@ def main(host: str, port: int, data_dir: Path | None, docs_dir: Path | None, no_
     if no_docs and docs_dir is not None:
         raise click.UsageError("--docs and --no-docs contradict each other; give one")
     try:
-        settings = Settings.from_env(host=host, port=port, data_dir=data_dir, docs_dir=docs_dir, no_docs=no_docs)
+        settings = Settings.from_env(
+            host=host,
+            port=port,
+            data_dir=data_dir,
+            docs_dir=docs_dir,
+            no_docs=no_docs,
+            dask_scheduler=dask_scheduler,
+        )
     except SettingsError as e:
         raise click.ClickException(str(e)) from None
+    cluster = None
+    if settings.dask_scheduler is not None:
+        try:
+            cluster = Cluster.connect(settings.dask_scheduler, settings.dask_timeout_s)
+        except ClusterError as e:
+            raise click.ClickException(str(e)) from None
     docs = f", docs from {settings.docs_dir} at /docs/" if settings.docs_dir is not None else ""
-    click.echo(f"kvwire-api: serving on http://{host}:{port} (data in {settings.data_dir}{docs})", err=True)
-    serve(settings)
+    jobs = f", jobs on the Dask cluster at {settings.dask_scheduler}" if cluster is not None else ""
+    click.echo(f"kvwire-api: serving on http://{host}:{port} (data in {settings.data_dir}{docs}{jobs})", err=True)
+    if cluster is None:
+        serve(settings)
+    else:
+        serve(settings, cluster)
 
 
 if __name__ == "__main__":  # pragma: no cover

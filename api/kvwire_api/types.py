@@ -225,6 +225,25 @@ class ErrorDict(TypedDict):
     extra: list[dict[str, Any]]
 
 
+class ExecutorDict(TypedDict):
+    """What runs the service's jobs: this process's threads (``kind`` "threads", ``scheduler`` null, ``workers``
+    = ``threads`` = the job threads), or a Dask cluster (``kind`` "dask", given by ``kvwire serve --dask`` or
+    ``KVWIRE_DASK_SCHEDULER``: its scheduler's address, workers and threads, as last reported by the scheduler)."""
+
+    kind: Literal["threads", "dask"]
+    scheduler: str | None
+    workers: int
+    threads: int
+
+
+class JobExecutorDict(TypedDict):
+    """Where this service runs a job: ``"threads"`` (in its own process) or ``"dask"`` (on the cluster at
+    ``scheduler``). A single simulation always runs in the service's process."""
+
+    kind: Literal["threads", "dask"]
+    scheduler: str | None
+
+
 class JobDict(TypedDict):
     """A sweep, capacity or best-split job: status, progress (``done`` of ``total``, counted in ``unit``), ETA,
     and the result when done. ``started_s`` is set whenever ``status`` is ``running``."""
@@ -254,6 +273,8 @@ class JobDict(TypedDict):
     points: int | None
     #: A sweep's replicates of each point; null otherwise.
     replicates: int | None
+    #: Where this service runs the job (its threads or the Dask cluster it was started with).
+    executor: JobExecutorDict
 
 
 class TraceInfoDict(TypedDict):
@@ -285,6 +306,8 @@ class HealthDict(TypedDict):
     auth: bool
     #: Where the service serves the documentation site (``"/docs/"``), or None when it serves none.
     docs: str | None
+    #: What runs the jobs: the service's threads or a Dask cluster.
+    executor: ExecutorDict
 
 
 class LimitsDict(TypedDict):
@@ -295,6 +318,8 @@ class LimitsDict(TypedDict):
     max_sweep_points: int
     run_timeout_s: float
     job_timeout_s: float
+    #: What runs the jobs: the service's threads or a Dask cluster.
+    executor: ExecutorDict
 
 
 class OfferedDict(TypedDict):
@@ -342,10 +367,12 @@ __all__ = [
     "CdfSeriesDict",
     "CeilingsDict",
     "ErrorDict",
+    "ExecutorDict",
     "HandoffBody",
     "HandoffResultDict",
     "HealthDict",
     "JobDict",
+    "JobExecutorDict",
     "LimitsDict",
     "OfferedDict",
     "ParsedScenarioDict",

@@ -199,12 +199,12 @@ def test_kvwire_serve_without_the_service_package(tmp_path: Path) -> None:
 
 def test_the_kvwire_api_script_is_the_server_command() -> None:
     """api/pyproject.toml declares the ``kvwire-api`` script as the command the tests start, which is a click
-    command with --host, --port, --data-dir, --docs and --no-docs."""
+    command with --host, --port, --data-dir, --docs, --no-docs and --dask."""
     meta = tomllib.loads((ROOT / "api" / "pyproject.toml").read_text())
     target = meta["project"]["scripts"]["kvwire-api"]
     module, _, attr = target.partition(":")
     command = getattr(__import__(module, fromlist=[attr]), attr)
     assert module == "kvwire_api.server"
-    assert {p.name for p in command.params} == {"host", "port", "data_dir", "docs_dir", "no_docs"}
+    assert {p.name for p in command.params} == {"host", "port", "data_dir", "docs_dir", "no_docs", "dask_scheduler"}
     assert meta["project"]["name"] == "kvwire-api" and "kvwire" in meta["project"]["dependencies"]
     assert meta["build-system"]["build-backend"] == "hatchling.build"

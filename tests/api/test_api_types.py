@@ -239,7 +239,7 @@ def test_capacity_body_is_the_capacity_signature(doc: dict[str, Any]) -> None:
     scenario as ScenarioDict; the job's result holds the library's CapacityResult.to_dict()."""
     schema = request_schema(doc, "/v1/capacity")
     hints = get_type_hints(kvwire.capacity)
-    params = [p for p in inspect.signature(kvwire.capacity).parameters if p not in ("progress", "cancel")]
+    params = [p for p in inspect.signature(kvwire.capacity).parameters if p not in ("progress", "cancel", "executor")]
     assert list(schema["properties"]) == params
     assert resolve(doc, schema["properties"]["scenario"]) == request_schema(doc, "/v1/simulations")
     for name in params[1:]:
@@ -251,7 +251,11 @@ def test_split_body_is_the_best_split_signature(doc: dict[str, Any]) -> None:
     types, the scenario as ScenarioDict, total_instances required (it has no default)."""
     schema = request_schema(doc, "/v1/splits")
     hints = get_type_hints(kvwire.best_split)
-    params = [p for p in inspect.signature(kvwire.best_split).parameters if p not in ("progress", "cancel", "workers")]
+    params = [
+        p
+        for p in inspect.signature(kvwire.best_split).parameters
+        if p not in ("progress", "cancel", "workers", "executor")
+    ]
     assert list(schema["properties"]) == params
     assert resolve(doc, schema["properties"]["scenario"]) == request_schema(doc, "/v1/simulations")
     assert schema["required"] == ["total_instances"]

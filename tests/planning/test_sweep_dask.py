@@ -4,6 +4,7 @@ reused for the module and shut down at its end. The table equals the thread pool
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any
@@ -71,3 +72,37 @@ def test_dask_resume_and_invalid_points(client: Any, tmp_path: Any) -> None:
         kvwire.sweep({"grid": {"link": ["ib-ndr", "bogus"]}}, executor=ex)
     assert [e["point"] for e in info.value.errors] == [1]
     assert ex.count == 12
+
+
+def test_capacity_and_best_split_on_the_cluster_equal_the_threads(client: Any) -> None:
+    """kvwire.capacity and kvwire.best_split with ``executor=`` send every simulation to the cluster (the
+    counting executor sees each evaluation) and give the same answer and the same points table as in
+    process, except the measured wall time."""
+    scenario = {"workload": {"requests": 300}}
+    ex = Counting(client.get_executor())
+    local = kvwire.capacity(scenario)
+    remote = kvwire.capacity(scenario, executor=ex)
+    assert ex.count == remote.evaluations == local.evaluations > 1
+    assert remote.to_dict() | {"points": None} == local.to_dict() | {"points": None}
+    assert_frame_equal(remote.points.drop("run.wall_s"), local.points.drop("run.wall_s"))
+    ex.count = 0
+    split_local = kvwire.best_split(scenario, 3, workers=1)
+    split_remote = kvwire.best_split(scenario, 3, executor=ex)
+    assert ex.count == sum(s["evaluations"] for s in split_remote.splits) > 2
+    assert split_remote.splits == split_local.splits and split_remote.best == split_local.best
+    assert_frame_equal(split_remote.points.drop("run.wall_s"), split_local.points.drop("run.wall_s"))
+
+
+def test_capacity_on_the_cluster_stops_when_cancelled(client: Any) -> None:
+    """A cancel set during a search on the cluster (here by the progress callback, after the first
+    evaluation) raises kvwire.Cancelled and sends no further simulation."""
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def progress(done: int, total: int) -> None:
+        seen.append(done)
+        stop.set()
+
+    with pytest.raises(kvwire.Cancelled):
+        kvwire.capacity({"workload": {"requests": 300}}, executor=client.get_executor(), progress=progress, cancel=stop)
+    assert seen == [1]

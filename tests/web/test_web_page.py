@@ -391,6 +391,8 @@ def test_sweep_shows_live_progress_and_its_chart(driver: Any, server: Server, sh
     assert any(0 < done < total for done, total in seen), seen
     assert seen[-1] == (12, 12)
     assert js(driver, "return document.getElementById('sw-progress').value") == 12
+    # where it ran: this server has no Dask cluster (a cluster's page says "on cluster tcp://...")
+    assert js(driver, "return document.getElementById('sw-where').textContent") == " · local threads"
     wait_for(
         driver,
         lambda: js(driver, "return !!document.querySelector('[data-metric=\"latency.tpot_s.p99\"] figure')"),

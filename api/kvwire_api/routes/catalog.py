@@ -114,6 +114,7 @@ class CatalogController(Controller):
             "max_sweep_points": s.max_sweep_points,
             "run_timeout_s": s.run_timeout_s,
             "job_timeout_s": s.job_timeout_s,
+            "executor": svc.runner.describe(),
         }
 
     @post(

@@ -29,6 +29,7 @@ async def health(svc: NamedDependency[Services]) -> HealthDict:
         "jobs": svc.runner.counts(),
         "auth": svc.settings.token is not None,
         "docs": DOCS_PATH if svc.settings.docs_dir is not None else None,
+        "executor": svc.runner.describe(),
     }
 
 

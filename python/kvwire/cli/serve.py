@@ -12,7 +12,8 @@ import click
 )
 @click.pass_context
 def serve_cmd(ctx: click.Context) -> None:
-    """Serve kvwire over HTTP: kvwire serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR] [--docs DIR].
+    """Serve kvwire over HTTP: kvwire serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR] [--docs DIR]
+    [--dask tcp://scheduler:8786].
 
     Needs the service package (pip install ./api); `kvwire serve --help` lists its options.
     """

@@ -22,7 +22,7 @@ import math
 import threading
 import typing
 from collections.abc import Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path
@@ -32,7 +32,8 @@ import polars as pl
 
 from kvwire.errors import Cancelled, ScenarioError
 from kvwire.planning.progress import ProgressFn
-from kvwire.planning.sweep import _default_workers, check_arguments, flatten_summary
+from kvwire.planning.sweep import DEFAULT_IN_FLIGHT, _default_workers, check_arguments, flatten_summary
+from kvwire.planning.tasks import summary_on
 from kvwire.results.run import simulate
 from kvwire.scenario.check import validate
 from kvwire.scenario.load import _defaults, load_scenario
@@ -210,15 +211,23 @@ class _Search:
         target: float,
         progress: ProgressFn | None,
         cancel: threading.Event | None,
+        executor: Executor | None = None,
     ) -> None:
         self.base, self.field, self.target = base, field_path, target
-        self.progress, self.cancel = progress, cancel
+        self.progress, self.cancel, self.executor = progress, cancel, executor
         self.rows: list[dict[str, Any]] = []
+
+    def _cancelled(self) -> Cancelled:
+        return Cancelled(f"capacity search cancelled after {len(self.rows)} simulations", "cancel")
 
     def met(self, value: float) -> bool:
         if self.cancel is not None and self.cancel.is_set():
-            raise Cancelled(f"capacity search cancelled after {len(self.rows)} simulations", "cancel")
-        summary = simulate(with_value(self.base, self.field, value), cancel=self.cancel).summary
+            raise self._cancelled()
+        scenario = with_value(self.base, self.field, value)
+        if self.executor is None:  # here, ``cancel`` stops the simulation within milliseconds
+            summary = dict(simulate(scenario, cancel=self.cancel).summary)
+        else:
+            summary = summary_on(self.executor, scenario, self.cancel, self._cancelled)
         attainment = summary["slo"]["attainment"]
         ok = attainment is not None and attainment >= self.target
         self.rows.append({self.field: value, "met": ok, **flatten_summary(summary)})
@@ -297,6 +306,7 @@ def capacity(
     bounds: tuple[float, float] | None = None,
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
+    executor: Executor | None = None,
 ) -> CapacityResult:
     """The highest value of ``field`` (default: the arrival rate) at which the SLO is still met.
 
@@ -315,6 +325,9 @@ def capacity(
             req/s; ``note`` says when the answer is at that bound).
         progress: ``progress(simulations done, expected)`` after each simulation.
         cancel: a ``threading.Event``; once set, :class:`kvwire.Cancelled` is raised before the next simulation.
+        executor: a ``concurrent.futures.Executor`` (e.g. Dask's ``client.get_executor()``) to run each
+            simulation on, one task at a time (the search is sequential: each value depends on the answers
+            before it); the result is the same as without it. ``cancel`` then cancels the running task.
 
     Raises:
         ScenarioError: a bad scenario, target, tolerance, field or bounds (naming it).
@@ -327,6 +340,7 @@ def capacity(
     """
     _check(slo_attainment, rel_tol)
     _check_callbacks(progress, cancel)
+    check_arguments(executor=executor)
     if not isinstance(field, str) or not field or any(not part for part in field.split(".")):
         raise ScenarioError(f"field: expected a dotted field path, got {field!r}", "field")
     base = _scenario(scenario)
@@ -343,7 +357,7 @@ def capacity(
     kind = field_type(base, field)
     checked = _search_bounds(base, field, bounds, kind) if bounds is not None else None
     ceil = _ceilings(base) if field == RATE_FIELD else None
-    search = _Search(base, field, float(slo_attainment), progress, cancel)
+    search = _Search(base, field, float(slo_attainment), progress, cancel, executor)
     note: str | None = None
     lo: Any = None
     hi: Any = None
@@ -457,14 +471,19 @@ def best_split(
     workers: int | None = None,
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
+    executor: Executor | None = None,
 ) -> SplitResult:
     """The capacity (:func:`capacity`) of every prefill:decode split of ``total_instances`` instances, and
-    the best split. Splits are searched in parallel threads (``workers``, default: all cores).
+    the best split. Splits are searched in parallel threads (``workers``, default: all cores), or with
+    ``executor`` their simulations run on it.
 
     Args:
         scenario: a disaggregated scenario; its pools' devices are kept, their instance counts replaced.
         total_instances: instances to share, ≥ 2 (every split has at least one of each).
-        workers: splits searched at once (threads; default: all cores, at most 1,024).
+        workers: splits searched at once (threads; default: all cores, at most 1,024; with ``executor``, every
+            split, at most 256).
+        executor: an executor (Dask's ``client.get_executor()``): each split's search runs in a thread here
+            as :func:`capacity` with ``executor``, so the splits' simulations run on it side by side.
         progress: ``progress(splits done, splits)``, called from the calling thread.
         cancel: a ``threading.Event``; once set, every search stops within its running simulation and
             :class:`kvwire.Cancelled` is raised. Ctrl-C stops them the same way.
@@ -479,7 +498,7 @@ def best_split(
             f"total_instances: expected a whole number >= 2, got {total_instances!r}", "total_instances"
         )
     _check(slo_attainment, rel_tol)
-    check_arguments(workers=workers)
+    check_arguments(workers=workers, executor=executor)
     _check_callbacks(progress, cancel)
     base = _scenario(scenario)
     if base.get("mode", "disaggregated") != "disaggregated":
@@ -497,10 +516,13 @@ def best_split(
     stop = threading.Event()
 
     def one(p: int, d: int, sc: dict[str, Any]) -> tuple[int, int, CapacityResult]:
-        r = capacity(sc, slo_attainment=slo_attainment, field=field, rel_tol=rel_tol, bounds=bounds, cancel=stop)
+        r = capacity(sc, slo_attainment=slo_attainment, field=field, rel_tol=rel_tol, bounds=bounds, cancel=stop,
+                     executor=executor)  # fmt: skip
         return p, d, r
 
-    pool = ThreadPoolExecutor(min(workers or _default_workers(), n), thread_name_prefix="kvwire-split")
+    # With an executor the threads only wait for its tasks: one per split, at most DEFAULT_IN_FLIGHT by default.
+    threads = workers or (DEFAULT_IN_FLIGHT if executor is not None else _default_workers())
+    pool = ThreadPoolExecutor(min(threads, n), thread_name_prefix="kvwire-split")
     futures: list[Future[tuple[int, int, CapacityResult]]] = [pool.submit(one, p, d, sc) for p, d, sc in variants]
     results: dict[int, tuple[int, int, CapacityResult]] = {}
     try:

@@ -212,11 +212,12 @@ export function mountSweeps(root, { runnerScenario, catalog = {} }) {
     const badge = el("span", { class: "badge", id: "sw-status" });
     const bar = el("progress", { id: "sw-progress", max: 1, value: 0, "aria-label": "Progress" });
     const progressText = el("span", { id: "sw-progress-text" });
+    const where = el("span", { id: "sw-where", class: "sub" });
     const actions = el("div", { class: "actions" });
     const body = el("div", { class: "stack", id: "sw-results" });
     jobView.replaceChildren(
       el("h2", {}, `${info.name}`, el("span", { class: "sub mono" }, id), badge),
-      el("div", { class: "progress-line", "aria-live": "polite" }, bar, progressText),
+      el("div", { class: "progress-line", "aria-live": "polite" }, bar, progressText, where),
       actions, body);
     jobView.dataset.job = `${k}/${id}`;
     jobView.dataset.progressEvents = "0";
@@ -247,6 +248,10 @@ export function mountSweeps(root, { runnerScenario, catalog = {} }) {
       const unit = k === "split" && job.status !== "done" ? "splits" : k === "sweep" ? "points" : "simulations";
       const eta = job.status === "running" && job.eta_s !== null ? ` · about ${duration(job.eta_s)} left` : "";
       progressText.textContent = `${int(job.done)} of ${job.total === null ? "?" : int(job.total)} ${unit}${eta}`;
+      // where the service runs it: its own threads, or the Dask cluster it was started with (--dask)
+      const ex = job.executor;
+      where.textContent = ex && ex.kind === "dask" ? ` · on cluster ${ex.scheduler}` : " · local threads";
+      where.dataset.executor = ex ? ex.kind : "threads";
       if (job.error) body.prepend(el("p", { class: "callout warn" }, job.error.detail));
       actions.replaceChildren(
         downloadLink(`${url}/results?format=csv`, `${k}-${id}.csv`, "Results CSV"),

@@ -12,8 +12,8 @@ capacity search, best split or plan is deterministic and simply runs again. A jo
 With a Dask cluster (:class:`kvwire_api.cluster.Cluster`, ``kvwire serve --dask``), a job kind whose work
 function takes ``executor`` gets a Dask executor of its own and runs through the library's executor path: a
 sweep's chunks as tasks (their parts written here, so resuming, cancelling and progress work as locally), a
-capacity search's or best split's simulations as tasks. A kind whose function takes no ``executor`` runs in
-this process's threads, as without a cluster.
+capacity search's or best split's simulations as tasks, a plan's configurations' capacity searches as tasks. A
+kind whose function takes no ``executor`` runs in this process's threads, as without a cluster.
 
 Cancelling (:meth:`JobRunner.cancel`) stops a job and keeps it, ``cancelled``, with its finished points. Deleting
 (:meth:`JobRunner.delete`) removes its row at once (so every read of it answers "not found" and it is never
@@ -126,14 +126,26 @@ def run_split(
 
 
 def run_plan(
-    definition: dict[str, Any], out: Path, progress: Progress, cancel: threading.Event, workers: int | None
+    definition: dict[str, Any],
+    out: Path,
+    progress: Progress,
+    cancel: threading.Event,
+    workers: int | None,
+    executor: Executor | None = None,
 ) -> tuple[pl.DataFrame, dict[str, Any] | None]:
     """A plan job: ``kvwire.plan`` (deterministic, so an interrupted plan simply runs again); progress counts
     configurations decided. The result is ``PlanResult.to_dict()`` without its table (the result table) and with
-    its text ``report``."""
+    its text ``report``. With ``executor``, each configuration's capacity search is one task on it (eight a
+    round, as on threads)."""
     args = {k: v for k, v in definition.items() if k not in ("model", "gpus")}
     res = kvwire.plan(
-        definition["model"], definition["gpus"], **args, workers=workers, progress=progress, cancel=cancel
+        definition["model"],
+        definition["gpus"],
+        **args,
+        workers=workers if executor is None else None,
+        progress=progress,
+        cancel=cancel,
+        executor=executor,
     )
     result = {k: v for k, v in res.to_dict().items() if k != "table"}
     result["report"] = res.report()

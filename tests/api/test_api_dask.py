@@ -130,22 +130,24 @@ def test_health_and_limits_name_the_cluster(cluster: Cluster, server: Server, tm
 
 
 def test_jobs_on_the_cluster_equal_local_jobs(cluster: Cluster, server: Server, tmp_path: Path) -> None:
-    """A sweep, a capacity search and a best split through the cluster's server run their work as cluster tasks
-    (sweep chunks, search simulations) and give the same tables and results as the same jobs on a service
-    without a cluster; their status says where they ran."""
+    """A sweep, a capacity search, a best split and a plan through the cluster's server run their work as
+    cluster tasks (sweep chunks, search simulations, a plan's capacity searches) and give the same tables and
+    results as the same jobs on a service without a cluster; their status says where they ran."""
     capacity = {"scenario": {"workload": {"requests": 400}}}
     split = {"scenario": {"workload": {"requests": 300}}, "total_instances": 3}
+    plan = {"model": "llama3-8b", "gpus": {"h100": 2}, "workload": {"requests": 150}, "space": {"tp": [1]}}
+    kinds = (("/v1/sweeps", SWEEP), ("/v1/capacity", capacity), ("/v1/splits", split), ("/v1/plans", plan))
     before = Counter(cluster.tasks.finished)
     jobs = {}
     with server.client() as c:
-        for path, body in (("/v1/sweeps", SWEEP), ("/v1/capacity", capacity), ("/v1/splits", split)):
+        for path, body in kinds:
             r = c.post(path, json=body)
             assert r.status_code == 202, r.text
             assert r.json()["executor"] == {"kind": "dask", "scheduler": cluster.address}
             jobs[path] = r.headers["location"]
         remote = {p: (wait_for_job(c, loc), table(c, loc)) for p, loc in jobs.items()}
     with make_client(tmp_path) as local:
-        for path, body in (("/v1/sweeps", SWEEP), ("/v1/capacity", capacity), ("/v1/splits", split)):
+        for path, body in kinds:
             loc = local.post(path, json=body).headers["location"]
             job = wait_for_job(local, loc)  # type: ignore[arg-type]
             assert job["executor"] == {"kind": "threads", "scheduler": None}
@@ -160,7 +162,9 @@ def test_jobs_on_the_cluster_equal_local_jobs(cluster: Cluster, server: Server, 
     assert done["run_points"] >= 1  # the sweep's chunks (12 runs)
     evaluations = remote["/v1/capacity"][0]["result"]["evaluations"]
     split_evaluations = sum(s["evaluations"] for s in remote["/v1/splits"][0]["result"]["splits"])
-    assert done["evaluate"] == evaluations + split_evaluations
+    # A plan's task is one configuration's whole search (plan._evaluate: the same key name); with 150 requests
+    # (fewer than a screening run's) each of its 3 configurations is searched once.
+    assert done["evaluate"] == evaluations + split_evaluations + remote["/v1/plans"][0]["total"]
 
 
 def test_cancel_stops_the_job_on_the_cluster(cluster: Cluster, server: Server) -> None:

@@ -123,8 +123,9 @@ def test_a_refused_budget_shows_the_error_at_its_count(driver: Any, server: Serv
 
     open_plan(driver, server)
     driver.find_element(By.ID, "pl-add-device").click()
-    second = js(driver, "return document.querySelectorAll('#pl-budget [data-budget-row]')[1].querySelector('input').id")
-    kind = js(driver, "return document.querySelectorAll('#pl-budget [data-budget-row]')[1].querySelector('select').value")
+    row = "return document.querySelectorAll('#pl-budget [data-budget-row]')[1]"
+    second = js(driver, f"{row}.querySelector('input').id")
+    kind = js(driver, f"{row}.querySelector('select').value")
     type_into(driver, second, "0")
     with server.client() as c:
         before = len(c.get("/v1/plans").json())

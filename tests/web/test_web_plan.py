@@ -146,3 +146,43 @@ def test_a_refused_budget_shows_the_error_at_its_count(driver: Any, server: Serv
     driver.find_element(By.ID, "tab-explorer").click()
     driver.find_element(By.ID, "tab-explorer").send_keys(Keys.END)
     wait_for(driver, lambda: js(driver, "return document.body.dataset.view") == "plan", "the plan view (End)")
+
+
+def test_a_queued_plan_shows_its_total_and_is_cancelled(driver: Any, server: Server) -> None:
+    """Behind a long sweep (the service runs jobs one at a time), a plan started from the page waits queued: its
+    progress line already says "0 of N configurations" with the job's total (known at the 202); its Cancel
+    button cancels it: the service says cancelled, the page says so and offers no Cancel any more."""
+    from selenium.webdriver.common.by import By
+
+    with server.client() as c:
+        long = {"base": {"workload": {"requests": 4000}}, "grid": {"workload.seed": list(range(200))}}
+        blocker = c.post("/v1/sweeps", json=long).headers["location"]
+        try:
+            open_plan(driver, server)
+            type_into(driver, "pl-count-1", "2")
+            type_into(driver, "pl-requests", "150")
+            type_into(driver, "pl-tp", "1")
+            driver.find_element(By.ID, "pl-start").click()
+            wait_for(
+                driver,
+                lambda: js(driver, "return document.getElementById('pl-status')?.textContent") == "queued",
+                "queued",
+            )
+            job_id = js(driver, "return document.getElementById('pl-job').dataset.job")
+            job = c.get(f"/v1/plans/{job_id}").json()
+            assert (job["status"], job["done"], job["total"]) == ("queued", 0, 3), job
+            progress = "return document.getElementById('pl-progress-text').textContent"
+            assert js(driver, progress) == "0 of 3 configurations"
+            assert js(driver, "return document.getElementById('pl-cancel') !== null")
+            js(driver, "document.getElementById('pl-cancel').click()")
+            wait_for(
+                driver,
+                lambda: js(driver, "return document.getElementById('pl-job').dataset.status") == "cancelled",
+                "cancelled",
+            )
+            assert c.get(f"/v1/plans/{job_id}").json()["status"] == "cancelled"
+            assert js(driver, "return document.getElementById('pl-cancel')") is None
+            assert js(driver, "return !!document.getElementById('pl-ended')")
+        finally:
+            c.post(f"{blocker}/cancel")
+    assert console_errors(driver) == []

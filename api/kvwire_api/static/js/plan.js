@@ -127,9 +127,10 @@ export function mountPlan(root, { catalog, defaults = {} }) {
 
   const general = el("div", { class: "errors", role: "alert", hidden: true, id: "pl-errors" });
   const start = el("button", { type: "button", class: "button primary", id: "pl-start" }, "Plan");
+  const pending = el("span", { class: "note", id: "pl-pending", "aria-live": "polite" });
   const form = el("form", { class: "card controls", id: "pl-form", novalidate: true, "aria-label": "New plan" },
     el("h2", {}, "New plan"), model, budget, slo, el("fieldset", { class: "group" }, el("legend", {}, "Objective"), el("div", { class: "grid2" }, objective, rate)),
-    space, general, el("div", { class: "actions" }, start));
+    space, general, el("div", { class: "actions" }, start, pending));
   form.addEventListener("submit", (e) => e.preventDefault());
 
   const jobView = el("div", { class: "card", id: "pl-job" }, el("p", { class: "empty" }, "Plan a deployment: its progress and its frontier appear here."));
@@ -182,6 +183,7 @@ export function mountPlan(root, { catalog, defaults = {} }) {
     clearErrors(form);
     general.hidden = true;
     start.disabled = true;
+    pending.textContent = "Checking every configuration of the budget…";
     try {
       const { data } = await post(URL_BASE, definition());
       location.hash = `#plan?job=${data.id}`;
@@ -192,6 +194,7 @@ export function mountPlan(root, { catalog, defaults = {} }) {
       general.hidden = !left.length;
     } finally {
       start.disabled = false;
+      pending.textContent = "";
     }
   });
 

@@ -540,7 +540,7 @@ def test_every_view_is_labelled_keyboard_usable_and_fits(
 
     open_page(driver, server, "#explorer")
     set_viewport(driver, width, height)
-    for view, ready in (("explorer", "ready"), ("run", "done"), ("sweeps", None)):
+    for view, ready in (("explorer", "ready"), ("run", "done"), ("sweeps", None), ("plan", "ready")):
         if view != "explorer":
             tab = driver.switch_to.active_element
             tab.send_keys(Keys.ARROW_RIGHT)

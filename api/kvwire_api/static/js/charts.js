@@ -555,3 +555,97 @@ export function timeline(host, r, fmtMs) {
     return svg;
   });
 }
+
+// ------------------------------------------------------------------ scatter (points, some joined, some to pick)
+
+/**
+ * Points: `{id, title, x: {label, format, log, zero}, y: {...}, series: [{name, points: [{x, y, key, label}],
+ * joined, faint, color, marker, strong}], onPick(point, series), pickable(point, series), height}`. A `faint` series is small light dots;
+ * a `joined` one a line through its points (in their order) with markers; a `strong` one drawn on top, larger
+ * and filled. With `onPick`, every point with a `key` of a non-faint series is a focusable button (its
+ * `label` its title and accessible name; `pickable` may narrow which) that picks it on click, Enter or Space; each marker carries
+ * `data-series` and `data-key`.
+ */
+export function scatterChart(host, spec) {
+  const series = spec.series.filter((se) => se.points.length);
+  const fmtX = spec.x.format || String;
+  const fmtY = spec.y.format || String;
+  const styles = new Map(spec.series.map((se, i) => [se, seriesStyle(se, i)]));
+  const legend = series.map((se) => [se.name, styles.get(se).color, se.strong, { ...styles.get(se), dash: se.joined ? styles.get(se).dash : "0 100" }]);
+  const data = spec.series.map((se) => ({ name: se.name, points: se.points.map((p) => [p.x, p.y]), keys: se.points.map((p) => p.key ?? null) }));
+  const table = {
+    columns: ["series", spec.x.label, spec.y.label],
+    rows: series.flatMap((se) => se.points.map((p) => [p.label ? `${se.name}: ${p.label}` : se.name, fmtX(p.x), fmtY(p.y)])),
+  };
+  const label = `${spec.title || "chart"}: ${spec.y.label} against ${spec.x.label}, ${series.map((se) => `${se.name} (${se.points.length})`).join(", ")}`;
+  return frame(host, { ...spec, table, legend, data }, (width, { tooltip, figure }) => {
+    const height = spec.height || 280;
+    const m = { top: 22, right: 18, bottom: 40, left: 14 };
+    const okX = (v) => Number.isFinite(v) && (!spec.x.log || v > 0);
+    const okY = (v) => Number.isFinite(v) && (!spec.y.log || v > 0);
+    const all = series.flatMap((se) => se.points).filter((p) => okX(p.x) && okY(p.y));
+    const yProbe = scale(all.map((p) => p.y), 100, true, spec.y);
+    m.left = 22 + Math.max(...yProbe.ticks.map((t) => fmtY(t).length)) * 6.3;
+    const w = width - m.left - m.right;
+    const h = height - m.top - m.bottom;
+    const xs = all.map((p) => p.x);
+    const pad = xs.length ? (Math.max(...xs) - Math.min(...xs)) * 0.04 || Math.abs(xs[0]) * 0.05 || 1 : 0;
+    const x = scale(spec.x.log ? xs : xs.concat(xs.length ? [Math.min(...xs) - pad, Math.max(...xs) + pad] : []), w, false, spec.x);
+    const y = scale(all.map((p) => p.y), h, true, spec.y);
+    const svg = svgRoot(width, height, label);
+    const g = s("g", { transform: `translate(${m.left},${m.top})` });
+    svg.append(g);
+    axisLeft(g, y.f, y.ticks, fmtY, w, 0);
+    axisBottom(g, x.f, x.ticks, fmtX, 0, h, w);
+    g.append(text(w / 2, h + 34, spec.x.label, { class: "axis-label", "text-anchor": "middle" }));
+    svg.append(text(4, 12, spec.y.label, { class: "axis-label" }));
+    const ordered = series.map((se) => ({ se, style: styles.get(se) }));
+    ordered.sort((a, b) => (a.se.faint ? 0 : a.se.strong ? 2 : 1) - (b.se.faint ? 0 : b.se.strong ? 2 : 1));
+    const describe = (se, p) => `${p.label || se.name}: ${spec.x.label} ${fmtX(p.x)}, ${spec.y.label} ${fmtY(p.y)}`;
+    for (const { se, style } of ordered) {
+      const layer = s("g", { class: "points", "data-series": se.name });
+      const pts = se.points.filter((p) => okX(p.x) && okY(p.y));
+      if (se.joined && pts.length > 1) {
+        const d = pts.map((p, i) => `${i ? "L" : "M"}${x.f(p.x).toFixed(1)},${y.f(p.y).toFixed(1)}`).join("");
+        layer.append(s("path", { d, fill: "none", stroke: style.color, "stroke-width": 2, "stroke-dasharray": style.dash, "stroke-linejoin": "round" }));
+      }
+      for (const p of pts) {
+        const px = x.f(p.x);
+        const py = y.f(p.y);
+        const mk = se.faint
+          ? s("circle", { cx: px, cy: py, r: 3, fill: style.color, opacity: 0.28, class: "marker faint" })
+          : marker(style.marker, px, py, se.strong ? style.size + 2.5 : style.size, style.color, !!se.strong);
+        mk.dataset.series = se.name;
+        if (p.key !== undefined && p.key !== null) mk.dataset.key = String(p.key);
+        const pickable = spec.onPick && !se.faint && p.key !== undefined && p.key !== null && (!spec.pickable || spec.pickable(p, se));
+        const node = pickable ? s("g", { class: "pick", tabindex: 0, role: "button", "aria-label": describe(se, p), "data-key": String(p.key), "data-series": se.name }, mk) : mk;
+        const tip = s("title");
+        tip.textContent = describe(se, p) + (pickable ? " (open its run)" : "");
+        node.prepend(tip);
+        const showTip = () => {
+          tooltip.textContent = describe(se, p);
+          tooltip.hidden = false;
+          const fb = figure.getBoundingClientRect();
+          const sb = svg.getBoundingClientRect();
+          tooltip.style.left = `${sb.left - fb.left + m.left + px}px`;
+          tooltip.style.top = `${sb.top - fb.top + m.top + py}px`;
+        };
+        node.addEventListener("pointerenter", showTip);
+        node.addEventListener("pointerleave", () => { tooltip.hidden = true; });
+        if (pickable) {
+          node.addEventListener("focus", showTip);
+          node.addEventListener("blur", () => { tooltip.hidden = true; });
+          node.addEventListener("click", () => spec.onPick(p, se));
+          node.addEventListener("keydown", (e) => {
+            if (e.key !== "Enter" && e.key !== " ") return;
+            e.preventDefault();
+            spec.onPick(p, se);
+          });
+        }
+        layer.append(node);
+      }
+      g.append(layer);
+    }
+    return svg;
+  });
+}

@@ -1,15 +1,16 @@
-// The page: three views behind tabs (hand-off explorer, scenario runner, sweeps), chosen by the URL's hash
-// (#explorer, #run?s=<scenario>, #run?id=<run>, #sweeps?job=<kind>/<id>), so every view can be linked to; a link
-// to the documentation site when the service serves one (GET /health's `docs`). The presets, the default
-// scenario, the OpenAPI document and the timing sources are fetched together; only the last may fail.
+// The page: four views behind tabs (hand-off explorer, scenario runner, sweeps, plan), chosen by the URL's hash
+// (#explorer, #run?s=<scenario>, #run?id=<run>, #sweeps?job=<kind>/<id>, #plan?job=<id>), so every view can be
+// linked to; a link to the documentation site when the service serves one (GET /health's `docs`). The presets,
+// the default scenario, the OpenAPI document and the timing sources are fetched together; only the last may fail.
 
 import { get } from "./api.js";
 import { mountExplorer } from "./explorer.js";
+import { mountPlan } from "./plan.js";
 import { mountRunner } from "./runner.js";
 import { mountSweeps } from "./sweeps.js";
 import { el } from "./ui.js";
 
-const VIEWS = ["explorer", "run", "sweeps"];
+const VIEWS = ["explorer", "run", "sweeps", "plan"];
 
 function route() {
   const hash = location.hash.replace(/^#/, "");
@@ -82,6 +83,7 @@ async function main() {
     run: mountRunner(document.getElementById("run"), { catalog, defaults, openapi, timing: await timing }),
   };
   views.sweeps = mountSweeps(document.getElementById("sweeps"), { runnerScenario: views.run.scenario, catalog });
+  views.plan = mountPlan(document.getElementById("plan"), { catalog, defaults });
   const opened = new Set();
   const show = () => {
     const r = route();

@@ -3,10 +3,11 @@
 // configuration, the capacity search's points, the capacity per prefill:decode split; list the stored runs and
 // jobs; download results.
 
-import { ApiError, del, downloadLink, events, get, post } from "./api.js";
+import { ApiError, del, downloadLink, get, post } from "./api.js";
 import { barChart, lineChart } from "./charts.js";
+import { active, follow, progressWords } from "./jobs.js";
 import { interval, valueKey, valueOrder } from "./stats.js";
-import { compact, duration, fixed, int, pct, when } from "./format.js";
+import { compact, fixed, int, pct, when } from "./format.js";
 import { clearErrors, el, field, figure, problemList, showErrors } from "./ui.js";
 
 const KINDS = {
@@ -26,8 +27,6 @@ const METRICS = [
   ["latency.tpot_s.p99", "p99 TPOT (ms)", (v) => v * 1e3, compact, { zero: true }],
 ];
 const FIRST_GRID = [[RATE, "4, 8, 12, 16"], ["link", "ib-ndr, eth-25g"]];
-
-const active = (job) => ["queued", "running"].includes(job.status);
 
 /** A value typed in a grid cell: JSON when it reads as JSON (numbers, true, {"preset": ...}), else a string. */
 function cell(text) {
@@ -246,8 +245,7 @@ export function mountSweeps(root, { runnerScenario, catalog = {} }) {
       bar.value = job.done;
       jobView.dataset.progressSeen += `${jobView.dataset.progressSeen ? "," : ""}${job.done}/${job.total ?? ""}`;
       const unit = k === "split" && job.status !== "done" ? "splits" : k === "sweep" ? "points" : "simulations";
-      const eta = job.status === "running" && job.eta_s !== null ? ` · about ${duration(job.eta_s)} left` : "";
-      progressText.textContent = `${int(job.done)} of ${job.total === null ? "?" : int(job.total)} ${unit}${eta}`;
+      progressText.textContent = progressWords(job, unit);
       // where the service runs it: its own threads, or the Dask cluster it was started with (--dask)
       const ex = job.executor;
       where.textContent = ex && ex.kind === "dask" ? ` · on cluster ${ex.scheduler}` : " · local threads";
@@ -262,22 +260,13 @@ export function mountSweeps(root, { runnerScenario, catalog = {} }) {
       }
     };
     try {
-      const job = await get(url);
-      show(job);
-      await draw(job, true);
-      if (!active(job)) return;
-      for await (const ev of events(`${url}/events`, ctl.signal)) {
-        const doc = JSON.parse(ev.data);
-        if (ev.event === "deleted") break;
-        jobView.dataset.progressEvents = String(Number(jobView.dataset.progressEvents) + 1);
+      await follow(url, ctl.signal, async (doc, final, streamed) => {
+        if (streamed) jobView.dataset.progressEvents = String(Number(jobView.dataset.progressEvents) + 1);
         show(doc);
-        const final = ev.event !== "progress";
-        if (final || k === "sweep") await draw(doc, final);
-        if (final) {
-          loadHistory();
-          break;
-        }
-      }
+        if (!streamed) await draw(doc, true);
+        else if (final || k === "sweep") await draw(doc, final);
+        if (final && streamed) loadHistory();
+      });
     } catch (e) {
       if (ctl.signal.aborted) return;
       body.replaceChildren(el("p", { class: "empty" }, e instanceof ApiError ? e.detail : e.message));

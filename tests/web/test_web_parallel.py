@@ -124,7 +124,8 @@ def test_tp_weights_and_speculation_set_in_the_form_are_what_runs(driver: Any, s
     """Decode TP 2, FP8 weights and speculative decoding on, set in the form: the editor holds
     decode.parallel.tp 2, model {"preset", "weights": "fp8"} and the documented speculative example, and no
     prefill.parallel; the run's stored scenario echo has them; the per-instance table shows decode-0's TP2 on 2
-    devices and its collective share, the tokens-per-step card the summary's."""
+    devices and its collective share, the tokens-per-step card the summary's; the stored run opened by its link
+    shows its values in the form, and changing its TP keeps it valid."""
     open_runner(driver, server, SMALL)
     first = js(driver, "return document.getElementById('run').dataset.runId")
     assert js(driver, "return document.getElementById('run-instances')") is None  # no layout, BF16: no table
@@ -161,6 +162,20 @@ def test_tp_weights_and_speculation_set_in_the_form_are_what_runs(driver: Any, s
     assert "(TP2)" in text_of(driver, "run-headline")
     card = js(driver, "return document.querySelector('[data-figure=\"speculative\"] .value').textContent")
     assert card == fixed(s["speculative"]["tokens_per_step"], 2)
+
+    # the stored run opened (#run?id=): its echo shows in the form, and a changed TP drops the echo's
+    # devices_per_instance (the layout gives it) instead of disagreeing with it
+    driver.get("about:blank")
+    driver.get(f"{server.url}/#run?id={run_id}")
+    status = "const e = document.getElementById('run-status'); return e && e.textContent"
+    wait_for(driver, lambda: js(driver, status) == f"Stored run {run_id}.", "the stored run")
+    assert [value(driver, k) for k in ("run-decode-tp", "run-decode-pp", "run-weights", "run-spec-on")] == [
+        "2", "1", "fp8", True
+    ]  # fmt: skip
+    type_into(driver, "run-decode-tp", "4")
+    wait_for(driver, lambda: editor(driver)["decode"]["parallel"]["tp"] == 4, "TP 4 in the scenario")
+    assert "devices_per_instance" not in editor(driver)["decode"]
+    wait_for(driver, lambda: text_of(driver, "run-check").startswith("✓ Valid"), "the changed echo valid")
     assert console_errors(driver) == []
 
 

@@ -152,6 +152,18 @@ export function setModelFormat(s, path, value, defaultModel) {
   return true;
 }
 
+/** Set a degree of a pool's `parallel` in scenario `s` (true when `path` is one): the pool's
+ * devices_per_instance goes while it has `parallel`, since the layout gives it (a stored run's echo holds both,
+ * and a changed degree would otherwise disagree with it). */
+export function setDegree(s, path, value) {
+  const m = /^(prefill|decode|colocated)\.parallel\.(tp|pp|ep|dp)$/.exec(path);
+  if (!m) return false;
+  setPath(s, path, value);
+  const p = getPath(s, `${m[1]}.parallel`);
+  if (p && typeof p === "object") setPath(s, `${m[1]}.devices_per_instance`, undefined);
+  return true;
+}
+
 // ------------------------------------------------------------------ results
 
 const layoutText = (p) => ["tp", "pp", "ep", "dp"].filter((k) => (p[k] ?? 1) > 1).map((k) => `${k.toUpperCase()}${p[k]}`).join(" ") || "all 1";

@@ -13,7 +13,7 @@
 import { ApiError, downloadLink, get, getText, post } from "./api.js";
 import { barChart, lineChart, PALETTE } from "./charts.js";
 import { compact, fixed, int, pct } from "./format.js";
-import { formParts, instancesCard, LIST_PATHS, readList, setModelFormat, showList, speculativeFigure, SPECULATIVE_DEFAULT } from "./parallel.js";
+import { formParts, instancesCard, LIST_PATHS, readList, setDegree, setModelFormat, showList, speculativeFigure, SPECULATIVE_DEFAULT } from "./parallel.js";
 import { SchemaChecker } from "./schema.js";
 import { clearErrors, debounce, el, field, figure, getPath, problemList, setOptions, setPath, showErrors } from "./ui.js";
 
@@ -262,8 +262,9 @@ export function mountRunner(root, { catalog, defaults, openapi, timing = { sourc
       return;
     }
     const cur = getPath(scenario, path);
-    if (setModelFormat(scenario, path, value, def("model"))) {
-      // model.weights / model.activations: set on the model, a preset name becoming {"preset": ...}
+    if (setModelFormat(scenario, path, value, def("model")) || setDegree(scenario, path, value)) {
+      // model.weights / model.activations on the model (a preset name becoming {"preset": ...}); a pool's
+      // parallel degree (its devices_per_instance then derived)
     } else if (PRESET_PATHS.has(path) && cur && typeof cur === "object") setPath(scenario, `${path}.preset`, value);
     else setPath(scenario, path, value);
     if (path === "mode") fillForm();

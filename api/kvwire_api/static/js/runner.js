@@ -7,10 +7,13 @@
 // energy, the report's hot-spot sentence, where its step times came from (a measured source's provenance) and
 // downloads; the URL carries the scenario, so it can be shared. The "Step times" fieldset sets `cost.timing`
 // from what GET /v1/timing offers: the roofline, or the measured database's systems, engines and data versions.
+// The parallel layout per pool, the model's weight and activation formats and speculative decoding are parallel.js's
+// fields; a run's per-instance split and tokens per step are its figures.
 
 import { ApiError, downloadLink, get, getText, post } from "./api.js";
 import { barChart, lineChart, PALETTE } from "./charts.js";
 import { compact, fixed, int, pct } from "./format.js";
+import { formParts, instancesCard, LIST_PATHS, readList, setDegree, setModelFormat, showList, speculativeFigure, SPECULATIVE_DEFAULT } from "./parallel.js";
 import { SchemaChecker } from "./schema.js";
 import { clearErrors, debounce, el, field, figure, getPath, problemList, setOptions, setPath, showErrors } from "./ui.js";
 
@@ -92,14 +95,17 @@ export function mountRunner(root, { catalog, defaults, openapi, timing = { sourc
     tpot: num("slo.tpot_s", "TPOT SLO (s)"),
   };
   const steps = timingFields(timing, def);
+  const extra = formParts({ catalog, def });
   const disagg = el("div", { class: "grid2" }, fields.pDev, fields.pN, fields.dDev, fields.dN);
   const coloc = el("div", { class: "grid2", hidden: true }, fields.cDev, fields.cN);
   const linkGroup = el("fieldset", { class: "group" }, el("legend", {}, "Link and hand-off"), fields.link, el("div", { class: "grid2" }, fields.comp, fields.stream));
   const form = el("form", { class: "controls", id: "run-form", novalidate: true, "aria-label": "Scenario" },
-    el("fieldset", {}, el("legend", {}, "Model and hardware"), el("div", { class: "grid2" }, fields.model, fields.mode), disagg, coloc),
+    el("fieldset", {}, el("legend", {}, "Model and hardware"), el("div", { class: "grid2" }, fields.model, fields.mode), extra.model, disagg, coloc),
+    extra.parallel,
     linkGroup,
     el("fieldset", { class: "group" }, el("legend", {}, "Workload"), el("div", { class: "grid2" }, fields.n, fields.rate, fields.prompt, fields.output, fields.seed)),
     el("fieldset", { class: "group" }, el("legend", {}, "Service-level objective"), el("div", { class: "grid2" }, fields.ttft, fields.tpot)),
+    extra.speculative,
     steps.group,
   );
 
@@ -137,11 +143,13 @@ export function mountRunner(root, { catalog, defaults, openapi, timing = { sourc
   function shown(path) {
     let v = getPath(scenario, path);
     if (PRESET_PATHS.has(path) && v && typeof v === "object") v = v.preset;
+    if (LIST_PATHS.has(path) && v !== undefined && v !== null) return showList(v);
     return v === undefined || v === null ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
   }
 
   function fillForm() {
     steps.fill(scenario);
+    extra.fill(scenario);
     for (const c of form.querySelectorAll("[data-path]")) {
       const text = shown(c.dataset.path);
       if (c.tagName === "SELECT" && text && ![...c.options].some((o) => o.value === text)) {
@@ -238,6 +246,7 @@ export function mountRunner(root, { catalog, defaults, openapi, timing = { sourc
     const raw = c.value.trim();
     if (raw === "") return undefined;
     if (c.tagName === "SELECT") return raw;
+    if (c.dataset.list) return readList(raw);
     return /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(raw) ? Number(raw) : raw;
   }
 
@@ -253,9 +262,13 @@ export function mountRunner(root, { catalog, defaults, openapi, timing = { sourc
       return;
     }
     const cur = getPath(scenario, path);
-    if (PRESET_PATHS.has(path) && cur && typeof cur === "object") setPath(scenario, `${path}.preset`, value);
+    if (setModelFormat(scenario, path, value, def("model")) || setDegree(scenario, path, value)) {
+      // model.weights / model.activations on the model (a preset name becoming {"preset": ...}); a pool's
+      // parallel degree (its devices_per_instance then derived)
+    } else if (PRESET_PATHS.has(path) && cur && typeof cur === "object") setPath(scenario, `${path}.preset`, value);
     else setPath(scenario, path, value);
     if (path === "mode") fillForm();
+    else extra.fill(scenario); // what the change implies: a layout's devices, the draft model's field, defaults
     renderEditor();
     checkLater();
   }
@@ -269,6 +282,13 @@ export function mountRunner(root, { catalog, defaults, openapi, timing = { sourc
     if (c && c.value !== shown(c.dataset.path)) fieldChanged(c);
   });
   form.addEventListener("submit", (e) => e.preventDefault());
+  // speculative decoding on (the documented example, to edit) or off (no `speculative` at all)
+  extra.toggle.addEventListener("change", () => {
+    setPath(scenario, "speculative", extra.toggle.checked ? structuredClone(SPECULATIVE_DEFAULT) : undefined);
+    fillForm();
+    renderEditor();
+    checkLater();
+  });
 
   editor.addEventListener("input", () => {
     edits += 1;
@@ -302,7 +322,7 @@ export function mountRunner(root, { catalog, defaults, openapi, timing = { sourc
     check.textContent = text;
   }
   function showProblems(problems) {
-    const left = showErrors(form, problems);
+    const left = showErrors(form, problems, extra.alias(scenario));
     editorErrors.replaceChildren(problemList(problems));
     editorErrors.hidden = !problems.length;
     return left;
@@ -462,6 +482,7 @@ function renderResults(host, sim, cdf, report) {
     ["slo", "SLO met", pct(slo.attainment), "", `goodput ${fixed(slo.goodput_req_per_s, 2)} req/s${goodWindow}`],
     ["throughput", "Throughput", fixed(s.throughput.req_per_s, 2), "req/s", `${int(s.throughput.output_tokens_per_s)} tokens/s; over the run (${fixed(s.throughput.window_s, 1)} s)`],
     top ? ["load", "Load", pct(top[1]), "", `${top[0]}: offered / ceiling, the highest pool`] : null,
+    speculativeFigure(s),
     ["energy", "Energy", fixed(s.energy.j_per_output_token, 3), "J/token", `average ${int(s.energy.avg_power_w)} W`],
   ].filter(Boolean).map(([key, label, v, unit, detail]) => {
     const f = figure(key, label);
@@ -511,9 +532,9 @@ function renderResults(host, sim, cdf, report) {
   const energyCard = el("div", { class: "card" }, el("h2", {}, "Energy", el("span", { class: "sub" },
     `${fixed(e.j_per_output_token, 3)} J per output token · ${fixed(e.total_j / 1e3, 1)} kJ in total · average ${int(e.avg_power_w)} W`)), energyHost);
   const reportCard = el("div", { class: "card" }, el("details", {}, el("summary", {}, "The report, as kvwire run prints it"), el("pre", { class: "report", id: "run-report" }, report)));
-  host.replaceChildren(head, pctCard, cdfCard,
+  host.replaceChildren(...[head, instancesCard(sim), pctCard, cdfCard,
     el("div", { class: "row2" }, el("div", { class: "card" }, stageHost), el("div", { class: "card" }, loadHost, utilHost)),
-    energyCard, reportCard);
+    energyCard, reportCard].filter(Boolean));
 
   cdfChart(ttftHost, "run-cdf-ttft", "TTFT distribution", cdf.ttft_s, slo.ttft_s);
   cdfChart(tpotHost, "run-cdf-tpot", "TPOT distribution", cdf.tpot_s, slo.tpot_s);

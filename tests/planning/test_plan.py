@@ -130,6 +130,23 @@ def test_frontier_is_not_dominated() -> None:
     assert xs == sorted(xs, reverse=True)
 
 
+def test_each_frontier_row_has_its_scenario_at_capacity() -> None:
+    """``frontier_scenarios[k]`` is frontier row k's configuration at its capacity: run as is, it has the row's
+    pools and layouts, its arrival rate is the row's capacity, and it meets the SLO target there (screening is
+    exact here, so the run is the one the plan verified); the best's scenario is among them."""
+    p = kvwire.plan("llama3-8b", {"h100": 4}, workload=WORKLOAD, space={"tp": [1, 2]}, screen_requests=None)
+    assert len(p.frontier_scenarios) == p.frontier.height >= 1
+    for row, sc in zip(p.frontier.iter_rows(named=True), p.frontier_scenarios, strict=True):
+        assert sc["mode"] == row["mode"]
+        pools = ["colocated"] if row["mode"] == "colocated" else ["prefill", "decode"]
+        for pool in pools:
+            assert sc[pool]["instances"] == row[f"{pool}_instances"]
+            assert sc[pool]["parallel"]["tp"] == row[f"{pool}_tp"]
+        assert sc["workload"]["arrivals"]["rate_per_s"] == row["capacity_req_per_s"]
+        assert kvwire.simulate(sc).summary["slo"]["attainment"] >= 0.9
+    assert p.best is not None and p.best["scenario"] in p.frontier_scenarios
+
+
 @settings(max_examples=6, deadline=None)
 @given(
     budget=st.integers(2, 3),
@@ -219,6 +236,8 @@ def test_min_gpus_finds_the_fewest_gpus_meeting_the_rate() -> None:
         ({"space": {"tp": []}}, "space.tp"),
         ({"slo": {"attainment": 1.5}}, "slo.attainment"),
         ({"screen_requests": 0}, "screen_requests"),
+        ({"slo": {"ttft_s": -1.0}}, "slo.ttft_s"),
+        ({"workload": {"requests": -1}}, "workload.requests"),
     ],
 )
 def test_bad_arguments_name_themselves(kwargs: dict[str, Any], path: str) -> None:

@@ -90,7 +90,8 @@ def test_a_plan_shows_its_frontier_table_and_runs_its_best(driver: Any, server: 
     evaluated = [r for r in table if r["status"] in EVALUATED]
     assert js(driver, count, f'{plot} .marker[data-series="evaluated"]') == len(evaluated)
     assert js(driver, count, f'{plot} g.pick[data-key="best"][role=button][tabindex="0"] .marker') == 1
-    assert js(driver, count, f"{plot} g.pick") == 1  # only the best has a scenario to run
+    # the best and each frontier row have their scenario (result.frontier_scenarios): each is a button
+    assert js(driver, count, f"{plot} g.pick") == 1 + len(result["frontier"]) == 1 + len(result["frontier_scenarios"])
     assert js(driver, count, "#pl-table tbody tr") == len(evaluated)
     assert js(driver, count, '#pl-table tbody tr[data-best="true"]') == 1
     launch = js(driver, "return document.getElementById('pl-launch').textContent")

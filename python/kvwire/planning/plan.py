@@ -144,6 +144,16 @@ def _check_slo(slo: Any, slo_attainment: Any) -> tuple[dict[str, float], float]:
     return {k: v for k, v in slo.items() if k != "attainment"}, float(attainment)
 
 
+#: The scenario fields a configuration sets (an error there is the configuration's, not the base's).
+CONFIGURED = ("mode", "prefill", "decode", "colocated", "link", "handoff", "scheduler.max_decode_batch",
+              "scheduler.max_num_batched_tokens")  # fmt: skip
+
+
+def _configured(path: str | None) -> bool:
+    """Whether a field path is (inside) one a configuration sets."""
+    return path is None or any(path == p or path.startswith((f"{p}.", f"{p}[")) for p in CONFIGURED)
+
+
 def _smallest_budget(base: Mapping[str, Any], sp: _Space, device: str) -> int | None:
     """The fewest devices that hold the model in the space's layouts (one colocated instance, or two pools)."""
     per_mode = []
@@ -283,6 +293,7 @@ def plan(
     rows: list[dict[str, Any]] = []
     scenarios: list[dict[str, Any] | None] = []
     fit_errors: list[DoesNotFitError] = []
+    other_errors: list[ScenarioError] = []
     for cfg in configs:
         row = _row_fields(cfg)
         sc = _scenario(base, cfg, domains)
@@ -292,6 +303,8 @@ def plan(
         except ScenarioError as e:
             if isinstance(e, DoesNotFitError):
                 fit_errors.append(e)
+            else:
+                other_errors.append(e)
             row.update(status="refused", note=str(e))
             rows.append(row)
             scenarios.append(None)
@@ -310,6 +323,11 @@ def plan(
         scenarios.append(sc)
     live = [i for i, sc in enumerate(scenarios) if sc is not None]
     if not live:
+        paths = {e.path for e in other_errors}
+        if other_errors and not fit_errors and len(paths) == 1 and not _configured(next(iter(paths))):
+            # Every configuration refused for one field the configurations do not set: a field of the base (the
+            # SLO, the workload, ...). Said as kvwire says it, naming that field.
+            raise other_errors[0]
         first = next((r["note"] for r in rows if r.get("note")), "no configuration")
         smallest = {d: n for d in budget if (n := _smallest_budget(base, spaces[d], d)) is not None}
         if not smallest:
@@ -512,18 +530,24 @@ def plan(
         )
         if len(values) > 1
     )
-    best: dict[str, Any] | None = None
-    launch: dict[str, Any] | None = None
-    if best_i is not None:
-        r = rows[best_i]
-        sc = copy.deepcopy(scenarios[best_i] or {})
-        rate = float(r["capacity_req_per_s"])
+    def at_capacity(i: int) -> dict[str, Any]:
+        """Configuration ``i``'s complete scenario at its capacity (the arrival rate, or a trace's rescaled one)."""
+        sc = copy.deepcopy(scenarios[i] or {})
+        rate = float(rows[i]["capacity_req_per_s"])
         wl = dict(sc.get("workload", {}))
         if trace_requests is not None:
             wl["trace"] = {**dict(wl["trace"]), "rate_per_s": rate}
         else:
             wl["arrivals"] = {**dict(wl.get("arrivals", {})), "rate_per_s": rate}
         sc["workload"] = wl
+        return sc
+
+    best: dict[str, Any] | None = None
+    launch: dict[str, Any] | None = None
+    if best_i is not None:
+        r = rows[best_i]
+        sc = at_capacity(best_i)
+        rate = float(r["capacity_req_per_s"])
         best = {
             "scenario": sc,
             "rate_per_s": rate,
@@ -562,6 +586,7 @@ def plan(
         launch=launch,
         table=table,
         frontier=frontier,
+        frontier_scenarios=[at_capacity(i) for i in front_idx],
     )
 
 

@@ -126,6 +126,8 @@ class PlanResult:
             ``link_utilisation``, ``j_per_output_token``, ``simulations``.
         frontier: the verified rows no other verified row beats on both throughput per GPU and tokens/s per
             user, throughput per GPU descending.
+        frontier_scenarios: each frontier row's complete scenario at its capacity (in the frontier's order), as
+            ``best["scenario"]`` is the best's.
         best: the winner: ``scenario`` (complete; :func:`kvwire.simulate` runs it as is, at ``rate_per_s``),
             ``rate_per_s``, ``gpus`` and the figures; ``None`` when no configuration meets the SLO.
         launch: vLLM and SGLang flags for the best's pools (a starting point).
@@ -149,6 +151,7 @@ class PlanResult:
     launch: dict[str, Any] | None
     table: pl.DataFrame = dataclass_field(repr=False)
     frontier: pl.DataFrame = dataclass_field(repr=False)
+    frontier_scenarios: list[dict[str, Any]] = dataclass_field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable (no NaN), with the table and frontier as lists of rows.
@@ -172,6 +175,7 @@ class PlanResult:
                 "launch": self.launch,
                 "table": self.table.to_dicts(),
                 "frontier": self.frontier.to_dicts(),
+                "frontier_scenarios": self.frontier_scenarios,
             }
         )
 

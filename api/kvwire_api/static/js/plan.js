@@ -1,8 +1,8 @@
 // The Plan tab: the best deployment of a model on a GPU budget (POST /v1/plans, kvwire.plan as a job). A form
 // (model, budget rows of device kind and count, SLO, objective, requests per run, optional TP list and modes);
 // live progress in configurations (Server-Sent Events), Cancel; then the summary, the frontier chart (every
-// evaluated configuration faint, the frontier joined, the best highlighted: click it to run it in the Scenario
-// runner), the best's launch settings, the report and the table of evaluated configurations.
+// evaluated configuration faint, the frontier joined, the best highlighted: click the best or a frontier point
+// to run it in the Scenario runner), the best's launch settings, the report and the table of evaluated configurations.
 
 import { ApiError, downloadLink, get, post } from "./api.js";
 import { scatterChart } from "./charts.js";
@@ -254,9 +254,10 @@ export function mountPlan(root, { catalog, defaults = {} }) {
 
 // ------------------------------------------------------------------ a finished plan
 
-/** POST the best's scenario to /v1/simulations and open the run in the Scenario runner. */
-async function runScenario(scenario, status) {
-  status.textContent = "Running the best configuration…";
+/** POST a configuration's scenario (the best's, or a frontier row's) to /v1/simulations and open the run in the
+ * Scenario runner. */
+async function runScenario(scenario, status, what = "the best configuration") {
+  status.textContent = `Running ${what}…`;
   try {
     const { data } = await post("/v1/simulations", scenario);
     status.textContent = "";
@@ -299,8 +300,12 @@ function renderPlan(host, result, table) {
     el("details", { id: "pl-report" }, el("summary", {}, "The plan's report"), el("pre", { class: "report" }, result.report || "")),
     planTable(evaluated, result, words, run));
   const point = (r, key) => ({ x: r.output_tokens_per_s_per_user, y: r.output_tokens_per_s_per_gpu, key, label: `${words(r)} (${int(r.gpus)} GPUs)` });
-  const frontier = [...(result.frontier || [])].sort((a, b) => a.output_tokens_per_s_per_user - b.output_tokens_per_s_per_user);
-  const bestRow = best && (frontier.find((r) => isBest(r, best)) || evaluated.find((r) => isBest(r, best)));
+  // each frontier row keeps its index into result.frontier: result.frontier_scenarios[k] is row k's scenario
+  const scenarios = result.frontier_scenarios || [];
+  const frontier = (result.frontier || []).map((r, k) => ({ r, k }))
+    .sort((a, b) => a.r.output_tokens_per_s_per_user - b.r.output_tokens_per_s_per_user);
+  const bestRow = best && (frontier.map((f) => f.r).find((r) => isBest(r, best)) || evaluated.find((r) => isBest(r, best)));
+  const frontierIndex = (p) => (String(p.key).startsWith("frontier-") ? Number(String(p.key).slice("frontier-".length)) : -1);
   scatterChart(chart, {
     id: "pl-frontier",
     title: "Throughput per GPU against speed per user, at each configuration's capacity",
@@ -308,12 +313,13 @@ function renderPlan(host, result, table) {
     y: { label: "output tokens/s per GPU", format: (v) => fixed(v, 0), zero: true },
     series: [
       { name: "evaluated", faint: true, color: "#8a93a5", points: evaluated.map((r) => point(r)) },
-      { name: "frontier", joined: true, color: "#3451c7", marker: "circle", dash: null, points: frontier.map((r, i) => point(r, `frontier-${i}`)) },
+      { name: "frontier", joined: true, color: "#3451c7", marker: "circle", dash: null, points: frontier.map(({ r, k }) => point(r, `frontier-${k}`)) },
       ...(bestRow ? [{ name: "best", strong: true, color: "#d9480f", marker: "star", dash: null, points: [point(bestRow, "best")] }] : []),
     ],
-    // only the best comes with its scenario: the other points show their figures (title, tooltip), not a run
-    pickable: (p) => p.key === "best",
-    onPick: () => run(),
+    // the best and every frontier row come with their scenario at capacity: a click runs it
+    pickable: (p) => p.key === "best" || scenarios[frontierIndex(p)] !== undefined,
+    onPick: (p) => (p.key === "best" ? run()
+      : runScenario(scenarios[frontierIndex(p)], runStatus, words(result.frontier[frontierIndex(p)]))),
   });
 }
 

@@ -530,6 +530,7 @@ def plan(
         )
         if len(values) > 1
     )
+
     def at_capacity(i: int) -> dict[str, Any]:
         """Configuration ``i``'s complete scenario at its capacity (the arrival rate, or a trace's rescaled one)."""
         sc = copy.deepcopy(scenarios[i] or {})

@@ -124,6 +124,21 @@ def console_errors(driver: Any, allow_statuses: tuple[int, ...] = ()) -> list[di
     return out
 
 
+def field_error(driver: Any, control_id: str) -> str:
+    """The error line shown next to a form control: its ``<id>-error`` element, when visible, the control marked
+    ``aria-invalid`` and described by it; '' otherwise."""
+    return str(
+        js(
+            driver,
+            """const c = document.getElementById(arguments[0]);
+        const e = document.getElementById(arguments[0] + '-error');
+        return (e && !e.hidden && c.getAttribute('aria-invalid') === 'true'
+                && c.getAttribute('aria-describedby').split(' ').includes(e.id)) ? e.textContent : '';""",
+            control_id,
+        )
+    )
+
+
 def fixed(x: float, digits: int) -> str:
     """``x`` as the page writes it (``Intl.NumberFormat("en-US")``: grouping, half away from zero on the exact
     binary value), e.g. ``fixed(85.91934592, 1) == "85.9"``."""
@@ -135,6 +150,7 @@ __all__ = [
     "INSTALL",
     "browser_paths",
     "console_errors",
+    "field_error",
     "fixed",
     "js",
     "screenshot",

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 import pytest
 from api_support import Server, running
-from browser_support import console_errors, fixed, js, screenshot, set_viewport, wait_for
+from browser_support import console_errors, field_error, fixed, js, screenshot, set_viewport, wait_for
 from kvwire.results import report
 from polars.testing import assert_frame_equal
 
@@ -108,20 +108,6 @@ def series(driver: Any, host_id: str) -> Any:
     )
     assert raw, f"no chart in #{host_id}"
     return json.loads(raw)
-
-
-def field_error(driver: Any, control_id: str) -> str:
-    """The error line shown next to a control (via its aria-describedby), '' when hidden."""
-    return str(
-        js(
-            driver,
-            """const c = document.getElementById(arguments[0]);
-        const e = document.getElementById(arguments[0] + '-error');
-        return (e && !e.hidden && c.getAttribute('aria-invalid') === 'true'
-                && c.getAttribute('aria-describedby').split(' ').includes(e.id)) ? e.textContent : '';""",
-            control_id,
-        )
-    )
 
 
 def type_into(driver: Any, element_id: str, text: str) -> None:

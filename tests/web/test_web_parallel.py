@@ -22,7 +22,7 @@ import httpx
 import kvwire
 import pytest
 from api_support import Server
-from browser_support import console_errors, fixed, js, set_viewport, wait_for
+from browser_support import console_errors, field_error, fixed, js, set_viewport, wait_for
 
 #: The multiplication sign of the layout note ("TP 2 x PP 1 x DP 1" with it).
 X = "\N{MULTIPLICATION SIGN}"
@@ -98,20 +98,6 @@ def value(driver: Any, element_id: str) -> Any:
 
 def text_of(driver: Any, element_id: str) -> str:
     return str(js(driver, "return document.getElementById(arguments[0]).textContent", element_id))
-
-
-def field_error(driver: Any, control_id: str) -> str:
-    """The error line shown next to a control (aria-invalid, described by it), '' when none."""
-    return str(
-        js(
-            driver,
-            """const c = document.getElementById(arguments[0]);
-        const e = document.getElementById(arguments[0] + '-error');
-        return (e && !e.hidden && c.getAttribute('aria-invalid') === 'true'
-                && c.getAttribute('aria-describedby').split(' ').includes(e.id)) ? e.textContent : '';""",
-            control_id,
-        )
-    )
 
 
 def refusal(scenario: dict[str, Any]) -> kvwire.ScenarioError:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from api_support import Server, running
-from browser_support import console_errors, js, screenshot, set_viewport, wait_for
+from browser_support import console_errors, field_error, js, screenshot, set_viewport, wait_for
 
 EVALUATED = ("verified", "screened")
 
@@ -40,20 +40,6 @@ def type_into(driver: Any, element_id: str, text: str) -> None:
     box = driver.find_element(By.ID, element_id)
     box.clear()
     box.send_keys(text)
-
-
-def field_error(driver: Any, control_id: str) -> str:
-    """The error line shown next to a control, '' when hidden or when the control is not marked invalid."""
-    return str(
-        js(
-            driver,
-            """const c = document.getElementById(arguments[0]);
-        const e = document.getElementById(arguments[0] + '-error');
-        return (e && !e.hidden && c.getAttribute('aria-invalid') === 'true'
-                && c.getAttribute('aria-describedby').split(' ').includes(e.id)) ? e.textContent : '';""",
-            control_id,
-        )
-    )
 
 
 def test_a_plan_shows_its_frontier_table_and_runs_its_best(driver: Any, server: Server, tmp_path: Path) -> None:

@@ -1,8 +1,19 @@
 // What every job view of the page shares (the Sweeps & capacity tab, the Plan tab): whether a job still runs,
-// its progress in words, and following it live: its status, then its Server-Sent Events to the end.
+// its progress in words, following it live (its status, then its Server-Sent Events to the end), and showing
+// why a job was refused.
 
-import { events, get } from "./api.js";
+import { ApiError, events, get } from "./api.js";
 import { duration, int } from "./format.js";
+import { problemList, showErrors } from "./ui.js";
+
+/** Show why a job's submission failed: each problem of the service's answer at its field (`place` maps a
+ * problem's path to the form's), the ones no field takes (or a service that did not answer) in `general`. */
+export function showRefusal(e, form, general, place) {
+  const problems = e instanceof ApiError ? e.problems().map(place) : [{ path: "", message: `The service did not answer: ${e.message}` }];
+  const left = showErrors(form, problems);
+  general.replaceChildren(problemList(left));
+  general.hidden = !left.length;
+}
 
 /** Whether a job (its status document) is still queued or running. */
 export const active = (job) => ["queued", "running"].includes(job.status);

@@ -6,9 +6,9 @@
 
 import { ApiError, downloadLink, get, post } from "./api.js";
 import { scatterChart } from "./charts.js";
-import { active, follow, progressWords } from "./jobs.js";
+import { active, follow, progressWords, showRefusal } from "./jobs.js";
 import { fixed, int } from "./format.js";
-import { clearErrors, el, field, problemList, setOptions, showErrors } from "./ui.js";
+import { clearErrors, el, field, setOptions } from "./ui.js";
 
 const URL_BASE = "/v1/plans";
 const OBJECTIVES = [
@@ -188,10 +188,7 @@ export function mountPlan(root, { catalog, defaults = {} }) {
       const { data } = await post(URL_BASE, definition());
       location.hash = `#plan?job=${data.id}`;
     } catch (e) {
-      const problems = e instanceof ApiError ? e.problems().map(place) : [{ path: "", message: `The service did not answer: ${e.message}` }];
-      const left = showErrors(form, problems);
-      general.replaceChildren(problemList(left));
-      general.hidden = !left.length;
+      showRefusal(e, form, general, place);
     } finally {
       start.disabled = false;
       pending.textContent = "";

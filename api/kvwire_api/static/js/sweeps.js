@@ -5,10 +5,10 @@
 
 import { ApiError, del, downloadLink, get, post } from "./api.js";
 import { barChart, lineChart } from "./charts.js";
-import { active, follow, progressWords } from "./jobs.js";
+import { active, follow, progressWords, showRefusal } from "./jobs.js";
 import { interval, valueKey, valueOrder } from "./stats.js";
 import { compact, fixed, int, pct, when } from "./format.js";
-import { clearErrors, el, field, figure, problemList, showErrors } from "./ui.js";
+import { clearErrors, el, field, figure } from "./ui.js";
 
 const KINDS = {
   sweep: { path: "/v1/sweeps", name: "Sweep" },
@@ -190,10 +190,7 @@ export function mountSweeps(root, { runnerScenario, catalog = {} }) {
       if (typeof rule === "string") rules.set(data.id, rule);
       location.hash = `#sweeps?job=${k}/${data.id}`;
     } catch (e) {
-      const problems = e instanceof ApiError ? e.problems().map(place) : [{ path: "", message: `The service did not answer: ${e.message}` }];
-      const left = showErrors(form, problems);
-      general.replaceChildren(problemList(left));
-      general.hidden = !left.length;
+      showRefusal(e, form, general, place);
     } finally {
       start.disabled = false;
     }

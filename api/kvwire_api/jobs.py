@@ -6,8 +6,9 @@ thread takes queued jobs in order (``max_running_jobs`` at a time) and calls the
 (an in-memory counter the status and Server-Sent-Events endpoints read) and ``cancel=`` (a
 ``threading.Event``). Sweeps write their points under the job's directory (``out=``, ``resume=True``), so a job
 interrupted by a crash or a restart resumes from its finished points when the service starts again; a
-capacity search, best split or plan is deterministic and simply runs again. A job interrupted more than
-``max_job_restarts`` times, or running past ``job_timeout_s``, is marked failed with its finished points kept.
+capacity search or best split is deterministic and simply runs again; a plan resumes from its finished
+evaluations (``kvwire.plan(out=...)``). A job interrupted more than ``max_job_restarts`` times, or running past
+``job_timeout_s``, is marked failed with its finished points kept.
 
 With a Dask cluster (:class:`kvwire_api.cluster.Cluster`, ``kvwire serve --dask``), a job kind whose work
 function takes ``executor`` gets a Dask executor of its own and runs through the library's executor path: a
@@ -133,10 +134,10 @@ def run_plan(
     workers: int | None,
     executor: Executor | None = None,
 ) -> tuple[pl.DataFrame, dict[str, Any] | None]:
-    """A plan job: ``kvwire.plan`` (deterministic, so an interrupted plan simply runs again); progress counts
-    configurations decided. The result is ``PlanResult.to_dict()`` without its table (the result table) and with
-    its text ``report``. With ``executor``, each configuration's capacity search is one task on it (eight a
-    round, as on threads)."""
+    """A plan job: ``kvwire.plan`` writing its finished evaluations under ``out``, so an interrupted plan resumes
+    from them; progress counts configurations decided. The result is ``PlanResult.to_dict()`` without its table
+    (the result table) and with its text ``report``. With ``executor``, each configuration's capacity search is
+    one task on it (eight a round, as on threads)."""
     args = {k: v for k, v in definition.items() if k not in ("model", "gpus")}
     res = kvwire.plan(
         definition["model"],
@@ -146,6 +147,7 @@ def run_plan(
         progress=progress,
         cancel=cancel,
         executor=executor,
+        out=out,
     )
     result = {k: v for k, v in res.to_dict().items() if k != "table"}
     result["report"] = res.report()

@@ -31,9 +31,9 @@ def _with_keys(name: str, base: Any, extra: dict[str, Any], doc: str) -> Any:
     return td
 
 
-#: Arguments of the library's job functions that a request never sets: callbacks, and the thread count (the
-#: service's ``job_workers``).
-NOT_FROM_REQUESTS = ("progress", "cancel", "workers", "executor")
+#: Arguments of the library's job functions that a request never sets: callbacks, the thread count (the
+#: service's ``job_workers``), the executor (the service's) and a directory (the service names the job's own).
+NOT_FROM_REQUESTS = ("progress", "cancel", "workers", "executor", "out")
 
 
 def _from_signature(

@@ -65,6 +65,7 @@ def test_plan_errors_name_the_field_before_any_job(tmp_path: Path) -> None:
             ({"objective": "min_gpus"}, 422, "rate_per_s"),
             ({"space": {"colour": ["red"]}}, 422, "space.colour"),
             ({"workers": 2}, 422, "workers"),
+            ({"out": "/tmp"}, 422, "out"),  # the service names the directory itself
             ({"slo": {"ttft_s": -1.0}}, 422, "slo.ttft_s"),
             ({"colour": 1}, 422, "colour"),
             ({"workload": {"trace": {"file": "abc"}}}, 422, "workload.trace"),

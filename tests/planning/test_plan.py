@@ -464,3 +464,56 @@ def test_moe_layouts_spread_the_experts_and_the_best_is_on_the_frontier() -> Non
     )
     assert q.varied == ("max_decode_batch",)
     assert q.best is not None and ", batch " in q.best["configuration"]
+
+
+def test_a_plan_with_out_resumes_and_equals_the_uninterrupted_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``out=DIR``: a plan cancelled after its first round, run again with the same DIR, evaluates only what the
+    first run had not finished and gives the uninterrupted plan's table, best and simulation count; a third run
+    evaluates nothing; a plan with other arguments is refused at ``out``, and a last line cut short is evaluated
+    again."""
+    import threading
+
+    from kvwire.planning import plan as plan_module
+
+    args: dict[str, Any] = {"workload": WORKLOAD, "space": {"tp": [1, 2]}, "screen_requests": 100}
+    full = kvwire.plan("llama3-8b", {"h100": 4}, **args)
+    calls: list[int] = []
+    real = plan_module._evaluate
+
+    def counted(*a: Any, **k: Any) -> dict[str, Any]:
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(plan_module, "_evaluate", counted)
+    kvwire.plan("llama3-8b", {"h100": 4}, **args)
+    n_full = len(calls)  # the evaluations of an uninterrupted plan
+    calls.clear()
+    stop = threading.Event()
+
+    def stop_after_the_first_round(done: int, total: int) -> None:
+        if done > 0:
+            stop.set()
+
+    with pytest.raises(kvwire.Cancelled):
+        kvwire.plan("llama3-8b", {"h100": 4}, **args, out=tmp_path, progress=stop_after_the_first_round, cancel=stop)
+    first = len(calls)
+    assert first > 0
+    resumed = kvwire.plan("llama3-8b", {"h100": 4}, **args, out=tmp_path)
+    second = len(calls) - first
+    assert resumed.table.equals(full.table) and resumed.best == full.best
+    assert resumed.simulations == full.simulations
+    assert 0 < second < n_full <= first + second  # the resumed run did only what was left (and what was cut)
+    keys = [json.loads(line)["key"] for line in (tmp_path / "evaluations.jsonl").read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == n_full  # each evaluation recorded once
+    again = kvwire.plan("llama3-8b", {"h100": 4}, **args, out=tmp_path)
+    assert len(calls) == first + second and again.table.equals(full.table)
+    with pytest.raises(kvwire.ScenarioError) as e:
+        kvwire.plan("llama3-8b", {"h100": 4}, **{**args, "space": {"tp": [1]}}, out=tmp_path)
+    assert e.value.path == "out" and "another plan" in str(e.value)
+    evals = tmp_path / "evaluations.jsonl"
+    lines = evals.read_text().splitlines()
+    evals.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # a crash mid-line
+    cut = kvwire.plan("llama3-8b", {"h100": 4}, **args, out=tmp_path)
+    assert len(calls) == first + second + 1 and cut.table.equals(full.table)

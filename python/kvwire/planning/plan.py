@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import os
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
@@ -42,6 +43,7 @@ from kvwire.planning.plan_space import (
     _Space,
     _space,
 )
+from kvwire.planning.plan_store import Evaluations
 from kvwire.planning.sweep import _default_workers, check_arguments
 from kvwire.results.ceilings import ceilings
 from kvwire.scenario.check import validate
@@ -199,6 +201,7 @@ def plan(
     executor: Executor | None = None,
     progress: Callable[[int, int], None] | None = None,
     cancel: threading.Event | None = None,
+    out: str | os.PathLike[str] | None = None,
 ) -> PlanResult:
     """The best serving configuration of ``model`` on the ``gpus`` budget for a workload and an SLO.
 
@@ -236,6 +239,9 @@ def plan(
             ``done == total`` at the end.
         cancel: a ``threading.Event``; once set, :class:`kvwire.Cancelled` is raised (on an executor: between
             tasks, its queued tasks cancelled).
+        out: a directory for the plan's finished evaluations (each configuration's search, written as each round
+            ends): the same plan run again with the same ``out`` reuses them, so an interrupted plan resumes
+            where it stopped and equals the uninterrupted one; a directory of another plan is refused.
 
     Raises:
         ScenarioError: a bad argument, naming it; DoesNotFitError (naming ``gpus``) when the budget cannot hold
@@ -259,7 +265,7 @@ def plan(
         )
     if not isinstance(prune, bool):
         raise ScenarioError(f"prune: expected True or False, got {prune!r}", "prune")
-    check_arguments(workers=workers, executor=executor, cancel=cancel)
+    check_arguments(workers=workers, executor=executor, cancel=cancel, out=out)
     if progress is not None and (isinstance(progress, bool) or not callable(progress)):
         raise ScenarioError(f"progress: expected a callable progress(done, total), got {progress!r}", "progress")
     if scenario is not None and not isinstance(scenario, Mapping):
@@ -348,6 +354,17 @@ def plan(
             )
         raise ScenarioError(f"gpus: no configuration of the space is valid on {_budget_text(budget)}: {first}", "gpus")
 
+    store = None
+    if out is not None:
+        store = Evaluations(
+            out,
+            {
+                "model": model, "gpus": budget, "workload": workload, "slo": slo, "objective": objective,
+                "rate_per_s": rate_per_s, "space": space, "timing": timing, "scenario": scenario,
+                "slo_attainment": slo_attainment, "rel_tol": rel_tol, "screen_requests": screen_requests,
+                "prune": prune,
+            },
+        )  # fmt: skip
     own = executor is None
     pool: Executor = (
         ThreadPoolExecutor(min(workers or _default_workers(), ROUND), thread_name_prefix="kvwire-plan")
@@ -357,9 +374,12 @@ def plan(
     simulations = [0]
 
     def run(indices: list[int], requests: int | None) -> list[dict[str, Any]]:
+        # Evaluations a previous run of this plan finished (out=) are taken as they are: the plan is deterministic.
+        keys = [f"{i}:{requests}" for i in indices]
+        kept = {k: r for k in keys if store is not None and (r := store.get(k)) is not None}
         # On the caller's executor (perhaps processes) the event does not travel: it is looked at here.
-        jobs: list[Future[dict[str, Any]]] = [
-            pool.submit(
+        futures: dict[str, Future[dict[str, Any]]] = {
+            k: pool.submit(
                 _evaluate,
                 _with_requests(scenarios[i] or {}, requests),
                 rows[i]["ceiling_req_per_s"],
@@ -368,16 +388,21 @@ def plan(
                 cancel if own else None,
                 trace_requests is not None,
             )
-            for i in indices
-        ]
-        pending: set[Future[dict[str, Any]]] = set(jobs)
+            for i, k in zip(indices, keys, strict=True)
+            if k not in kept
+        }
+        pending: set[Future[dict[str, Any]]] = set(futures.values())
         while pending:
             if cancel is not None and cancel.is_set():
                 for j in pending:
                     j.cancel()
                 raise Cancelled(f"plan cancelled after {simulations[0]} simulations", "cancel")
             _, pending = wait(pending, timeout=0.1 if cancel is not None else None, return_when=FIRST_COMPLETED)
-        results = [j.result() for j in jobs]
+        for k, fut in futures.items():
+            kept[k] = fut.result()
+            if store is not None:
+                store.put(k, kept[k])
+        results = [kept[k] for k in keys]
         simulations[0] += sum(r["simulations"] for r in results)
         return results
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import io
+import json
 import os
 import subprocess
 import sys
@@ -89,6 +90,42 @@ def test_restart_after_a_crash_mid_sweep_loses_nothing(tmp_path: Path) -> None:
     uninterrupted = kvwire.sweep(definition, workers=2)
     drop = [c for c in table.columns if c.startswith("run.wall_s")]
     assert_frame_equal(table.drop(drop), uninterrupted.drop(drop))
+
+
+def test_restart_after_a_crash_mid_plan_resumes_from_its_evaluations(tmp_path: Path) -> None:
+    """SIGKILL the server while a plan job runs (some evaluations written, not all), start it again: the plan
+    resumes from them (the lines written before the crash stay the file's first lines, no evaluation is
+    recorded twice) and its result and table equal the library's uninterrupted plan."""
+    data = tmp_path / "data"
+    env = env_without_token(KVWIRE_API_JOB_WORKERS="1")
+    body = {"model": "llama3-8b", "gpus": {"h100": 8}, "workload": {"requests": 3000}, "space": {"tp": [1, 2]},
+            "prune": False}  # fmt: skip
+    server = Server(data, env).start()
+    try:
+        with server.client() as c:
+            loc = c.post("/v1/plans", json=body).headers["location"]
+            evals = data / "jobs" / loc.rsplit("/", 1)[1] / "parts" / "evaluations.jsonl"
+            deadline = time.monotonic() + 120
+            while not (evals.exists() and evals.read_text().count("\n") >= 8) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            before = c.get(loc).json()
+        server.kill()
+    finally:
+        server.stop()
+    assert before["status"] == "running", before
+    written = evals.read_text().splitlines()
+    with running(data, env) as again, again.client() as c:
+        job = wait_for_job(c, loc, timeout_s=600)
+        assert (job["status"], job["restarts"]) == ("done", 1), job
+        table = pl.read_parquet(io.BytesIO(c.get(f"{loc}/results?format=parquet").content))
+    lines = evals.read_text().splitlines()
+    assert lines[: len(written)] == written and len(written) < len(lines)
+    keys = [json.loads(line)["key"] for line in lines]
+    assert len(keys) == len(set(keys))
+    args = {k: v for k, v in body.items() if k not in ("model", "gpus")}
+    expected = kvwire.plan(body["model"], body["gpus"], **args)
+    assert_frame_equal(table, expected.table)
+    assert job["result"]["best"] == json.loads(json.dumps(expected.to_dict()["best"]))
 
 
 def test_limiter_answers_every_request_while_health_keeps_answering(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
@@ -126,6 +126,20 @@ def run_split(
     return res.points, result
 
 
+#: The key of a plan definition that holds the uploaded trace its workload names: {"id", "file"} (the service's
+#: own file, set by the route's ``prepare_plan``; :func:`run_plan` takes it out and puts the id back into the
+#: scenarios it returns, so that no result names the file).
+PLAN_TRACE_KEY = "_uploaded_trace"
+
+
+def _trace_id_into(scenario: Any, upload: Mapping[str, str]) -> None:
+    """A returned scenario's ``workload.trace`` naming the uploaded trace's id again (in place of its file)."""
+    trace = scenario.get("workload", {}).get("trace") if isinstance(scenario, dict) else None
+    if isinstance(trace, dict) and trace.get("file") == upload["file"]:
+        trace["file"] = upload["id"]
+        trace.pop("format", None)
+
+
 def run_plan(
     definition: dict[str, Any],
     out: Path,
@@ -138,7 +152,8 @@ def run_plan(
     from them; progress counts configurations decided. The result is ``PlanResult.to_dict()`` without its table
     (the result table) and with its text ``report``. With ``executor``, each configuration's capacity search is
     one task on it (eight a round, as on threads)."""
-    args = {k: v for k, v in definition.items() if k not in ("model", "gpus")}
+    upload = definition.get(PLAN_TRACE_KEY)
+    args = {k: v for k, v in definition.items() if k not in ("model", "gpus", PLAN_TRACE_KEY)}
     res = kvwire.plan(
         definition["model"],
         definition["gpus"],
@@ -151,6 +166,9 @@ def run_plan(
     )
     result = {k: v for k, v in res.to_dict().items() if k != "table"}
     result["report"] = res.report()
+    if upload is not None:
+        for sc in [*([result["best"]["scenario"]] if result.get("best") else []), *result["frontier_scenarios"]]:
+            _trace_id_into(sc, upload)
     return res.table, result
 
 

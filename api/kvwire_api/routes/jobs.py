@@ -29,7 +29,7 @@ from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, Refe
 from litestar.params import FromPath, JSONBody
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from kvwire_api.jobs import partial_table
+from kvwire_api.jobs import PLAN_TRACE_KEY, partial_table
 from kvwire_api.jsonsafe import dumps
 from kvwire_api.routes.common import check_id, errors, not_found
 from kvwire_api.services import POINT_HINT, Services, TooLarge
@@ -147,9 +147,11 @@ def prepare_split(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], 
 def prepare_plan(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
     """The plan definition, or the error that refuses it: kvwire.plan's own checks (a dry run: the space
     enumerated and every configuration validated, stopped before the first simulation), and the service's bound
-    on one simulation's requests. A trace workload is refused: the plan searches a trace's rate by rescaling a
-    trace file, and the service reads no file named in a request (an uploaded trace has no such file to rescale
-    in a definition that must stand alone to be resumed)."""
+    on one simulation's requests.
+
+    A trace workload names an uploaded trace (``workload.trace.file``: its id, with window options): the plan
+    searches its rate by rescaling the file the service stored for it, so the definition names that file (under
+    :data:`PLAN_TRACE_KEY` too); no message or result names it (errors and scenarios say the id)."""
     unknown = sorted(set(body) - set(PLAN_ARGS))
     if unknown:
         raise kvwire.ScenarioError(f"{unknown[0]}: unknown field, expected one of {', '.join(PLAN_ARGS)}", unknown[0])
@@ -161,26 +163,48 @@ def prepare_plan(svc: Services, body: dict[str, Any]) -> tuple[dict[str, Any], i
         raise kvwire.ScenarioError(
             "scenario: must be a scenario object (the service reads no files named in requests)", "scenario"
         )
-    for path, wl in (("workload", body.get("workload")), ("scenario.workload", scenario.get("workload"))):
-        if isinstance(wl, dict) and "trace" in wl:
-            raise kvwire.ScenarioError(
-                f"{path}.trace: a plan job takes a generated workload (plan a trace file with the kvwire library or "
-                "CLI: kvwire plan --scenario FILE)",
-                f"{path}.trace",
-            )
+    if isinstance(scenario.get("workload"), dict) and "trace" in scenario["workload"]:
+        raise kvwire.ScenarioError(
+            "scenario.workload.trace: give the plan's trace as workload.trace (an uploaded trace's id)",
+            "scenario.workload.trace",
+        )
     workload = body.get("workload")
     if workload is not None and not isinstance(workload, dict):
         raise kvwire.ScenarioError(f"workload: expected a dict, got {type(workload).__name__}", "workload")
+    definition = dict(body)
+    upload: dict[str, str] | None = None
+    table = None
+    trace = (workload or {}).get("trace")
+    if trace is not None:
+        if not isinstance(trace, dict) or "file" not in trace:
+            raise kvwire.ScenarioError(
+                "workload.trace: a plan searches the trace's rate: name an uploaded trace ({'file': its id, "
+                "...window options}; POST /v1/traces), not inline arrays",
+                "workload.trace",
+            )
+        ref = svc.uploaded_trace(trace, "")
+        table = svc.read_trace(ref)
+        upload = {"id": ref.record.id, "file": str(svc.store.trace_path(ref.record.id))}
+        options = {k: v for k, v in trace.items() if k != "file"}
+        definition["workload"] = {**workload, "trace": {"file": upload["file"], "format": "kvwire", **options}}  # type: ignore[dict-item]
+        definition[PLAN_TRACE_KEY] = upload
     merged = {**scenario, "workload": {**scenario.get("workload", {}), **(workload or {})}}
-    svc.check_requests(merged, svc.settings.max_point_requests, "", f"of one simulation of a plan job{POINT_HINT}")
-    args = {k: v for k, v in body.items() if k not in ("model", "gpus")}
-    totals: list[int] = []  # the plan reports (0, configurations) once they are enumerated and validated
-    dry_run(
-        lambda stop: kvwire.plan(
-            body["model"], body["gpus"], **args, workers=1, progress=lambda _d, t: totals.append(t), cancel=stop
-        )
+    svc.check_requests(
+        merged, svc.settings.max_point_requests, "", f"of one simulation of a plan job{POINT_HINT}", table=table
     )
-    return dict(body), (totals[0] if totals else None)
+    args = {k: v for k, v in definition.items() if k not in ("model", "gpus", PLAN_TRACE_KEY)}
+    totals: list[int] = []  # the plan reports (0, configurations) once they are enumerated and validated
+    try:
+        dry_run(
+            lambda stop: kvwire.plan(
+                body["model"], body["gpus"], **args, workers=1, progress=lambda _d, t: totals.append(t), cancel=stop
+            )
+        )
+    except kvwire.ScenarioError as e:
+        if upload is None or upload["file"] not in str(e):
+            raise
+        raise type(e)(str(e).replace(upload["file"], f"the uploaded trace {upload['id']}"), e.path) from None
+    return definition, (totals[0] if totals else None)
 
 
 @dataclass

@@ -66,7 +66,8 @@ impl NumFormat {
     }
 
     /// The format a matmul of `weights` × `activations` runs in: the wider of the two (INT4 weights with BF16
-    /// activations run BF16 tensor cores after dequantisation; FP8 × FP8 runs FP8 tensor cores).
+    /// activations run BF16 tensor cores after dequantisation; FP8 × FP8 runs FP8 tensor cores); of two as wide,
+    /// the activations'.
     pub fn compute(weights: NumFormat, activations: NumFormat) -> NumFormat {
         if weights.bits() > activations.bits() {
             weights
@@ -140,6 +141,7 @@ mod tests {
         assert_eq!((b.used, b.peak_tflops), (NumFormat::Nvfp4, 9000.0));
         let a = ComputeRate::on(&dev("a100"), NumFormat::Fp8);
         assert_eq!((a.used, a.peak_tflops), (NumFormat::Bf16, 312.0));
+        assert!(a.falls_back()); // FP8 on an A100: run in BF16, said in the report
         assert!(!ComputeRate::on(&h, NumFormat::Int4).falls_back());
     }
 
@@ -160,10 +162,14 @@ mod tests {
         assert_eq!(FORMAT_NAMES.iter().filter_map(|n| NumFormat::parse(n)).count(), FORMAT_NAMES.len());
     }
 
-    /// W4A16 runs BF16, W8A8 FP8, W4A8 FP8, W16A8 BF16 (the wider format sets the matmul).
+    /// W4A16 runs BF16, W8A8 FP8, W4A8 FP8, W16A8 BF16 (the wider format sets the matmul); of two 4-bit
+    /// formats the activations' is the one the tensor cores take (INT4 weights with NVFP4 activations run NVFP4,
+    /// NVFP4 weights with MXFP4 activations MXFP4).
     #[test]
     fn the_wider_format_computes() {
         use NumFormat::*;
+        assert_eq!(NumFormat::compute(Int4, Nvfp4), Nvfp4);
+        assert_eq!(NumFormat::compute(Nvfp4, Mxfp4), Mxfp4);
         assert_eq!(NumFormat::compute(Int4, Bf16), Bf16);
         assert_eq!(NumFormat::compute(Fp8, Fp8), Fp8);
         assert_eq!(NumFormat::compute(Int4, Fp8), Fp8);

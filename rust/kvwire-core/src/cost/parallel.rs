@@ -220,6 +220,14 @@ mod tests {
 
     const NV: Fabric = Fabric { bytes_per_s: 450e9, alpha_s: 5e-6 };
 
+    /// An instance of TP 2 × PP 3 × DP 4 holds 24 devices, whatever its EP (the experts spread over ranks that
+    /// already exist); TP 8 alone 8.
+    #[test]
+    fn devices_are_tp_times_pp_times_dp() {
+        assert_eq!(Layout { tp: 2, pp: 3, ep: 8, dp: 4 }.devices(), 24);
+        assert_eq!(Layout { tp: 8, pp: 1, ep: 1, dp: 1 }.devices(), 8);
+    }
+
     /// The ring all-reduce's closed form at n = 2, 4, 8 (written out by hand, not through the function's own
     /// formula): n = 2 sends S/2 twice, n = 8 sends 7/8 · S twice, each step paying α.
     #[test]

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import threading
 from concurrent.futures import Executor
 from typing import Any
+
+from kvwire.planning.sweep import default_workers
 
 from kvwire_api.types import ExecutorDict
 
@@ -35,7 +36,7 @@ class ClusterError(RuntimeError):
 
 def thread_executor(job_workers: int | None) -> ExecutorDict:
     """What runs jobs without a cluster: this process's threads (``job_workers``, default: the cores)."""
-    n = job_workers or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    n = job_workers or default_workers()  # what kvwire.sweep and the searches take for workers=None
     return {"kind": "threads", "scheduler": None, "workers": n, "threads": n}
 
 

@@ -247,6 +247,9 @@ class JobRunner:
         self.kinds = dict(KINDS if kinds is None else kinds)
         #: The Dask cluster the jobs run on (None: this process's threads).
         self.cluster = cluster
+        #: The kinds that run on the cluster when there is one (their work takes ``executor``): read once here,
+        #: not on every status document.
+        self.on_cluster = frozenset(k for k, w in self.kinds.items() if takes_executor(w))
         self._lock = threading.Lock()
         self._queue: collections.deque[str] = collections.deque()
         self._live: dict[str, LiveJob] = {}
@@ -367,8 +370,7 @@ class JobRunner:
 
     def where(self, kind: str) -> JobExecutorDict:
         """Where a job of ``kind`` runs: on the cluster when there is one and the kind takes an executor."""
-        work = self.kinds.get(kind)
-        if self.cluster is not None and work is not None and takes_executor(work):
+        if self.cluster is not None and kind in self.on_cluster:
             return {"kind": "dask", "scheduler": self.cluster.address}
         return {"kind": "threads", "scheduler": None}
 
@@ -490,7 +492,7 @@ class JobRunner:
     def _finish(self, job: LiveJob, out: Path, rec: JobRecord) -> None:
         work = self.kinds[rec.kind]
         extra: dict[str, Any] = {}
-        if self.cluster is not None and takes_executor(work):
+        if self.cluster is not None and rec.kind in self.on_cluster:
             extra["executor"] = self.cluster.executor()
         try:
             table, result = work(

@@ -63,7 +63,7 @@ def serve(settings: Settings, cluster: Cluster | None = None) -> None:
     "dask_scheduler",
     metavar="ADDRESS",
     default=None,
-    help="Run the jobs (sweeps, capacity searches, splits) on the Dask cluster of this scheduler, e.g. "
+    help="Run the jobs (sweeps, capacity searches, splits, plans) on the Dask cluster of this scheduler, e.g. "
     "tcp://scheduler:8786 (default: $KVWIRE_DASK_SCHEDULER, else the service's own threads); single "
     "simulations stay in the service.",
 )
@@ -98,10 +98,7 @@ def main(
     docs = f", docs from {settings.docs_dir} at /docs/" if settings.docs_dir is not None else ""
     jobs = f", jobs on the Dask cluster at {settings.dask_scheduler}" if cluster is not None else ""
     click.echo(f"kvwire-api: serving on http://{host}:{port} (data in {settings.data_dir}{docs}{jobs})", err=True)
-    if cluster is None:
-        serve(settings)
-    else:
-        serve(settings, cluster)
+    serve(settings, cluster)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -149,7 +149,7 @@ def test_docs_are_not_in_the_openapi_document(tmp_path: Path) -> None:
 def started(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
     """Calls of the server's ``serve`` (replaced: nothing is bound), with the settings each got."""
     calls: list[Settings] = []
-    monkeypatch.setattr(api_server, "serve", calls.append)
+    monkeypatch.setattr(api_server, "serve", lambda settings, cluster=None: calls.append(settings))
     for name in [k for k in os.environ if k.startswith(("KVWIRE_API_", "KVWIRE_DOCS_DIR"))]:
         monkeypatch.delenv(name)
     return calls

@@ -32,7 +32,7 @@ import polars as pl
 
 from kvwire.errors import Cancelled, ScenarioError
 from kvwire.planning.progress import ProgressFn
-from kvwire.planning.sweep import DEFAULT_IN_FLIGHT, _default_workers, check_arguments, flatten_summary
+from kvwire.planning.sweep import DEFAULT_IN_FLIGHT, check_arguments, default_workers, flatten_summary
 from kvwire.planning.tasks import summary_on
 from kvwire.results.run import simulate
 from kvwire.scenario.check import validate
@@ -521,7 +521,7 @@ def best_split(
         return p, d, r
 
     # With an executor the threads only wait for its tasks: one per split, at most DEFAULT_IN_FLIGHT by default.
-    threads = workers or (DEFAULT_IN_FLIGHT if executor is not None else _default_workers())
+    threads = workers or (DEFAULT_IN_FLIGHT if executor is not None else default_workers())
     pool = ThreadPoolExecutor(min(threads, n), thread_name_prefix="kvwire-split")
     futures: list[Future[tuple[int, int, CapacityResult]]] = [pool.submit(one, p, d, sc) for p, d, sc in variants]
     results: dict[int, tuple[int, int, CapacityResult]] = {}

@@ -44,7 +44,7 @@ from kvwire.planning.plan_space import (
     _space,
 )
 from kvwire.planning.plan_store import Evaluations
-from kvwire.planning.sweep import _default_workers, check_arguments
+from kvwire.planning.sweep import check_arguments, default_workers
 from kvwire.results.ceilings import ceilings
 from kvwire.scenario.check import validate
 
@@ -367,7 +367,7 @@ def plan(
         )  # fmt: skip
     own = executor is None
     pool: Executor = (
-        ThreadPoolExecutor(min(workers or _default_workers(), ROUND), thread_name_prefix="kvwire-plan")
+        ThreadPoolExecutor(min(workers or default_workers(), ROUND), thread_name_prefix="kvwire-plan")
         if own
         else executor  # type: ignore[assignment]
     )

@@ -418,7 +418,8 @@ def _finish(df: pl.DataFrame, definition: Mapping[str, Any], values: list[dict[s
 # The sweep
 
 
-def _default_workers() -> int:
+def default_workers() -> int:
+    """Threads a sweep or search uses when not told: the cores this process may run on (at least 1)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
@@ -514,7 +515,7 @@ def sweep(
         progress(done_count, total)
 
     own = executor is None
-    n_workers = workers or _default_workers()
+    n_workers = workers or default_workers()
     # On its own threads the sweep shares ``stop`` with the running points: set when the sweep stops for Ctrl-C,
     # a failed write or any other exception of its own, it ends them (an executor's workers may be processes or
     # other machines, which cannot share an event: their points in flight finish, and are dropped).
@@ -647,6 +648,7 @@ __all__ = [
     "DEFINITION_KEYS",
     "MAX_WORKERS",
     "check_arguments",
+    "default_workers",
     "flatten_summary",
     "load_sweep",
     "replicate_seed",

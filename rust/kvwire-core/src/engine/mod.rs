@@ -132,10 +132,12 @@ impl Decoder {
         }
     }
 
-    /// The same decoder verifying `spec`'s drafts on every step (a plain running set: each sequence gets its
-    /// own number of tokens), drafting with `draft` (the draft model or head as this pool runs it).
-    fn speculative(mut self, spec: &crate::scenario::speculative::Speculative, draft: ModelCost) -> Self {
-        self.running = RunningSet::speculative(running::Speculation::new(spec.acceptance.clone(), spec.seed));
+    /// The same decoder verifying `spec`'s drafts on every step (each sequence gets its own number of tokens;
+    /// the fast speculative running set when `fast`), drafting with `draft` (the draft model or head as this
+    /// pool runs it).
+    fn speculative(mut self, spec: &crate::scenario::speculative::Speculative, draft: ModelCost, fast: bool) -> Self {
+        let drafts = running::Speculation::new(spec.acceptance.clone(), spec.seed);
+        self.running = RunningSet::speculative(drafts, fast);
         self.draft = Some(Box::new(decode::Draft { gamma: spec.gamma, model: draft }));
         self
     }
@@ -344,7 +346,7 @@ impl<'c> Sim<'c> {
                 let mut stats = instance_stats(format!("{name}-{i}"), front_pool);
                 let mut dec = Decoder::new(front_capacity, sc.macro_steps, paged::Paged::of(sc, &front_model));
                 if let Some(sp) = &sc.speculative {
-                    dec = dec.speculative(sp, front_pool.cost(&sp.draft_cost(sc.lm_head)));
+                    dec = dec.speculative(sp, front_pool.cost(&sp.draft_cost(sc.lm_head)), sc.macro_steps);
                 }
                 dec.rule.hold = hold;
                 stats.kv_capacity_tokens = (front_decodes || hold).then_some(dec.kv_capacity);
@@ -358,7 +360,7 @@ impl<'c> Sim<'c> {
                 let mut stats = instance_stats(format!("decode-{i}"), bp);
                 let mut dec = Decoder::new(cap, sc.macro_steps, paged::Paged::of(sc, &back_model));
                 if let Some(sp) = &sc.speculative {
-                    dec = dec.speculative(sp, bp.cost(&sp.draft_cost(sc.lm_head)));
+                    dec = dec.speculative(sp, bp.cost(&sp.draft_cost(sc.lm_head)), sc.macro_steps);
                 }
                 stats.kv_capacity_tokens = Some(dec.kv_capacity);
                 insts.push(Instance::new(Role::Decode, back_model.clone(), timer(sc, bp), dec, stats));

@@ -12,9 +12,13 @@
 //! (prompt + k₀ − s₀) mod block and reads the growth count of a step in O(1); it keeps the admission order
 //! (for preempting the most recent) as a stack of records whose liveness follows from the step index, and
 //! drops preempted sequences' finish entries lazily.
+//! Speculative decoding has both too: the plain set draws each sequence's accepted drafts on every step; the
+//! fast one (**fast speculative**, [`FastSpec`]) draws a sequence's whole run at admission (the draws are
+//! keyed by request and tokens, not by step, so they are the same draws), which gives its finishing step,
+//! and adds what it gains on each of its steps into a per-step schedule, so a step costs O(finishes).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use crate::metrics::itl::ItlHistogram;
 
@@ -83,6 +87,7 @@ enum Repr {
         measured_newly: u64,
     },
     FastPaged(Box<FastPaged>),
+    FastSpec(Box<FastSpec>),
 }
 
 /// A sequence of the fast paged set, as it was when it joined (admitted or resumed).
@@ -292,7 +297,9 @@ impl Speculation {
     #[inline]
     pub fn accepted(&self, req: u32, tokens_out: u32) -> u32 {
         let u = uniform(self.seed, req, tokens_out);
-        self.at_least.iter().take_while(|&&c| u < c).count() as u32
+        // The c_i do not increase, so the i with u < c_i are the leading ones: counted without a branch (the
+        // count is data-dependent, and a loop that stops at the first miss mispredicts on every draw).
+        self.at_least.iter().map(|&c| (u < c) as u32).sum()
     }
 }
 
@@ -306,6 +313,104 @@ fn uniform(seed: u64, req: u32, tokens_out: u32) -> f64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
     (z >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// The fast representation of a speculative running set (see the module's notes): a sequence's accepted
+/// drafts on each of its steps are drawn when it is admitted, with the same keyed draws the plain set makes
+/// step by step, so both give the same tokens, finishes and gaps.
+#[derive(Clone, Debug)]
+pub struct FastSpec {
+    /// (finishing step index, request, draft tokens it accepts in all), smallest first.
+    finish_at: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    ctx: u64,
+    step_index: u64,
+    /// Admitted since the last step, in admission order.
+    newly: Vec<u32>,
+    measured_running: u64,
+    measured_newly: u64,
+    /// From the step `step_index` on, per step: the tokens the running sequences gain in it, and the tokens
+    /// measured sequences gain beyond their first (which arrive with it: a gap of 0).
+    ahead: VecDeque<[u64; 2]>,
+}
+
+impl FastSpec {
+    /// Admit request `r` (its first token generated): draw its run, schedule its gains and its finish.
+    #[inline(never)]
+    fn admit(&mut self, r: u32, c: Cols, spec: &Speculation) {
+        let i = r as usize;
+        let (out, measured) = (c.output[i], c.measured[i]);
+        let (mut k, mut j, mut acc) = (1u32, 0usize, 0u32);
+        loop {
+            let a = spec.accepted(r, k).min(out - k - 1);
+            if j == self.ahead.len() {
+                self.ahead.push_back([0, 0]);
+            }
+            let slot = &mut self.ahead[j];
+            slot[0] += 1 + a as u64;
+            if measured {
+                slot[1] += a as u64;
+            }
+            acc += a;
+            k += 1 + a;
+            if k >= out {
+                break;
+            }
+            j += 1;
+        }
+        self.finish_at.push(Reverse((self.step_index + j as u64, r, acc)));
+        self.ctx += c.prompt[i] as u64 + 1;
+        self.newly.push(r);
+        if measured {
+            self.measured_running += 1;
+            self.measured_newly += 1;
+        }
+    }
+
+    /// One decode step ending at `end` (see [`RunningSet::complete_step`]); returns the sequences left.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn step(
+        &mut self,
+        len: usize,
+        end: f64,
+        gap: f64,
+        c: Cols,
+        itl: &mut ItlHistogram,
+        finished: &mut Vec<u32>,
+        spec: &mut Speculation,
+    ) -> usize {
+        // The plain set's order: continuing gaps, then each newly admitted one, then the zero gaps.
+        itl.record(gap, self.measured_running - self.measured_newly);
+        for &r in &self.newly {
+            if c.measured[r as usize] {
+                itl.record(end - c.first_token_s[r as usize], 1);
+            }
+        }
+        self.newly.clear();
+        self.measured_newly = 0;
+        let [gained, together] = self.ahead.pop_front().unwrap_or([0, 0]);
+        if together > 0 {
+            itl.record(0.0, together);
+        }
+        spec.accepted_sum += gained - len as u64;
+        spec.verified_rows += len as u64;
+        self.ctx += gained;
+        let mut left = len;
+        while let Some(&Reverse((step, r, acc))) = self.finish_at.peek() {
+            if step != self.step_index {
+                break;
+            }
+            self.finish_at.pop();
+            finished.push(r);
+            spec.done.push((r, acc));
+            let i = r as usize;
+            self.ctx -= c.prompt[i] as u64 + c.output[i] as u64;
+            self.measured_running -= c.measured[i] as u64;
+            left -= 1;
+        }
+        self.step_index += 1;
+        left
+    }
 }
 
 /// Sequences currently decoding on one instance.
@@ -342,9 +447,21 @@ impl RunningSet {
         RunningSet { repr, len: 0, spec: None }
     }
 
-    /// A plain set whose steps verify drafted tokens ([`Speculation`]).
-    pub fn speculative(spec: Speculation) -> Self {
+    /// A set whose steps verify drafted tokens ([`Speculation`]): the fast speculative representation when
+    /// `fast`, else the plain one.
+    pub fn speculative(spec: Speculation, fast: bool) -> Self {
         let mut set = Self::new(false);
+        if fast {
+            set.repr = Repr::FastSpec(Box::new(FastSpec {
+                finish_at: BinaryHeap::new(),
+                ctx: 0,
+                step_index: 0,
+                newly: Vec::new(),
+                measured_running: 0,
+                measured_newly: 0,
+                ahead: VecDeque::new(),
+            }));
+        }
         set.spec = Some(Box::new(spec));
         set
     }
@@ -381,6 +498,7 @@ impl RunningSet {
             Repr::Plain { ctx, block, .. } if *block > 0 => *ctx,
             Repr::Plain { seqs, .. } => seqs.iter().map(|s| prompt[s.req as usize] as u64 + s.tokens_out as u64).sum(),
             Repr::FastPaged(f) => f.ctx,
+            Repr::FastSpec(f) => f.ctx,
         }
     }
 
@@ -404,6 +522,10 @@ impl RunningSet {
                 }
             }
             Repr::FastPaged(f) => f.join(r, 1, true, f64::NAN, c),
+            Repr::FastSpec(f) => match self.spec.as_deref() {
+                Some(spec) => f.admit(r, c, spec),
+                None => unreachable!("a fast speculative set has its speculation"),
+            },
         }
     }
 
@@ -412,7 +534,7 @@ impl RunningSet {
     pub fn needing_block(&self) -> u64 {
         match &self.repr {
             Repr::Plain { needing, .. } => *needing,
-            Repr::Fast { .. } => 0,
+            Repr::Fast { .. } | Repr::FastSpec(_) => 0,
             Repr::FastPaged(f) => f.needing(),
         }
     }
@@ -439,7 +561,7 @@ impl RunningSet {
                 self.len -= 1;
                 Some(out)
             }
-            Repr::Fast { .. } => unreachable!("paged KV runs on a paged representation"),
+            Repr::Fast { .. } | Repr::FastSpec(_) => unreachable!("paged KV runs on a paged representation"),
         }
     }
 
@@ -452,7 +574,7 @@ impl RunningSet {
                 count_in(*block, ctx, needing, c.prompt[r as usize] as u64 + tokens_out as u64);
             }
             Repr::FastPaged(f) => f.join(r, tokens_out, false, since, c),
-            Repr::Fast { .. } => unreachable!("paged KV runs on a paged representation"),
+            Repr::Fast { .. } | Repr::FastSpec(_) => unreachable!("paged KV runs on a paged representation"),
         }
         self.len += 1;
     }
@@ -500,6 +622,10 @@ impl RunningSet {
                 *step_index += 1;
             }
             Repr::FastPaged(f) => self.len = f.step(self.len, end, continuing_gap, c, itl, finished),
+            Repr::FastSpec(f) => match self.spec.as_deref_mut() {
+                Some(spec) => self.len = f.step(self.len, end, continuing_gap, c, itl, finished, spec),
+                None => unreachable!("a fast speculative set has its speculation"),
+            },
         }
     }
 }
@@ -751,6 +877,57 @@ mod tests {
                 prop_assert_eq!(sets[0].len(), sets[1].len());
                 prop_assert_eq!(sets[0].ctx_tokens(&prompt), sets[1].ctx_tokens(&prompt));
                 prop_assert_eq!(sets[0].needing_block(), sets[1].needing_block());
+            }
+            let bits = |h: &ItlHistogram| {
+                let q = h.quantiles();
+                (q.count, q.p50.map(f64::to_bits), q.max.map(f64::to_bits), q.mean.map(f64::to_bits))
+            };
+            prop_assert_eq!(bits(&itls[0]), bits(&itls[1]));
+        }
+
+        /// The fast speculative set equals the plain one through random admissions and steps with random
+        /// gaps and acceptance (γ of 1 to 5, a per-position list): after every step the same length and
+        /// context, the same finished requests with the same accepted totals, the same accepted and verified
+        /// sums; and the inter-token-gap histograms end bit-identical.
+        #[test]
+        fn fast_speculative_equals_plain(
+            reqs in prop::collection::vec((1u32..3000, 2u32..80, any::<bool>()), 1..60),
+            ops in prop::collection::vec((0u8..3, 0.001f64..0.05), 1..400),
+            acceptance in prop::collection::vec(0.0f64..1.0, 1..6),
+            seed in any::<u64>(),
+        ) {
+            let prompt: Vec<u32> = reqs.iter().map(|r| r.0).collect();
+            let output: Vec<u32> = reqs.iter().map(|r| r.1).collect();
+            let measured: Vec<bool> = reqs.iter().map(|r| r.2).collect();
+            let first: Vec<f64> = (0..prompt.len()).map(|i| i as f64 * 0.01).collect();
+            let c = Cols { prompt: &prompt, output: &output, first_token_s: &first, measured: &measured };
+            let mut sets = [false, true].map(|fast| RunningSet::speculative(Speculation::new(acceptance.clone(), seed), fast));
+            let mut itls = [ItlHistogram::default(), ItlHistogram::default()];
+            let (mut next, mut t) = (0u32, 1.0);
+            for (op, dt) in ops {
+                if op == 0 && (next as usize) < prompt.len() {
+                    for s in &mut sets {
+                        s.admit(next, c);
+                    }
+                    next += 1;
+                    continue;
+                }
+                t += dt;
+                let mut fins = [Vec::new(), Vec::new()];
+                for ((s, itl), fin) in sets.iter_mut().zip(&mut itls).zip(&mut fins) {
+                    s.complete_step(t, dt, c, itl, fin);
+                    fin.sort_unstable();
+                }
+                prop_assert_eq!(&fins[0], &fins[1]);
+                prop_assert_eq!(sets[0].len(), sets[1].len());
+                prop_assert_eq!(sets[0].ctx_tokens(&prompt), sets[1].ctx_tokens(&prompt));
+                let [a, b] = sets.each_mut().map(|s| {
+                    let sp = s.spec.as_deref_mut().unwrap();
+                    let mut done = std::mem::take(&mut sp.done);
+                    done.sort_unstable();
+                    (done, sp.accepted_sum, sp.verified_rows)
+                });
+                prop_assert_eq!(a, b);
             }
             let bits = |h: &ItlHistogram| {
                 let q = h.quantiles();

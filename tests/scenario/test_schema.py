@@ -159,7 +159,7 @@ HOST_CONVERT = {"from": "vllm_hnd", "to": "sglang", "at": "host", "from_block_si
 SPECULATIVE = {"method": "draft", "tokens": 2, "acceptance": [0.8, 0.6], "draft_model": "llama3.2-1b"}
 
 #: A parallel layout with every field set (tests/simulator/test_parallel.py, rust/kvwire-core/tests/parallel.rs).
-PARALLEL = {"tp": 2, "pp": 1, "ep": 2, "dp": 1, "expert_imbalance": 1.2, "scale_out": "ib-ndr"}
+PARALLEL = {"tp": 2, "pp": 1, "micro_batches": 1, "ep": 2, "dp": 1, "expert_imbalance": 1.2, "scale_out": "ib-ndr"}
 
 
 def example_for(path: str) -> dict[str, Any]:

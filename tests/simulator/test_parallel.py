@@ -64,6 +64,8 @@ def test_report_names_the_layout_and_its_collectives() -> None:
         ({"tp": "8"}, "prefill.parallel.tp"),
         ({"tp": 2, "warp": 9}, "prefill.parallel"),
         ({"tp": 2, "scale_out": "carrier-pigeon"}, "prefill.parallel.scale_out"),
+        ({"tp": 2, "micro_batches": 2}, "prefill.parallel.micro_batches"),
+        ({"pp": 2, "micro_batches": 0}, "prefill.parallel.micro_batches"),
     ],
 )
 def test_bad_layouts_name_the_field(parallel: dict[str, Any], field: str) -> None:
@@ -71,6 +73,26 @@ def test_bad_layouts_name_the_field(parallel: dict[str, Any], field: str) -> Non
     with pytest.raises(ScenarioError) as e:
         kvwire.simulate({"prefill": {"parallel": parallel}, "workload": {"requests": 5}})
     assert e.value.path.startswith(field), (e.value.path, str(e.value))
+
+
+def test_micro_batches_shorten_a_pipelined_prefill() -> None:
+    """A burst of 64 prompts on a prefill pool of TP 4 x PP 2: with four micro-batches in flight the pipeline's
+    bubble is filled, so the prompts' first tokens come sooner (compute-bound prefill: about half the stage
+    time), and one micro-batch is the pipeline without the field, identical."""
+    n = 64
+    burst = {"trace": {"arrival_s": [0.0] * n, "prompt_tokens": [1024] * n, "output_tokens": [2] * n}}
+    sc: dict[str, Any] = {
+        "model": "llama3-70b",
+        "prefill": {"device": "h100", "parallel": {"tp": 4, "pp": 2}},
+        "decode": {"device": "h100", "devices_per_instance": 8},
+        "workload": burst,
+    }
+    ttft = lambda s: kvwire.simulate(s).summary["latency"]["ttft_s"]["p50"]  # noqa: E731
+    base = ttft(sc)
+    four = ttft({**sc, "prefill": {"device": "h100", "parallel": {"tp": 4, "pp": 2, "micro_batches": 4}}})
+    one = ttft({**sc, "prefill": {"device": "h100", "parallel": {"tp": 4, "pp": 2, "micro_batches": 1}}})
+    assert one == base
+    assert 0.45 * base < four < 0.75 * base, (four, base)
 
 
 def test_memory_fit_names_the_smallest_tp() -> None:

@@ -195,13 +195,13 @@ def test_a_refused_layout_is_shown_at_its_tp_field(driver: Any, server: Server) 
 def test_a_scenario_with_parallel_shows_in_the_form_and_edits_round_trip(driver: Any, server: Server) -> None:
     """A scenario typed in the editor with both pools' layouts, FP8 weights and activations and an EAGLE
     speculation with per-position acceptance shows each value in its field; editing acceptance, clearing decode
-    PP then TP, clearing the weights and turning speculation off change the scenario to match, and remove what
-    is left empty (no `parallel`, no `speculative`, the model a preset name again)."""
+    micro-batches, PP then TP, clearing the weights and turning speculation off change the scenario to match,
+    and remove what is left empty (no `parallel`, no `speculative`, the model a preset name again)."""
     open_runner(driver, server, SMALL)
     scenario = {
         "model": {"preset": "llama3-70b", "weights": "fp8", "activations": "fp8"},
         "prefill": {"parallel": {"tp": 4}},
-        "decode": {"parallel": {"tp": 2, "pp": 2}},
+        "decode": {"parallel": {"tp": 2, "pp": 2, "micro_batches": 2}},
         "speculative": {"method": "eagle", "tokens": 2, "acceptance": [0.8, 0.6]},
         "workload": {"requests": 200},
     }
@@ -210,6 +210,7 @@ def test_a_scenario_with_parallel_shows_in_the_form_and_edits_round_trip(driver:
     wait_for(driver, lambda: text_of(driver, "run-check").startswith("✓ Valid: 200 requests"), "the scenario read")
     want = {
         "run-prefill-tp": "4", "run-prefill-pp": "", "run-decode-tp": "2", "run-decode-pp": "2", "run-decode-ep": "",
+        "run-decode-micro_batches": "2", "run-prefill-micro_batches": "",
         "run-weights": "fp8", "run-activations": "fp8", "run-spec-on": True, "run-spec-method": "eagle",
         "run-spec-tokens": "2", "run-spec-acceptance": "0.8, 0.6",
     }  # fmt: skip
@@ -221,6 +222,8 @@ def test_a_scenario_with_parallel_shows_in_the_form_and_edits_round_trip(driver:
     wait_for(driver, lambda: editor(driver)["speculative"]["acceptance"] == 0.7, "one acceptance")
     type_into(driver, "run-spec-acceptance", "0.9, 0.5")
     wait_for(driver, lambda: editor(driver)["speculative"]["acceptance"] == [0.9, 0.5], "a list again")
+    type_into(driver, "run-decode-micro_batches", "")
+    wait_for(driver, lambda: editor(driver)["decode"] == {"parallel": {"tp": 2, "pp": 2}}, "micro-batches cleared")
     type_into(driver, "run-decode-pp", "")
     wait_for(driver, lambda: editor(driver)["decode"] == {"parallel": {"tp": 2}}, "decode PP cleared")
     type_into(driver, "run-decode-tp", "")

@@ -17,6 +17,7 @@ class ParallelDict(TypedDict, total=False):
 
     tp: int
     pp: int
+    micro_batches: int
     ep: int
     dp: int
     expert_imbalance: float

@@ -133,6 +133,68 @@ fn pipeline_stretches_the_step_and_hands_over_once() {
     assert!(close(busy, (plain - OVERHEAD_S) * 2.0 + OVERHEAD_S + want_comm), "{busy}");
 }
 
+/// Micro-batches in the pipeline (PP = 2 × TP = 4): four 512-token prompts in one prefill step (queued
+/// behind a 16-token one, whose step is the same in every run and is subtracted) run as four groups kept in
+/// flight. Each group's stage pass takes a quarter of the compute-bound step's roofline time
+/// (τ = (plain − overhead)/4 on the 8 devices), each stage passes the four groups in turn, so the step takes
+/// max(pp, 4) · τ = the 8-device roofline time (the pipeline bubble filled) instead of twice it, plus
+/// max(pp, 4)/pp = 2 group passes' collectives: 80 layers × 2 all-reduces of 512 × 8,192 × 2 bytes over 4
+/// ranks and one stage hand-over of the group. `micro_batches` = 1 is the pipeline without it, bit for bit.
+#[test]
+fn micro_batches_fill_the_pipeline() {
+    let rows = [(0.0, 16, 1), (1e-6, 512, 1), (1e-6, 512, 1), (1e-6, 512, 1), (1e-6, 512, 1)];
+    let stats = |prefill: Value, rows: &[(f64, u32, u32)]| {
+        let mut v = one_prefill("llama3-70b", prefill);
+        v["workload"] = trace(rows);
+        let out = run(&v);
+        let p = out.stats.instances[0].clone();
+        (p.busy_s, p.comm_s, p.steps)
+    };
+    // The second step alone: the whole run less the run of its first prompt only.
+    let second = |prefill: Value| {
+        let (busy, comm, steps) = stats(prefill.clone(), &rows);
+        let (busy1, comm1, steps1) = stats(prefill, &rows[..1]);
+        assert_eq!((steps, steps1), (2, 1), "the four prompts share one step");
+        (busy - busy1, comm - comm1)
+    };
+    let (plain, _) = second(json!({"device": "h100", "devices_per_instance": 8}));
+    let s = 512.0 * 8192.0 * 2.0;
+    let group_comm = 2.0 * 80.0 * (2.0 * 3.0 / 4.0 * s / NV_B + 6.0 * NV_A) + (s / NV_B + NV_A);
+    let (busy, comm) = second(json!({"device": "h100", "parallel": {"tp": 4, "pp": 2, "micro_batches": 4}}));
+    let near = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
+    assert!(near(comm, 2.0 * group_comm), "{comm} vs {}", 2.0 * group_comm);
+    assert!(near(busy, plain + 2.0 * group_comm), "{busy} vs {plain} + {}", 2.0 * group_comm);
+    // More micro-batches than rows: one group per prompt, the same step.
+    let (busy8, _) = second(json!({"device": "h100", "parallel": {"tp": 4, "pp": 2, "micro_batches": 8}}));
+    assert_eq!(busy8.to_bits(), busy.to_bits());
+    // One micro-batch is the plain pipeline, bit for bit: twice the roofline time plus the batch's collectives.
+    let one = stats(json!({"device": "h100", "parallel": {"tp": 4, "pp": 2, "micro_batches": 1}}), &rows);
+    let none = stats(json!({"device": "h100", "parallel": {"tp": 4, "pp": 2}}), &rows);
+    assert_eq!((one.0.to_bits(), one.1.to_bits()), (none.0.to_bits(), none.1.to_bits()));
+    let (one_second, _) = second(json!({"device": "h100", "parallel": {"tp": 4, "pp": 2}}));
+    assert!(one_second > busy * 1.5, "the bubble costs: {one_second} vs {busy}");
+}
+
+/// A memory-bound decode step with micro-batches reads the stage's weights once per group: at PP = 2 with
+/// two groups in flight, a small batch's step (its bytes almost all weights) takes nearly what one batch at
+/// a time does — each stage reads its weights twice per token period instead of once — and gains only the
+/// split of its KV reads.
+#[test]
+fn micro_batches_reread_the_weights_in_decode() {
+    let run_with = |par: Value| {
+        let v = json!({"model": "llama3-70b", "cost": {"enforce_tdp": false},
+                       "prefill": {"device": "h100", "devices_per_instance": 8},
+                       "decode": {"device": "h100", "parallel": par},
+                       "workload": trace(&[(0.0, 128, 40), (0.0, 128, 40), (0.0, 128, 40), (0.0, 128, 40)])});
+        let out = run(&v);
+        let d = out.stats.instances.iter().find(|i| i.name == "decode-0").unwrap().clone();
+        d.busy_s / d.steps as f64
+    };
+    let one = run_with(json!({"tp": 4, "pp": 2}));
+    let two = run_with(json!({"tp": 4, "pp": 2, "micro_batches": 2}));
+    assert!(two < one && two > one * 0.99, "{two} vs {one}");
+}
+
 /// A TP group larger than the device's scale-up domain (16 > 8 on H100) runs its all-reduces on the
 /// scale-out network (InfiniBand NDR by default; `parallel.scale_out` picks another).
 #[test]
@@ -202,6 +264,9 @@ fn impossible_layouts_are_refused() {
         (json!({"prefill": {"parallel": {"tp": 3}}}), "prefill.parallel.tp"),
         (json!({"prefill": {"parallel": {"tp": 0}}}), "prefill.parallel.tp"),
         (json!({"prefill": {"parallel": {"pp": 33}}}), "prefill.parallel.pp"),
+        (json!({"prefill": {"parallel": {"tp": 2, "micro_batches": 2}}}), "prefill.parallel.micro_batches"),
+        (json!({"prefill": {"parallel": {"pp": 2, "micro_batches": 0}}}), "prefill.parallel.micro_batches"),
+        (json!({"prefill": {"parallel": {"pp": 2, "micro_batches": 5000}}}), "prefill.parallel.micro_batches"),
         (json!({"prefill": {"devices_per_instance": 4, "parallel": {"tp": 2}}}), "prefill.devices_per_instance"),
         (json!({"prefill": {"parallel": {"expert_imbalance": 1.5}}}), "prefill.parallel.expert_imbalance"),
         (

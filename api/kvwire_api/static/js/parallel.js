@@ -1,7 +1,7 @@
 // The scenario runner's fields for parallelism inside an instance, the model's weight and activation formats and
 // speculative decoding (issue 24), and the figures a run reports about them.
 //
-// Form: per pool (prefill, decode, colocated) the TP / PP / EP / DP degrees of `<pool>.parallel` (blank: not
+// Form: per pool (prefill, decode, colocated) the TP / PP / EP / DP degrees and the micro-batches of `<pool>.parallel` (blank: not
 // set, so no `parallel` is sent and the pool keeps the old meaning of devices_per_instance), `model.weights` and
 // `model.activations` (blank: the preset's), and `speculative` (a toggle; its method, draft tokens, acceptance
 // and, for method "draft", the draft model). Results: a per-instance table (layout, matmul format, the busy time's
@@ -18,6 +18,8 @@ const DEGREES = [
   ["tp", "TP", "tensor-parallel ranks"], ["pp", "PP", "pipeline stages"],
   ["ep", "EP", "expert-parallel ranks (MoE models)"], ["dp", "DP", "attention data-parallel ranks"],
 ];
+/** A pipeline's micro-batches (groups of a step's sequences kept in flight; pp > 1 only). */
+const MICRO = ["micro_batches", "Micro-batches", "groups of a step's sequences kept in flight in the pipeline (PP > 1 only)"];
 const WEIGHTS = [["bf16", "bf16"], ["fp8", "fp8"], ["fp4", "fp4 (NVFP4)"], ["mxfp4", "mxfp4"], ["int4", "int4"]];
 const ACTIVATIONS = [["bf16", "bf16"], ["fp8", "fp8"], ["fp4", "fp4 (NVFP4)"], ["mxfp4", "mxfp4"]];
 const METHODS = [["mtp", "mtp (the model's MTP head)"], ["eagle", "eagle (an EAGLE draft head)"], ["draft", "draft (a separate draft model)"]];
@@ -28,7 +30,7 @@ export const LIST_PATHS = new Set(["speculative.acceptance"]);
 const FORMAT_PATHS = new Set(["model.weights", "model.activations"]);
 
 const presetOf = (v) => (v && typeof v === "object" ? v.preset : v);
-const GRID4 = "display:grid;grid-template-columns:repeat(4,minmax(0,1fr));gap:0.5rem;align-items:start";
+const GRID5 = "display:grid;grid-template-columns:repeat(5,minmax(0,1fr));gap:0.5rem;align-items:start";
 
 /** The text a list control shows for `v`, and the value it sends for `raw` (numbers where they read as such). */
 export function showList(v) {
@@ -56,19 +58,19 @@ export function formParts({ catalog, def }) {
   const rows = {};
   const notes = {};
   for (const pool of POOLS) {
-    const controls = DEGREES.map(([k, label, what]) => {
+    const controls = [...DEGREES, MICRO].map(([k, label, what]) => {
       const f = field({ path: `${pool}.parallel.${k}`, label, kind: "text", placeholder: "1", id: `run-${pool}-${k}` });
       f.querySelector("label").title = what;
       return f;
     });
     notes[pool] = el("p", { class: "hint", id: `run-${pool}-layout`, style: "margin:0" });
     rows[pool] = el("div", { class: "field", "data-pool": pool },
-      el("span", { class: "label" }, POOL_NAMES[pool]), el("div", { style: GRID4 }, controls), notes[pool]);
+      el("span", { class: "label" }, POOL_NAMES[pool]), el("div", { style: GRID5 }, controls), notes[pool]);
   }
   const parallel = el("fieldset", { class: "group", id: "run-parallel" },
     el("legend", {}, "Parallelism per instance"),
     el("p", { class: "note", style: "margin:0;font-size:0.78rem" },
-      "Tensor, pipeline, expert and attention-data parallel degrees. Blank: no parallel layout (the instance's devices act as one); with any degree set an instance has TP × PP × DP devices and pays for its collectives."),
+      "Tensor, pipeline, expert and attention-data parallel degrees, and the pipeline's micro-batches. Blank: no parallel layout (the instance's devices act as one); with any degree set an instance has TP × PP × DP devices and pays for its collectives."),
     rows.prefill, rows.decode, rows.colocated);
 
   const toggle = el("input", { type: "checkbox", id: "run-spec-on" });

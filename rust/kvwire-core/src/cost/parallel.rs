@@ -10,8 +10,12 @@
 //!   layer (after attention and after the MLP, Megatron-LM's layout), EP dispatch and combine all-to-alls per
 //!   MoE layer, one PP hand-over of the activations between consecutive stages;
 //! * **the pipeline**: one batch passes the stages in turn, so a step takes `pp` stage times (the roofline
-//!   time of the whole instance × pp). Engines that keep `pp` batches in flight gain throughput this model
-//!   does not credit (one batch per instance at a time);
+//!   time of the whole instance × pp). With `micro_batches` = m > 1 the step's sequences are split into
+//!   m' = min(m, rows) groups kept in flight together (vLLM's virtual engines, SGLang's PP micro-batches):
+//!   each stage passes each group in turn, so every sequence gets its token once per
+//!   max(pp, m') × (τ + c/pp), where τ is one stage's roofline time for one group (its share of the FLOPs, KV
+//!   and activations, and the stage's non-expert weights read again for every group) and c one group's
+//!   collectives ([`ParallelCost::groups`], `docs/concepts/parallelism.md`);
 //! * **replication**: under attention DP every DP rank holds and reads its own copy of the non-expert weights;
 //!   with fewer KV heads than TP ranks the KV cache is replicated (each rank holds at least one head);
 //! * **expert imbalance**: the busiest expert sets the MoE layers' time: the routed experts' FLOPs are
@@ -86,6 +90,10 @@ pub struct ParallelCost {
     pub pp_fabric: Fabric,
     /// Busiest expert's load over the mean, ≥ 1.
     pub expert_imbalance: f64,
+    /// Groups of sequences a step keeps in flight in the pipeline (1: one batch passes the stages in turn).
+    pub micro_batches: u32,
+    /// Non-expert weight bytes one pass reads over all DP ranks (read again by every micro-batch).
+    pub weight_read_bytes: f64,
     /// Layers, MoE layers and activation bytes per token (hidden × [`ACTIVATION_BYTES`]).
     layers: f64,
     moe_layers: f64,
@@ -124,6 +132,8 @@ impl ParallelCost {
             ep_fabric: fabrics.1,
             pp_fabric: fabrics.2,
             expert_imbalance,
+            micro_batches: 1,
+            weight_read_bytes: layout.dp as f64 * model.fixed_read_bytes(),
             layers: layers as f64,
             moe_layers: moe,
             act_bytes_per_token: width as f64 * ACTIVATION_BYTES,
@@ -149,10 +159,30 @@ impl ParallelCost {
         all_to_all_s(per_rank, self.layout.ep, self.ep_fabric)
     }
 
+    /// The same costs with `m` micro-batches in flight in the pipeline (m ≥ 1).
+    pub fn with_micro_batches(mut self, m: u32) -> Self {
+        self.micro_batches = m.max(1);
+        self
+    }
+
+    /// Groups a step of `rows` sequences runs as in the pipeline: min(micro_batches, rows), at least 1.
+    pub fn groups(&self, rows: u64) -> u32 {
+        (self.micro_batches as u64).min(rows).max(1) as u32
+    }
+
     /// A step over `tokens` tokens (prompt tokens computed, plus one per decoding sequence) reading
     /// `ctx_tokens` tokens of KV.
     pub fn step(&self, tokens: u64, ctx_tokens: u64) -> StepComm {
         let t = tokens as f64;
+        StepComm {
+            extra_flops: t * self.imbalance_flops_per_token,
+            extra_bytes: self.replicated_read_bytes + ctx_tokens as f64 * self.kv_extra_bytes_per_token,
+            collective_s: self.collective_s(t),
+        }
+    }
+
+    /// Σ collective times of one pass over `t` tokens through every layer and stage (before overlap), s.
+    pub fn collective_s(&self, t: f64) -> f64 {
         let lay = self.layout;
         let mut collective_s = 0.0;
         if lay.tp > 1 {
@@ -166,11 +196,7 @@ impl ParallelCost {
             // One DP rank's activations cross each of the pp − 1 stage boundaries in turn.
             collective_s += (lay.pp - 1) as f64 * send_s(t / lay.dp as f64 * self.act_bytes_per_token, self.pp_fabric);
         }
-        StepComm {
-            extra_flops: t * self.imbalance_flops_per_token,
-            extra_bytes: self.replicated_read_bytes + ctx_tokens as f64 * self.kv_extra_bytes_per_token,
-            collective_s,
-        }
+        collective_s
     }
 }
 

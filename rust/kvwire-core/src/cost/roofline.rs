@@ -172,6 +172,9 @@ impl StepTimer {
             return t;
         }
         match sp.par.as_ref() {
+            Some(par) if par.micro_batches > 1 => {
+                self.micro_batched_step(par, w, s.tokens(), s.ctx_tokens(), s.prefill_seqs + s.decode_rows)
+            }
             Some(par) => self.parallel_step(par, w, s.tokens(), s.ctx_tokens()),
             None => self.time(w),
         }
@@ -207,6 +210,44 @@ impl StepTimer {
         let pp = par.layout.pp as f64;
         let exposed = c.collective_s * (1.0 - self.p.comm_overlap);
         t.time_s = (t.time_s - self.p.step_overhead_s) * pp + self.p.step_overhead_s + exposed;
+        self.comm_s.set(self.comm_s.get() + exposed);
+        t.comm_s = exposed;
+        t
+    }
+
+    /// [`Self::parallel_step`] with micro-batches in flight in the pipeline: the step's `rows` sequences run
+    /// as g = [`ParallelCost::groups`] groups; one group's stage pass takes τ, the stage time of its share of
+    /// the work (1/g of the FLOPs and of the bytes other than the non-expert weights, which every group reads
+    /// again), and its collectives c are those of a pass over 1/g of the tokens. Each stage passes each group
+    /// in turn and each group passes the stages in turn, so every sequence gets its token after
+    /// max(pp, g) × (τ + (1 − comm_overlap) · c / pp), plus the step overhead once. With g = 1 this is
+    /// `parallel_step` (pp × τ + exposed c). The energy is that of the whole step's work, the weights read g
+    /// times.
+    #[cold]
+    #[inline(never)]
+    fn micro_batched_step(
+        &self,
+        par: &ParallelCost,
+        w: StepWork,
+        tokens: u64,
+        ctx_tokens: u64,
+        rows: u64,
+    ) -> StepTiming {
+        let groups = par.groups(rows);
+        if groups == 1 {
+            return self.parallel_step(par, w, tokens, ctx_tokens);
+        }
+        let g = groups as f64;
+        let c = par.step(tokens, ctx_tokens);
+        let total = StepWork { flops: w.flops + c.extra_flops, bytes: w.bytes + c.extra_bytes };
+        let weights = par.weight_read_bytes.min(total.bytes);
+        let group = StepWork { flops: total.flops / g, bytes: weights + (total.bytes - weights) / g };
+        let tau = self.time(group).time_s - self.p.step_overhead_s;
+        let pp = par.layout.pp as f64;
+        let slots = pp.max(g);
+        let exposed = slots * par.collective_s(tokens as f64 / g) * (1.0 - self.p.comm_overlap) / pp;
+        let mut t = self.time(StepWork { flops: total.flops, bytes: total.bytes + (g - 1.0) * weights });
+        t.time_s = slots * tau + exposed + self.p.step_overhead_s;
         self.comm_s.set(self.comm_s.get() + exposed);
         t.comm_s = exposed;
         t

@@ -93,6 +93,9 @@ fn scale_up(dev: &DeviceSpec, dpath: &str) -> Result<(Fabric, u32)> {
     Ok((f, su.domain))
 }
 
+/// The most micro-batches a pipeline may keep in flight.
+pub const MAX_MICRO_BATCHES: u32 = 1024;
+
 fn count(path: &str, v: u32) -> Result<()> {
     if v == 0 || v > MAX_DEVICES_PER_INSTANCE {
         return Err(Error::field(path, format!("must be an integer in [1, {MAX_DEVICES_PER_INSTANCE}], got {v}")));
@@ -118,6 +121,19 @@ pub(super) fn resolve(
         return Err(Error::field(
             path,
             format!("tp × pp × dp = {devices} devices per instance, more than the {MAX_DEVICES_PER_INSTANCE} allowed"),
+        ));
+    }
+    let mb = spec.micro_batches;
+    if mb == 0 || mb > MAX_MICRO_BATCHES {
+        return Err(Error::field(
+            format!("{path}.micro_batches"),
+            format!("must be an integer in [1, {MAX_MICRO_BATCHES}], got {mb}"),
+        ));
+    }
+    if mb > 1 && spec.pp == 1 {
+        return Err(Error::field(
+            format!("{path}.micro_batches"),
+            format!("micro-batches fill a pipeline: they need pp > 1 (got micro_batches = {mb} with pp = 1)"),
         ));
     }
     let imb = spec.expert_imbalance;
@@ -174,7 +190,8 @@ pub(super) fn resolve(
     let rho = kv_replication(split_kv_heads(model), spec.tp);
     let layout = Layout { tp: spec.tp, pp: spec.pp, ep: spec.ep, dp: spec.dp };
     let cost =
-        ParallelCost::new(layout, cost, rho, (on(spec.tp), on(spec.ep), on(layout.devices())), spec.expert_imbalance);
+        ParallelCost::new(layout, cost, rho, (on(spec.tp), on(spec.ep), on(layout.devices())), spec.expert_imbalance)
+            .with_micro_batches(mb);
     Ok(Some(PoolParallel { spec: spec.clone(), cost, kv_replication: rho }))
 }
 

@@ -127,6 +127,8 @@ pub struct ParallelSpec {
     pub tp: u32,
     /// Pipeline stages (layers split; a batch passes the stages in turn).
     pub pp: u32,
+    /// Groups of sequences a step keeps in flight in the pipeline (pp > 1 only; 1: one batch at a time).
+    pub micro_batches: u32,
     /// Expert-parallel ranks (routed experts spread; dispatch and combine all-to-all per MoE layer). Must
     /// divide tp × dp.
     pub ep: u32,
@@ -141,7 +143,7 @@ pub struct ParallelSpec {
 
 impl Default for ParallelSpec {
     fn default() -> Self {
-        ParallelSpec { tp: 1, pp: 1, ep: 1, dp: 1, expert_imbalance: 1.0, scale_out: "ib-ndr".into() }
+        ParallelSpec { tp: 1, pp: 1, micro_batches: 1, ep: 1, dp: 1, expert_imbalance: 1.0, scale_out: "ib-ndr".into() }
     }
 }
 

@@ -162,6 +162,8 @@ fn fast_speculative_equals_step_by_step() {
                "router": {"disaggregate": {"policy": "conditional", "min_prompt_tokens": 600}}}),
         json!({"workload": {"sessions": {"count": 40, "turns": 4, "think_s": 1.0}, "seed": 5},
                "speculative": lists}),
+        json!({"workload": generated(6), "speculative": mtp, "mode": "colocated",
+               "scheduler": {"policy": "chunked", "max_num_batched_tokens": 512}}),
     ];
     for v in cases {
         let out = run(&v);
@@ -170,6 +172,48 @@ fn fast_speculative_equals_step_by_step() {
             panic!("{v}\n{d}");
         }
     }
+}
+
+/// Chunked prefill verifies drafts in its mixed steps: on a colocated instance with a 512-token budget, where
+/// most decode steps share a pass with a prompt's chunk, the tokens per verify step still follow the closed
+/// form (as `tokens_per_step_match_the_closed_form`), every request gets exactly its output, and Σ accepted
+/// per request = the instance's total.
+#[test]
+fn chunked_prefill_verifies_drafts_in_mixed_steps() {
+    let (alpha, gamma) = (0.7, 3u32);
+    let v = json!({"mode": "colocated", "colocated": {"instances": 1},
+                   "scheduler": {"policy": "chunked", "max_num_batched_tokens": 512},
+                   "workload": {"requests": 200, "arrivals": {"rate_per_s": 4.0},
+                                "output_tokens": {"dist": "fixed", "value": 300},
+                                "prompt_tokens": {"dist": "fixed", "value": 2000}},
+                   "speculative": spec("mtp", gamma, json!(alpha))});
+    let out = run(&v);
+    let inst = &out.stats.instances[0];
+    assert!(inst.prefill_steps > 500, "mixed steps: {}", inst.prefill_steps);
+    let mean = 1.0 + inst.spec_accepted as f64 / inst.spec_rows as f64;
+    let want = (1.0 - f64::powi(alpha, gamma as i32 + 1)) / (1.0 - alpha);
+    let se = ((gamma as f64 * gamma as f64 / 4.0 + 1.0) / inst.spec_rows as f64).sqrt();
+    let bias = 200.0 * gamma as f64 / inst.spec_rows as f64;
+    assert!(mean <= want + 4.0 * se && mean >= want - 4.0 * se - bias, "{mean} vs {want}");
+    let t = &out.table;
+    assert_eq!(t.accepted_tokens.iter().map(|&a| a as u64).sum::<u64>(), inst.spec_accepted);
+    let steps: u64 = (0..t.len()).map(|i| t.output_tokens[i] as u64 - 1 - t.accepted_tokens[i] as u64).sum();
+    assert_eq!(steps, inst.spec_rows);
+    assert!(inst.draft_s > 0.0);
+}
+
+/// A decode row that verifies γ drafts takes γ + 1 tokens of a chunked step's budget: a 630-token prompt
+/// beside one long-running decode row under a 64-token budget is prefilled in ⌈630 / 60⌉ = 11 chunks with
+/// γ = 3, in ⌈630 / 63⌉ = 10 without speculation (plus the decoding request's own one-chunk prefill).
+#[test]
+fn a_verifying_row_takes_its_positions_of_the_token_budget() {
+    let base = json!({"mode": "colocated", "colocated": {"instances": 1},
+                      "scheduler": {"policy": "chunked", "max_num_batched_tokens": 64},
+                      "workload": trace(&[(0.0, 10, 3000), (0.01, 630, 2)])});
+    let plain = run(&base);
+    let sp = run(&merged(&base, &json!({"speculative": spec("mtp", 3, json!(0.5))})));
+    assert_eq!(plain.stats.instances[0].prefill_steps, 1 + 10);
+    assert_eq!(sp.stats.instances[0].prefill_steps, 1 + 11);
 }
 
 /// Speculation draws fewer, dearer steps: at α = 0.8 with an MTP head the run finishes sooner than plain
@@ -203,10 +247,6 @@ fn bad_speculation_is_refused() {
         ),
         (
             json!({"kv": {"policy": "paged"}, "speculative": {"method": "mtp", "tokens": 2, "acceptance": 0.5}}),
-            "speculative",
-        ),
-        (
-            json!({"scheduler": {"policy": "chunked"}, "speculative": {"method": "mtp", "tokens": 2, "acceptance": 0.5}}),
             "speculative",
         ),
     ];

@@ -263,18 +263,30 @@ impl ModelCost {
     /// is [`Self::decode`] exactly.
     #[inline]
     pub fn mixed(&self, ctx: u64, rows: u64, chunks: Chunks) -> StepWork {
-        let b = rows as u128;
+        self.mixed_verify(ctx, rows, 0, chunks)
+    }
+
+    /// [`Self::mixed`] with speculative decoding: each decode row verifies γ + 1 positions as in
+    /// [`Self::verify`] (c = γ + 1 positions' matmuls, c·ctx_i + c(c+1)/2 attention pairs, c positions' KV
+    /// written) beside the chunks, the weights read once for all positions and chunk tokens. With γ = 0 this is
+    /// `mixed` exactly (the same integers).
+    #[inline]
+    pub fn mixed_verify(&self, ctx: u64, rows: u64, gamma: u32, chunks: Chunks) -> StepWork {
+        let (b, c) = (rows as u128, gamma as u128 + 1);
+        let positions = b * c;
         let t = chunks.tokens as u128;
         let chunk_matmul = match self.lm_head {
             LmHead::All => 2 * self.matmul_params * t,
             LmHead::Last => 2 * self.layer_params * t + 2 * self.vocab * self.d_model * chunks.last_chunks as u128,
         };
-        let decode_attention = self.layers * self.attn_pair_flops * (ctx as u128 + b);
-        let kv_tokens = ctx as u128 + b + chunks.cached_tokens as u128 + t;
+        let decode_attention = self.layers * self.attn_pair_flops * (c * ctx as u128 + b * c * (c + 1) / 2);
+        let kv_tokens = ctx as u128 + positions + chunks.cached_tokens as u128 + t;
         StepWork {
-            flops: self
-                .step_flops(2 * self.matmul_params * b + chunk_matmul, decode_attention + chunks.attention_flops),
-            bytes: self.weights_read(b + t) + to_f64(kv_tokens) * self.kv_bytes_per_token,
+            flops: self.step_flops(
+                2 * self.matmul_params * positions + chunk_matmul,
+                decode_attention + chunks.attention_flops,
+            ),
+            bytes: self.weights_read(positions + t) + to_f64(kv_tokens) * self.kv_bytes_per_token,
         }
     }
 
@@ -488,6 +500,21 @@ mod tests {
                 }
                 assert_eq!(sum, m.prompt_attention_flops(3000), "{key}");
             }
+        }
+    }
+
+    /// A mixed step whose decode rows verify drafts: with no chunks it is the verify pass exactly (whose
+    /// counts `verify_pass_counts_every_position` checks), and with γ = 0 the plain mixed step exactly.
+    #[test]
+    fn mixed_verify_is_verify_beside_chunks() {
+        for key in ["llama3-8b", "mixtral-8x7b", "deepseek-v3"] {
+            let m = ModelCost::new(&preset(key), LmHead::Last);
+            let a = m.chunk_attention_flops(500, 200);
+            let chunk = Chunks { tokens: 500, cached_tokens: 200, attention_flops: a, last_chunks: 1 };
+            for g in [1u32, 3, 7] {
+                assert_eq!(m.mixed_verify(9_999, 12, g, Chunks::default()), m.verify(9_999, 12, g), "{key}");
+            }
+            assert_eq!(m.mixed_verify(9_999, 12, 0, chunk), m.mixed(9_999, 12, chunk), "{key}");
         }
     }
 

@@ -338,12 +338,27 @@ impl StepTimer {
         let g = gamma as u64;
         let mut work = target.verify(ctx, b, gamma);
         let mut timing = self.step(work, Shape::decode(b * (g + 1), ctx));
-        let verify_s = timing.time_s;
-        for j in 0..g {
-            self.add_pass(draft.decode(ctx + j * b, b), &mut work, &mut timing);
-        }
-        let draft_s = timing.time_s - verify_s;
+        let draft_s = self.add_drafts(draft, gamma, ctx, b, &mut work, &mut timing);
         (work, timing, draft_s)
+    }
+
+    /// Add the γ draft passes of a speculative step over `b` sequences holding `ctx` tokens (decode passes of
+    /// `draft` at the growing context, [`Self::add_pass`]) to a step doing `work` in `timing`; returns their
+    /// time, s.
+    pub fn add_drafts(
+        &self,
+        draft: &ModelCost,
+        gamma: u32,
+        ctx: u64,
+        b: u64,
+        work: &mut StepWork,
+        timing: &mut StepTiming,
+    ) -> f64 {
+        let before = timing.time_s;
+        for j in 0..gamma as u64 {
+            self.add_pass(draft.decode(ctx + j * b, b), work, timing);
+        }
+        timing.time_s - before
     }
 
     /// An extra element-wise pass inside a step (compression or decompression of KV): max(F/rate_F,

@@ -142,6 +142,8 @@ impl Sim<'_> {
             super::paged::prepare(&mut self.insts[i].dec, &mut self.t, self.max_batch);
         }
         let rows = self.insts[i].dec.running.len() as u64;
+        // A decode row takes one token of the step's budget, or γ + 1 when it verifies drafts.
+        let row_tokens = rows * self.insts[i].dec.draft.as_deref().map_or(1, |d| d.gamma as u64 + 1);
         let partial_local = partial.is_some_and(|(r, _)| self.t.local_decode[r as usize]);
         let occ = self.front_occupancy(i, partial_local as u64);
         let (mut local, mut chunks) = (Vec::new(), Vec::new());
@@ -154,7 +156,7 @@ impl Sim<'_> {
             &self.t.prompt_tokens,
             &self.t.output_tokens,
             self.max_num_batched_tokens,
-            rows,
+            row_tokens,
             occ,
             |r| self.decides_local(r, now),
             |r| {
@@ -221,15 +223,24 @@ impl Sim<'_> {
         work.tokens += again.tokens;
         work.attention_flops += again.attention_flops;
         work.last_chunks += again.last_chunks;
-        let mut step = model.mixed(ctx, rows, work);
+        // Speculative decoding: the decode rows verify γ + 1 positions each, and the γ draft passes follow.
+        let draft = if rows > 0 { inst.dec.draft.as_deref() } else { None };
+        let gamma = draft.map_or(0, |d| d.gamma);
+        let mut step = match draft {
+            None => model.mixed(ctx, rows, work),
+            Some(d) => model.mixed_verify(ctx, rows, d.gamma, work),
+        };
         let shape = Shape {
             prefill_seqs: members.len() as u64 + again.last_chunks,
             prefill_tokens: work.tokens,
             cached_tokens: work.cached_tokens,
-            decode_rows: rows,
+            decode_rows: rows * (gamma as u64 + 1),
             decode_ctx: ctx,
         };
         let mut timing = inst.timer.step(step, shape);
+        if let Some(d) = draft {
+            inst.stats.draft_s += inst.timer.add_drafts(&d.model, d.gamma, ctx, rows, &mut step, &mut timing);
+        }
         timing.time_s += swap_s;
         if pass.bytes > 0.0 {
             inst.timer.add_pass(pass, &mut step, &mut timing);

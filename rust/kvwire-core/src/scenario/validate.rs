@@ -270,13 +270,6 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
                      \"reserve\"",
                 ));
             }
-            if s.scheduler.policy == BatchPolicy::Chunked {
-                return Err(Error::field(
-                    "speculative",
-                    "not supported with scheduler.policy \"chunked\" yet (mixed steps verify no drafts): use \
-                     \"whole\"",
-                ));
-            }
             let draft_model = |v: &Value| -> Result<Named<ModelSpec>> {
                 let path = "speculative.draft_model";
                 let mut m = resolve_preset::<ModelSpec>(v, path, "model", &model_presets())?;

@@ -260,7 +260,10 @@ proptest! {
     /// its output tokens (the ITL count is exactly Σ (output − 1) over the requests decoded) — blocks are
     /// conserved (every block given out is returned at the end, the peak never exceeds the capacity, which
     /// is whole blocks), stamps stay ordered, Little's law holds, the per-request preemption counts sum to
-    /// the run's, and only the chosen mode's cost appears (swap bytes, or recompute tokens).
+    /// the run's, and only the chosen mode's cost appears (swap bytes, or recompute tokens). With speculative
+    /// decoding too (several tokens a step, and their blocks): every token is still accounted for — a request's
+    /// verify steps are its output − 1 less the drafts it accepted (kept through preemption) and less the
+    /// tokens its re-prefills gave it — and Σ accepted per request = the instances' total.
     #[test]
     fn paged_preemption_loses_nothing_and_conserves_blocks(
         seed in 0u64..1000,
@@ -272,6 +275,7 @@ proptest! {
         swap in any::<bool>(),
         mem_util in 0.2015f64..0.22,
         macro_steps in any::<bool>(),
+        speculative in prop::option::of((1u32..6, 0.0f64..0.95)),
     ) {
         let mut v = json!({
             "workload": {"requests": 50, "seed": seed, "arrivals": {"process": "poisson", "rate_per_s": rate},
@@ -286,6 +290,9 @@ proptest! {
         mode_json(&mut v, mode);
         if chunked {
             v["scheduler"] = json!({"policy": "chunked", "max_num_batched_tokens": 256});
+        }
+        if let Some((gamma, alpha)) = speculative {
+            v["speculative"] = json!({"method": "mtp", "tokens": gamma, "acceptance": alpha});
         }
         let o = run(&v);
         let t = &o.table;
@@ -316,6 +323,19 @@ proptest! {
         }
         let per_request: u64 = t.preemptions.iter().map(|&p| p as u64).sum();
         prop_assert_eq!(per_request, o.stats.preemptions);
+        if speculative.is_some() {
+            let rows: u64 = o.stats.instances.iter().map(|s| s.spec_rows).sum();
+            let accepted: u64 = o.stats.instances.iter().map(|s| s.spec_accepted).sum();
+            prop_assert_eq!(t.accepted_tokens.iter().map(|&a| a as u64).sum::<u64>(), accepted);
+            let steps: u64 = (0..t.len())
+                .filter(|&i| !t.rejected[i] && t.output_tokens[i] >= 2)
+                .map(|i| {
+                    let again = if swap { 0 } else { t.preemptions[i] as u64 };
+                    t.output_tokens[i] as u64 - 1 - t.accepted_tokens[i] as u64 - again
+                })
+                .sum();
+            prop_assert_eq!(steps, rows, "verify steps");
+        }
         if swap {
             prop_assert_eq!(o.stats.recompute_tokens, 0);
             prop_assert_eq!(o.stats.swap_bytes > 0.0, o.stats.preemptions > 0);

@@ -14,7 +14,7 @@ use crate::cost::table::Shape;
 use crate::metrics::itl::ItlHistogram;
 use crate::metrics::stats::InstanceStats;
 use crate::metrics::table::RequestTable;
-use crate::policy::batching::{decode_admit_len, Occupancy};
+use crate::policy::batching::{decode_admit_len, decode_admit_len_with, Occupancy};
 
 impl Sim<'_> {
     /// The decode instance for a hand-off, chosen now (its index in the decode pool).
@@ -88,6 +88,9 @@ impl Sim<'_> {
             inst.queue.len().min(self.max_batch.saturating_sub(occ.running) as usize)
         } else if inst.dec.paged.as_ref().is_some_and(|p| p.has_waiting()) {
             0
+        } else if inst.dec.rule.block > 0 && inst.dec.running.spec.is_some() {
+            let (p, o, dec) = (&t.prompt_tokens, &t.output_tokens, &inst.dec);
+            decode_admit_len_with(&inst.queue, occ, |r| dec.first_decode_take(r, p[r as usize], o[r as usize]))
         } else {
             decode_admit_len(&inst.queue, &t.prompt_tokens, &t.output_tokens, occ)
         };
@@ -101,7 +104,7 @@ impl Sim<'_> {
             let ri = r as usize;
             inst.queued_tokens -= t.prompt_tokens[ri] as u64;
             if !self.hold {
-                inst.dec.kv_used += inst.dec.rule.admit_decoding(t.prompt_tokens[ri], t.output_tokens[ri]);
+                inst.dec.kv_used += inst.dec.first_decode_take(r, t.prompt_tokens[ri], t.output_tokens[ri]);
             }
             t.decode_start_s[ri] = now;
             inst.dec.running.admit(r, cols(t));
@@ -249,15 +252,24 @@ fn start_paged_decode(
     let (chunks, swap_s) = super::paged::step_extra(dec, model, prompt);
     let b = dec.running.len() as u64;
     let ctx = dec.running.ctx_tokens(prompt);
-    let mut work = model.mixed(ctx, b, chunks);
+    // Speculative decoding: the rows verify γ + 1 positions each, and the γ draft passes follow.
+    let draft = if b > 0 { dec.draft.as_deref() } else { None };
+    let gamma = draft.map_or(0, |d| d.gamma);
+    let mut work = match draft {
+        None => model.mixed(ctx, b, chunks),
+        Some(d) => model.mixed_verify(ctx, b, d.gamma, chunks),
+    };
     let shape = Shape {
         prefill_seqs: chunks.last_chunks,
         prefill_tokens: chunks.tokens,
         cached_tokens: chunks.cached_tokens,
-        decode_rows: b,
+        decode_rows: b * (gamma as u64 + 1),
         decode_ctx: ctx,
     };
     let mut timing = timer.step(work, shape);
+    if let Some(d) = draft {
+        stats.draft_s += timer.add_drafts(&d.model, d.gamma, ctx, b, &mut work, &mut timing);
+    }
     dec.take_pending_pass(timer, &mut work, &mut timing);
     // The step waits for the swaps of its boundary (the host link is the instance's own).
     timing.time_s += swap_s;

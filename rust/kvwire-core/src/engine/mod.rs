@@ -133,17 +133,32 @@ impl Decoder {
     }
 
     /// The same decoder verifying `spec`'s drafts on every step (each sequence gets its own number of tokens;
-    /// the fast speculative running set when `fast`), drafting with `draft` (the draft model or head as this
-    /// pool runs it).
+    /// the fast speculative running set when `fast` and KV is reserved, the plain paged set with paged KV),
+    /// drafting with `draft` (the draft model or head as this pool runs it).
     fn speculative(mut self, spec: &crate::scenario::speculative::Speculative, draft: ModelCost, fast: bool) -> Self {
         let drafts = running::Speculation::new(spec.acceptance.clone(), spec.seed);
-        self.running = RunningSet::speculative(drafts, fast);
+        self.running = if self.rule.block > 0 {
+            RunningSet::paged_speculative(self.rule.block, drafts)
+        } else {
+            RunningSet::speculative(drafts, fast)
+        };
         self.draft = Some(Box::new(decode::Draft { gamma: spec.gamma, model: draft }));
         self
     }
 }
 
 impl Decoder {
+    /// KV tokens a request (`prompt`, `output`) takes when it is admitted to decode with its first token:
+    /// its blocks and its first decode step's ([`KvRule::admit_decoding`]); with paged KV and speculative
+    /// decoding, the blocks of every token that step gives it.
+    fn first_decode_take(&self, r: u32, prompt: u32, output: u32) -> u64 {
+        if self.rule.block > 0 && self.running.spec.is_some() {
+            self.rule.held(prompt, output, 1) + self.running.step_blocks(r, prompt, output, 1) * self.rule.block
+        } else {
+            self.rule.admit_decoding(prompt, output)
+        }
+    }
+
     /// Add the pending receiver-side pass (decompression / layout conversion of just-admitted hand-offs) to
     /// the step about to start, and clear it.
     #[inline(always)]

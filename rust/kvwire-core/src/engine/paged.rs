@@ -160,9 +160,7 @@ fn prepare_paged(dec: &mut Decoder, t: &mut RequestTable, max_batch: u64) {
         let Some((r, k, last)) = running.preempt_last(cols(t), *last_decode_end) else { break };
         let ri = r as usize;
         let (p, o) = (t.prompt_tokens[ri], t.output_tokens[ri]);
-        if (p as u64 + k as u64) % block == 0 {
-            need -= block;
-        }
+        need -= running.step_blocks(r, p, o, k) * block;
         let held = rule.held(p, o, k);
         *kv_used -= held;
         t.preemptions[ri] += 1;
@@ -178,8 +176,13 @@ fn prepare_paged(dec: &mut Decoder, t: &mut RequestTable, max_batch: u64) {
     while let Some(&(r, k, last)) = pg.preempted.front() {
         let ri = r as usize;
         let (p, o) = (t.prompt_tokens[ri], t.output_tokens[ri]);
-        // Its blocks including the one this step's token may need.
-        let take = rule.held(p, o, k + 1);
+        // Its blocks including those this step's tokens may need: one token when recomputed (the re-prefill
+        // gives it), a decode step's when swapped back in (with speculative decoding, all it accepts).
+        let take = if pg.swap.is_some() {
+            rule.held(p, o, k) + running.step_blocks(r, p, o, k) * block
+        } else {
+            rule.held(p, o, k + 1)
+        };
         if running.len() as u64 + pg.recomputing.len() as u64 >= max_batch || *kv_used + take > *kv_capacity {
             break;
         }
@@ -238,6 +241,10 @@ pub(super) fn step_done(
         if k + 1 >= o {
             *kv_used -= rule.held(p, o, k + 1);
             finished.push(r);
+            if let Some(sp) = running.spec.as_deref_mut() {
+                let accepted = sp.parked.remove(&r).unwrap_or(0);
+                sp.done.push((r, accepted));
+            }
         } else {
             running.resume(r, k + 1, f64::NAN, cols(t));
         }
@@ -303,7 +310,8 @@ impl Sim<'_> {
             let Some(pg) = dec.paged.as_deref_mut() else { return };
             let Some(&(r, since)) = pg.pulls.front() else { return };
             let ri = r as usize;
-            let need = dec.rule.admit_decoding(self.t.prompt_tokens[ri], self.t.output_tokens[ri]);
+            let need = dec.first_decode_take(r, self.t.prompt_tokens[ri], self.t.output_tokens[ri]);
+            let Some(pg) = dec.paged.as_deref_mut() else { return };
             if pg.has_waiting() || !dec.rule.fits(dec.kv_used, need, dec.kv_capacity) {
                 return;
             }

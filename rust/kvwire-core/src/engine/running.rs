@@ -278,6 +278,8 @@ pub struct Speculation {
     pub verified_rows: u64,
     /// Requests finished since the engine last took them, with their accepted totals.
     pub done: Vec<(u32, u32)>,
+    /// Paged KV: the accepted totals of preempted sequences, kept until they resume or finish.
+    pub parked: HashMap<u32, u32>,
 }
 
 impl Speculation {
@@ -290,7 +292,14 @@ impl Speculation {
                 p
             })
             .collect();
-        Speculation { at_least, seed, accepted_sum: 0, verified_rows: 0, done: Vec::new() }
+        Speculation { at_least, seed, accepted_sum: 0, verified_rows: 0, done: Vec::new(), parked: HashMap::new() }
+    }
+
+    /// Tokens request `req` (`output` tokens in all) gets on the step after its `tokens_out`-th token (< output):
+    /// one of its own and the drafts it accepts, at most what is left.
+    #[inline]
+    pub fn gets(&self, req: u32, output: u32, tokens_out: u32) -> u32 {
+        1 + self.accepted(req, tokens_out).min(output - tokens_out - 1)
     }
 
     /// Draft tokens request `req` accepts on the step after its `tokens_out`-th token.
@@ -447,6 +456,13 @@ impl RunningSet {
         RunningSet { repr, len: 0, spec: None }
     }
 
+    /// A plain paged set ([`Self::paged`]) whose steps verify drafted tokens ([`Speculation`]).
+    pub fn paged_speculative(block: u64, spec: Speculation) -> Self {
+        let mut set = Self::paged(block, false);
+        set.spec = Some(Box::new(spec));
+        set
+    }
+
     /// A set whose steps verify drafted tokens ([`Speculation`]): the fast speculative representation when
     /// `fast`, else the plain one.
     pub fn speculative(spec: Speculation, fast: bool) -> Self {
@@ -509,7 +525,8 @@ impl RunningSet {
         match &mut self.repr {
             Repr::Plain { seqs, block, ctx, needing } => {
                 seqs.push(Seq::new(r, 1, true, f64::NAN, c));
-                count_in(*block, ctx, needing, c.prompt[r as usize] as u64 + 1);
+                let (p, o) = (c.prompt[r as usize], c.output[r as usize]);
+                count_in(*block, ctx, needing, p as u64 + 1, grow_blocks(self.spec.as_deref(), *block, r, p, o, 1));
             }
             Repr::Fast { finish_at, ctx_tokens, step_index, newly, measured_running, measured_newly } => {
                 // output − 1 decode steps: the first is `step_index`, the last `step_index + output − 2`.
@@ -529,14 +546,26 @@ impl RunningSet {
         }
     }
 
-    /// Paged KV ([`Self::paged`]): the sequences whose next token starts a new block (prompt + tokens
-    /// generated is a whole number of blocks).
+    /// Paged KV ([`Self::paged`]): the new blocks the running sequences' next step needs — one for each
+    /// whose next token starts a block (prompt + tokens generated is a whole number of blocks); with
+    /// speculative decoding, the blocks of all the tokens the step gives each ([`Self::step_blocks`]).
     pub fn needing_block(&self) -> u64 {
         match &self.repr {
             Repr::Plain { needing, .. } => *needing,
             Repr::Fast { .. } | Repr::FastSpec(_) => 0,
             Repr::FastPaged(f) => f.needing(),
         }
+    }
+
+    /// Paged KV: the new blocks the next step of request `r` (`prompt` and `output` tokens, `k` generated)
+    /// needs on this set (see [`Self::needing_block`]).
+    pub fn step_blocks(&self, r: u32, prompt: u32, output: u32, k: u32) -> u64 {
+        let block = match &self.repr {
+            Repr::Plain { block, .. } => *block,
+            Repr::FastPaged(f) => f.block,
+            Repr::Fast { .. } | Repr::FastSpec(_) => 0,
+        };
+        grow_blocks(self.spec.as_deref(), block, r, prompt, output, k)
     }
 
     /// Remove the most recently admitted sequence (plain representation): its request, tokens generated and
@@ -546,7 +575,11 @@ impl RunningSet {
             Repr::Plain { seqs, block, ctx, needing } => {
                 let s = seqs.pop()?;
                 self.len -= 1;
-                count_out(*block, ctx, needing, c.prompt[s.req as usize] as u64 + s.tokens_out as u64);
+                let grow = grow_blocks(self.spec.as_deref(), *block, s.req, s.prompt, s.output, s.tokens_out);
+                count_out(*block, ctx, needing, s.prompt as u64 + s.tokens_out as u64, grow);
+                if let Some(sp) = self.spec.as_deref_mut() {
+                    sp.parked.insert(s.req, s.accepted);
+                }
                 let last = if s.newly {
                     c.first_token_s[s.req as usize]
                 } else if !s.since.is_nan() {
@@ -570,8 +603,13 @@ impl RunningSet {
     pub fn resume(&mut self, r: u32, tokens_out: u32, since: f64, c: Cols) {
         match &mut self.repr {
             Repr::Plain { seqs, block, ctx, needing } => {
-                seqs.push(Seq::new(r, tokens_out, false, since, c));
-                count_in(*block, ctx, needing, c.prompt[r as usize] as u64 + tokens_out as u64);
+                let mut s = Seq::new(r, tokens_out, false, since, c);
+                if let Some(sp) = self.spec.as_deref_mut() {
+                    s.accepted = sp.parked.remove(&r).unwrap_or(0);
+                }
+                let grow = grow_blocks(self.spec.as_deref(), *block, r, s.prompt, s.output, tokens_out);
+                count_in(*block, ctx, needing, s.prompt as u64 + tokens_out as u64, grow);
+                seqs.push(s);
             }
             Repr::FastPaged(f) => f.join(r, tokens_out, false, since, c),
             Repr::Fast { .. } | Repr::FastSpec(_) => unreachable!("paged KV runs on a paged representation"),
@@ -686,7 +724,10 @@ fn plain_step(
         } else if block > 0 {
             let tokens = s.prompt as u64 + s.tokens_out as u64;
             sum += tokens;
-            need += (tokens % block == 0) as u64;
+            need += match spec.as_deref() {
+                None => (tokens % block == 0) as u64,
+                Some(sp) => grow_blocks(Some(sp), block, s.req, s.prompt, s.output, s.tokens_out),
+            };
         }
         !done
     });
@@ -706,21 +747,37 @@ fn plain_step(
     seqs.len()
 }
 
-/// A sequence holding `tokens` of context joins the paged counts.
+/// Paged KV with `block`-token blocks: the new blocks the next step of a sequence of `prompt` tokens with
+/// `k` of its `output` generated needs — one when its next token starts a block; with speculative decoding,
+/// the blocks of every token the step gives it (its draws are keyed by request and tokens, so they are known
+/// before the step). 0 without paging.
 #[inline]
-fn count_in(block: u64, ctx: &mut u64, needing: &mut u64, tokens: u64) {
-    if block > 0 {
-        *ctx += tokens;
-        *needing += (tokens % block == 0) as u64;
+fn grow_blocks(spec: Option<&Speculation>, block: u64, req: u32, prompt: u32, output: u32, k: u32) -> u64 {
+    if block == 0 {
+        return 0;
+    }
+    let tokens = prompt as u64 + k as u64;
+    match spec {
+        None => (tokens % block == 0) as u64,
+        Some(sp) => (tokens + sp.gets(req, output, k) as u64).div_ceil(block) - tokens.div_ceil(block),
     }
 }
 
-/// A sequence holding `tokens` of context leaves the paged counts.
+/// A sequence holding `tokens` of context, whose next step needs `grow` new blocks, joins the paged counts.
 #[inline]
-fn count_out(block: u64, ctx: &mut u64, needing: &mut u64, tokens: u64) {
+fn count_in(block: u64, ctx: &mut u64, needing: &mut u64, tokens: u64, grow: u64) {
+    if block > 0 {
+        *ctx += tokens;
+        *needing += grow;
+    }
+}
+
+/// A sequence holding `tokens` of context, whose next step needed `grow` new blocks, leaves the paged counts.
+#[inline]
+fn count_out(block: u64, ctx: &mut u64, needing: &mut u64, tokens: u64, grow: u64) {
     if block > 0 {
         *ctx -= tokens;
-        *needing -= (tokens % block == 0) as u64;
+        *needing -= grow;
     }
 }
 
@@ -779,22 +836,39 @@ mod tests {
         }
     }
 
-    /// Brute-force recount of the paged counts of a plain set.
+    /// Brute-force recount of the paged counts of a plain set: with speculative decoding, the new blocks of
+    /// each sequence's next step from the tokens that step gives it (the draw, 1 + accepted, at most what is
+    /// left), counted as whole blocks after less whole blocks before.
     fn recount(rs: &RunningSet, prompt: &[u32], block: u64) -> (u64, u64) {
         let Repr::Plain { seqs, .. } = &rs.repr else { unreachable!() };
         let ctx = seqs.iter().map(|s| prompt[s.req as usize] as u64 + s.tokens_out as u64).sum();
-        let need = seqs.iter().filter(|s| (prompt[s.req as usize] as u64 + s.tokens_out as u64) % block == 0).count();
-        (ctx, need as u64)
+        let need = match rs.spec.as_deref() {
+            None => seqs.iter().filter(|s| (prompt[s.req as usize] as u64 + s.tokens_out as u64) % block == 0).count()
+                as u64,
+            Some(sp) => seqs
+                .iter()
+                .map(|s| {
+                    let now = prompt[s.req as usize] as u64 + s.tokens_out as u64;
+                    let left = (s.output - s.tokens_out) as u64;
+                    let next = now + (1 + sp.accepted(s.req, s.tokens_out) as u64).min(left);
+                    let blocks = |t: u64| t.div_ceil(block);
+                    blocks(next) - blocks(now)
+                })
+                .sum(),
+        };
+        (ctx, need)
     }
 
     proptest! {
         /// The paged set's running context and block-growth count, kept incrementally through admissions,
-        /// steps, preemptions and resumptions, equal a recount over its sequences after every operation.
+        /// steps, preemptions and resumptions, equal a recount over its sequences after every operation (with
+        /// and without speculative decoding).
         #[test]
         fn paged_counts_equal_a_recount(
             reqs in prop::collection::vec((1u32..300, 2u32..60), 1..60),
             ops in prop::collection::vec(0u8..4, 1..300),
             block in 1u64..40,
+            spec in prop::option::of((prop::collection::vec(0.0f64..1.0, 1..6), any::<u64>())),
         ) {
             let prompt: Vec<u32> = reqs.iter().map(|r| r.0).collect();
             let output: Vec<u32> = reqs.iter().map(|r| r.1).collect();
@@ -802,7 +876,10 @@ mod tests {
             let first: Vec<f64> = vec![0.0; n];
             let measured = vec![true; n];
             let c = Cols { prompt: &prompt, output: &output, first_token_s: &first, measured: &measured };
-            let mut rs = RunningSet::paged(block, false);
+            let mut rs = match spec {
+                None => RunningSet::paged(block, false),
+                Some((acceptance, seed)) => RunningSet::paged_speculative(block, Speculation::new(acceptance, seed)),
+            };
             let (mut next, mut out) = (0u32, Vec::new());
             let mut itl = ItlHistogram::default();
             for (i, op) in ops.into_iter().enumerate() {

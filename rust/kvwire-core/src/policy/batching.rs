@@ -123,9 +123,15 @@ impl Locals {
 /// KV; the queue head blocks the requests behind it. Returns the number admitted.
 #[inline]
 pub fn decode_admit_len(queue: &VecDeque<u32>, prompt: &[u32], output: &[u32], o: Occupancy) -> usize {
+    decode_admit_len_with(queue, o, |r| o.rule.admit_decoding(prompt[r as usize], output[r as usize]))
+}
+
+/// [`decode_admit_len`] with each request's reservation given by `take` (request → KV tokens).
+#[inline]
+pub fn decode_admit_len_with(queue: &VecDeque<u32>, o: Occupancy, take: impl Fn(u32) -> u64) -> usize {
     let mut kv = o.kv_used;
     for (n, &r) in queue.iter().enumerate() {
-        let res = o.rule.admit_decoding(prompt[r as usize], output[r as usize]);
+        let res = take(r);
         if o.running + n as u64 >= o.max_batch || !o.rule.fits(kv, res, o.kv_capacity) {
             return n;
         }

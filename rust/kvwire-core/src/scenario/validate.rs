@@ -263,13 +263,6 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
     let speculative = match &s.speculative {
         None => None,
         Some(sp) => {
-            if s.kv.policy == super::KvPolicy::Paged {
-                return Err(Error::field(
-                    "speculative",
-                    "not supported with kv.policy \"paged\" yet (block growth by several tokens a step): use \
-                     \"reserve\"",
-                ));
-            }
             let draft_model = |v: &Value| -> Result<Named<ModelSpec>> {
                 let path = "speculative.draft_model";
                 let mut m = resolve_preset::<ModelSpec>(v, path, "model", &model_presets())?;

@@ -147,6 +147,18 @@ def test_each_frontier_row_has_its_scenario_at_capacity() -> None:
     assert p.best is not None and p.best["scenario"] in p.frontier_scenarios
 
 
+def test_a_pipelined_layout_keeps_one_micro_batch_per_stage() -> None:
+    """A configuration with PP 2 runs its pipeline as engines do, one group of sequences per stage in flight
+    (``micro_batches = pp``); with PP 1 the layout has none."""
+    space: dict[str, Any] = {"tp": [1], "mode": ["colocated"]}
+    piped = kvwire.plan("llama3-8b", {"h100": 2}, workload=WORKLOAD, space={**space, "pp": [2]})
+    assert piped.best is not None
+    assert piped.best["scenario"]["colocated"]["parallel"] == {"tp": 1, "pp": 2, "ep": 1, "dp": 1, "micro_batches": 2}
+    flat = kvwire.plan("llama3-8b", {"h100": 2}, workload=WORKLOAD, space={**space, "pp": [1]})
+    assert flat.best is not None
+    assert "micro_batches" not in flat.best["scenario"]["colocated"]["parallel"]
+
+
 @settings(max_examples=6, deadline=None)
 @given(
     budget=st.integers(2, 3),

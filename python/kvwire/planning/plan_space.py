@@ -169,6 +169,8 @@ def _pool(device: str, n: int, layout: tuple[int, int, int, int], domain: int | 
     out: dict[str, Any] = {"device": device, "instances": n}
     if domain is not None:
         out["parallel"] = {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
+        if pp > 1:  # engines keep one batch per stage in flight (vLLM's virtual engines)
+            out["parallel"]["micro_batches"] = pp
     else:
         out["devices_per_instance"] = 1
     return out

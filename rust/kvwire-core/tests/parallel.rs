@@ -175,6 +175,77 @@ fn micro_batches_fill_the_pipeline() {
     assert!(one_second > busy * 1.5, "the bubble costs: {one_second} vs {busy}");
 }
 
+/// The busy and collective time of the second prefill step of `model` on the `prefill` pool, whose prompts
+/// are `rows` (each of the given tokens, arriving while a one-token prompt's step runs): the run less the run
+/// of the first prompt alone.
+fn second_step(model: &str, prefill: Value, rows: &[u32]) -> (f64, f64) {
+    let (busy, comm, _) = second_step_with_energy(model, prefill, rows, json!(0.0));
+    (busy, comm)
+}
+
+/// [`second_step`] with `cost.comm_overlap` = `overlap`, and the step's dynamic energy (compute, memory), J.
+fn second_step_with_energy(model: &str, prefill: Value, rows: &[u32], overlap: Value) -> (f64, f64, (f64, f64)) {
+    let mut all = vec![(0.0, 1, 1)];
+    all.extend(rows.iter().map(|&p| (1e-6, p, 1)));
+    let stats = |rows: &[(f64, u32, u32)]| {
+        let mut v = one_prefill(model, prefill.clone());
+        v["workload"] = trace(rows);
+        v["cost"]["comm_overlap"] = overlap.clone();
+        let p = run(&v).stats.instances[0].clone();
+        (p.busy_s, p.comm_s, p.steps, p.compute_j, p.memory_j)
+    };
+    let (busy, comm, steps, ec, em) = stats(&all);
+    let (busy1, comm1, steps1, ec1, em1) = stats(&all[..1]);
+    assert_eq!((steps, steps1), (2, 1), "the prompts share one step");
+    (busy - busy1, comm - comm1, (ec - ec1, em - em1))
+}
+
+/// A memory-bound step (four 2-token prompts of Llama-3-70B, TP 2 × PP 2 × DP 2: the bytes are the weights,
+/// both DP copies of the non-expert ones, and little else) with g micro-batches reads every stage's weights
+/// once per group: its time less collectives and overhead is max(pp, g)/R · (W + (B − W)/g), W the weights
+/// read per pass and B all its bytes, against pp/R · B with one batch. So, whatever W, B and R are,
+/// s₄ − s₂ = 2 (s₂ − s₁/2). A compute-bound one (Mixtral-8x7B, four 2,048-token prompts, TP 4 × PP 2 × EP 4,
+/// the busiest expert at twice the mean load) takes max(pp, g)/g of its FLOPs' time: with g = 4 on two stages
+/// exactly half of one batch's.
+#[test]
+fn micro_batches_reread_weights_and_split_flops() {
+    let net = |(busy, comm): (f64, f64)| busy - comm - OVERHEAD_S;
+    let dense = |mb: u32| {
+        let par = json!({"tp": 2, "pp": 2, "dp": 2, "micro_batches": mb});
+        net(second_step("llama3-70b", json!({"device": "h100", "parallel": par}), &[2, 2, 2, 2]))
+    };
+    let (s1, s2, s4) = (dense(1), dense(2), dense(4));
+    assert!(s2 < s1 && s4 > s2, "{s1} {s2} {s4}");
+    let (lhs, rhs) = (s4 - s2, 2.0 * (s2 - s1 / 2.0));
+    assert!((lhs - rhs).abs() <= 1e-9 * rhs, "{lhs} vs {rhs}");
+    let moe = |mb: u32| {
+        let par = json!({"tp": 4, "pp": 2, "ep": 4, "expert_imbalance": 2.0, "micro_batches": mb});
+        net(second_step("mixtral-8x7b", json!({"device": "h100", "parallel": par}), &[2048, 2048, 2048, 2048]))
+    };
+    let (m1, m4) = (moe(1), moe(4));
+    assert!((m4 - m1 / 2.0).abs() <= 1e-9 * m4, "{m4} vs {}", m1 / 2.0);
+}
+
+/// A micro-batched step's energy is its work's with the weights read once per group: the compute energy does
+/// not change with g, and the memory energy grows by W·j per extra group, so E₄ − E₂ = 2 (E₂ − E₁). Its
+/// collectives are those of a group pass max(pp, g)/pp times, less what `comm_overlap` hides: at 0.75 a
+/// quarter of the g = 4 step's collectives at 0 overlap, the rest of the step unchanged.
+#[test]
+fn micro_batches_energy_and_overlap() {
+    let step = |mb: u32, overlap: f64| {
+        let par = json!({"tp": 2, "pp": 2, "dp": 2, "micro_batches": mb});
+        second_step_with_energy("llama3-70b", json!({"device": "h100", "parallel": par}), &[2, 2, 2, 2], json!(overlap))
+    };
+    let (e1, e2, e4) = (step(1, 0.0).2, step(2, 0.0).2, step(4, 0.0).2);
+    assert!((e2.0 - e1.0).abs() <= 1e-9 * e1.0 && (e4.0 - e1.0).abs() <= 1e-9 * e1.0, "{e1:?} {e2:?} {e4:?}");
+    let (lhs, rhs) = (e4.1 - e2.1, 2.0 * (e2.1 - e1.1));
+    assert!(rhs > 0.0 && (lhs - rhs).abs() <= 1e-9 * rhs, "{lhs} vs {rhs}");
+    let (busy0, comm0, _) = step(4, 0.0);
+    let (busy, comm, _) = step(4, 0.75);
+    assert!((comm - 0.25 * comm0).abs() <= 1e-9 * comm0, "{comm} vs {comm0}");
+    assert!((busy - (busy0 - 0.75 * comm0)).abs() <= 1e-9 * busy0, "{busy} vs {busy0}");
+}
+
 /// A memory-bound decode step with micro-batches reads the stage's weights once per group: at PP = 2 with
 /// two groups in flight, a small batch's step (its bytes almost all weights) takes nearly what one batch at
 /// a time does — each stage reads its weights twice per token period instead of once — and gains only the

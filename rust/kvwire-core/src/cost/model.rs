@@ -97,6 +97,20 @@ pub struct ModelCost {
     matmul_scale: f64,
     /// `matmul_scale != 1` (one flag tested per step, where a float comparison would take several).
     scaled: bool,
+    /// MoE: the distinct experts of the last pass's token count ([`Self::weights_read`]).
+    touched: TouchedMemo,
+}
+
+/// The last (tokens, distinct routed experts) a MoE model's weight reads computed: consecutive steps of a batch
+/// pass the same token count, and the power it costs is most of a MoE step's arithmetic. A memo of a pure
+/// function, so it changes no result; it takes no part in comparing two models.
+#[derive(Clone, Debug, Default)]
+struct TouchedMemo(std::cell::Cell<(u128, f64)>);
+
+impl PartialEq for TouchedMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl ModelCost {
@@ -154,6 +168,7 @@ impl ModelCost {
             lm_head,
             matmul_scale: 1.0,
             scaled: false,
+            touched: TouchedMemo::default(),
         }
     }
 
@@ -216,8 +231,15 @@ impl ModelCost {
     fn weights_read(&self, tokens: u128) -> f64 {
         let mut params = to_f64(self.fixed_read_params);
         if self.moe_layers > 0 && tokens > 0 {
-            let e = self.experts as f64;
-            let touched = e * (1.0 - (1.0 - self.top_k as f64 / e).powf(tokens as f64));
+            let (last, value) = self.touched.0.get();
+            let touched = if last == tokens {
+                value
+            } else {
+                let e = self.experts as f64;
+                let v = e * (1.0 - (1.0 - self.top_k as f64 / e).powf(tokens as f64));
+                self.touched.0.set((tokens, v));
+                v
+            };
             params += to_f64(self.moe_layers * self.expert_params) * touched;
         }
         params * self.weight_bytes_per_param + to_f64(tokens * self.d_model) * self.weight_bytes_per_param

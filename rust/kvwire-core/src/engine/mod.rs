@@ -149,14 +149,11 @@ impl Decoder {
 
 impl Decoder {
     /// KV tokens a request (`prompt`, `output`) takes when it is admitted to decode with its first token:
-    /// its blocks and its first decode step's ([`KvRule::admit_decoding`]); with paged KV and speculative
-    /// decoding, the blocks of every token that step gives it.
+    /// what it holds and what its first decode step needs — with reserved KV its reservation, with paged KV its
+    /// blocks and the first step's ([`KvRule::admit_decoding`]; with speculative decoding, the blocks of
+    /// every token that step gives it).
     fn first_decode_take(&self, r: u32, prompt: u32, output: u32) -> u64 {
-        if self.rule.block > 0 && self.running.spec.is_some() {
-            self.rule.held(prompt, output, 1) + self.running.step_blocks(r, prompt, output, 1) * self.rule.block
-        } else {
-            self.rule.admit_decoding(prompt, output)
-        }
+        self.rule.held(prompt, output, 1) + self.running.step_blocks(r, prompt, output, 1) * self.rule.block
     }
 
     /// Add the pending receiver-side pass (decompression / layout conversion of just-admitted hand-offs) to

@@ -264,14 +264,16 @@ impl FastPaged {
 ///
 /// Draft position i is accepted with probability `acceptance[i]` given that the ones before it were, so a step
 /// keeps at least i drafts with probability c_i = Π_{j<i} acceptance[j]. One uniform draw u per sequence and
-/// step gives the count: the number of i in 1..=γ with u < c_i (inverse transform; the c_i decrease). The draw
+/// step gives the count: the number of i in 1..=γ with u < c_i (inverse transform; the c_i decrease). With
+/// u = m · 2⁻⁵³ for a 53-bit integer m, u < c_i exactly when m < ⌈c_i · 2⁵³⌉, so the comparison is made on
+/// integers (the same counts as in floating point, with fewer instructions on the draw's path). The draw
 /// comes from a counter-based generator keyed by (seed, request, tokens the request has): the same draws
 /// whatever instance, step or order the request runs in, so a run is deterministic and independent of the
 /// representation and of the other requests.
 #[derive(Clone, Debug)]
 pub struct Speculation {
-    /// c_1..c_γ: the probability of keeping at least i drafts.
-    at_least: Vec<f64>,
+    /// ⌈c_i · 2⁵³⌉ for c_1..c_γ, the probability of keeping at least i drafts.
+    at_least: Vec<u64>,
     pub seed: u64,
     /// Σ over verify steps and sequences of the draft tokens accepted, and of the sequences verified.
     pub accepted_sum: u64,
@@ -289,7 +291,8 @@ impl Speculation {
             .iter()
             .map(|&a| {
                 p *= a;
-                p
+                // c · 2⁵³ is exact (a power-of-two scale of c ∈ [0, 1]), so its ceiling is too.
+                (p * TWO_53).ceil() as u64
             })
             .collect();
         Speculation { at_least, seed, accepted_sum: 0, verified_rows: 0, done: Vec::new(), parked: HashMap::new() }
@@ -305,23 +308,27 @@ impl Speculation {
     /// Draft tokens request `req` accepts on the step after its `tokens_out`-th token.
     #[inline]
     pub fn accepted(&self, req: u32, tokens_out: u32) -> u32 {
-        let u = uniform(self.seed, req, tokens_out);
+        let m = draw(self.seed, req, tokens_out);
         // The c_i do not increase, so the i with u < c_i are the leading ones: counted without a branch (the
         // count is data-dependent, and a loop that stops at the first miss mispredicts on every draw).
-        self.at_least.iter().map(|&c| (u < c) as u32).sum()
+        self.at_least.iter().map(|&c| (m < c) as u32).sum()
     }
 }
 
-/// A uniform draw in [0, 1) for (seed, request, tokens): SplitMix64's finaliser over a mix of the three
-/// (Steele, Lea & Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014).
+/// 2⁵³, the draws' resolution.
+const TWO_53: f64 = (1u64 << 53) as f64;
+
+/// The draw for (seed, request, tokens) as a 53-bit integer m, the uniform draw in [0, 1) being m · 2⁻⁵³:
+/// SplitMix64's finaliser over a mix of the three (Steele, Lea & Flood, "Fast splittable pseudorandom number
+/// generators", OOPSLA 2014).
 #[inline]
-fn uniform(seed: u64, req: u32, tokens_out: u32) -> f64 {
+fn draw(seed: u64, req: u32, tokens_out: u32) -> u64 {
     let mut z =
         (seed ^ 0xD1B5_4A32_D192_ED03) ^ (((req as u64) << 32) | tokens_out as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
-    (z >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    z >> 11
 }
 
 /// The fast representation of a speculative running set (see the module's notes): a sequence's accepted
@@ -824,6 +831,36 @@ mod tests {
         let bits =
             [q.count, q.p50.unwrap_or(0.0).to_bits(), q.max.unwrap_or(0.0).to_bits(), q.mean.unwrap_or(0.0).to_bits()];
         (trace, bits.to_vec())
+    }
+
+    /// The integer comparison of a draw m with ⌈c · 2⁵³⌉ decides exactly as the floating-point comparison of the
+    /// uniform m · 2⁻⁵³ with c: on random draws against random thresholds, on thresholds at and next to the draw
+    /// itself, and at c = 0 and c = 1.
+    #[test]
+    fn integer_thresholds_decide_as_floats() {
+        let mut z = 0x1234_5678_9ABC_DEF0u64;
+        let mut next = || {
+            z = z.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            z
+        };
+        for _ in 0..200_000 {
+            let (seed, req, k) = (next(), next() as u32, next() as u32);
+            let m = draw(seed, req, k);
+            let u = m as f64 / TWO_53;
+            let candidates = [
+                (next() >> 11) as f64 / TWO_53,
+                u,
+                (m + 1) as f64 / TWO_53,
+                m.saturating_sub(1) as f64 / TWO_53,
+                0.0,
+                1.0,
+                f64::from_bits(u.to_bits() + 1).min(1.0),
+            ];
+            for c in candidates {
+                let t = (c * TWO_53).ceil() as u64;
+                assert_eq!(m < t, u < c, "m {m} c {c}");
+            }
+        }
     }
 
     #[test]

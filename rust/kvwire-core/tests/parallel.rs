@@ -227,7 +227,8 @@ fn micro_batches_reread_weights_and_split_flops() {
 }
 
 /// A micro-batched step's energy is its work's with the weights read once per group: the compute energy does
-/// not change with g, and the memory energy grows by W·j per extra group, so E₄ − E₂ = 2 (E₂ − E₁). Its
+/// not change with g, and the memory energy grows by W·j per extra group, so E₄ − E₂ = 2 (E₂ − E₁), and
+/// E₂ < 2 E₁. Its
 /// collectives are those of a group pass max(pp, g)/pp times, less what `comm_overlap` hides: at 0.75 a
 /// quarter of the g = 4 step's collectives at 0 overlap, the rest of the step unchanged.
 #[test]
@@ -240,6 +241,8 @@ fn micro_batches_energy_and_overlap() {
     assert!((e2.0 - e1.0).abs() <= 1e-9 * e1.0 && (e4.0 - e1.0).abs() <= 1e-9 * e1.0, "{e1:?} {e2:?} {e4:?}");
     let (lhs, rhs) = (e4.1 - e2.1, 2.0 * (e2.1 - e1.1));
     assert!(rhs > 0.0 && (lhs - rhs).abs() <= 1e-9 * rhs, "{lhs} vs {rhs}");
+    // A second read of the weights adds less than all the step's bytes again (W < B).
+    assert!(e2.1 < 2.0 * e1.1, "{e1:?} {e2:?}");
     let (busy0, comm0, _) = step(4, 0.0);
     let (busy, comm, _) = step(4, 0.75);
     assert!((comm - 0.25 * comm0).abs() <= 1e-9 * comm0, "{comm} vs {comm0}");

@@ -34,19 +34,23 @@ def test_layout_conversion_cost_runs(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_parallel_deployments_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    """The parallel-deployments example prints the three OPT-66B placements, each with collectives and a
-    capacity, and DeepSeek-V3 with MTP off and on, MTP lowering TPOT with 1.85 tokens per verify step (gamma = 1,
+    """The parallel-deployments example prints the four OPT-66B placements, each with collectives and a
+    capacity — decode TP 2 x PP 2 with two micro-batches in flight lowering TPOT against one batch at a time —
+    and DeepSeek-V3 with MTP off and on, MTP lowering TPOT with 1.85 tokens per verify step (gamma = 1,
     alpha = 0.85: 1 + 0.85 in expectation)."""
     runpy.run_path(str(EXAMPLES / "parallel_deployments.py"), run_name="__main__")
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert sum(1 for line in lines if "req/s at 90% SLO" in line and "collectives" in line) == 3
+    assert sum(1 for line in lines if "req/s at 90% SLO" in line and "collectives" in line) == 4
     off = next(line for line in lines if "MTP off" in line)
     on = next(line for line in lines if "MTP on" in line)
 
     def tpot(line: str) -> float:
         return float(line.split("TPOT p50 ")[1].split(" ms")[0])
 
+    one_batch = next(line for line in lines if "TP2xPP2 " in line)
+    two = next(line for line in lines if "TP2xPP2 x2mb" in line)
+    assert tpot(two) < tpot(one_batch)
     assert tpot(on) < tpot(off)
     tokens = float(on.split(", ")[-1].split(" tokens")[0])
     assert abs(tokens - 1.85) < 0.05

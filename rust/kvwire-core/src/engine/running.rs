@@ -259,8 +259,8 @@ impl FastPaged {
     }
 }
 
-/// Speculative decoding on a running set (plain representation only): every step verifies γ drafted tokens
-/// per sequence and the sequence keeps the leading accepted ones plus one token of its own.
+/// Speculative decoding on a running set (plain, plain paged or fast speculative): every step verifies γ
+/// drafted tokens per sequence and the sequence keeps the leading accepted ones plus one token of its own.
 ///
 /// Draft position i is accepted with probability `acceptance[i]` given that the ones before it were, so a step
 /// keeps at least i drafts with probability c_i = Π_{j<i} acceptance[j]. One uniform draw u per sequence and

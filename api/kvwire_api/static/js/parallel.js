@@ -1,8 +1,9 @@
 // The scenario runner's fields for parallelism inside an instance, the model's weight and activation formats and
 // speculative decoding (issue 24), and the figures a run reports about them.
 //
-// Form: per pool (prefill, decode, colocated) the TP / PP / EP / DP degrees and the micro-batches of `<pool>.parallel` (blank: not
-// set, so no `parallel` is sent and the pool keeps the old meaning of devices_per_instance), `model.weights` and
+// Form: per pool (prefill, decode, colocated) the TP / PP / EP / DP degrees and the micro-batches of
+// `<pool>.parallel` (blank: not set, so no `parallel` is sent and the pool keeps the old meaning of
+// devices_per_instance), `model.weights` and
 // `model.activations` (blank: the preset's), and `speculative` (a toggle; its method, draft tokens, acceptance
 // and, for method "draft", the draft model). Results: a per-instance table (layout, matmul format, the busy time's
 // compute-bound, memory-bound and power-capped shares, the share in collectives not hidden under compute) when

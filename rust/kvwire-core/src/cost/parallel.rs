@@ -23,7 +23,7 @@
 //!
 //! Collective energy is not charged (the links' pJ/bit apply to the KV hand-off only).
 
-use super::model::ModelCost;
+use super::model::{ModelCost, StepWork};
 
 /// One device's bandwidth and message latency on a network.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -173,11 +173,16 @@ impl ParallelCost {
     /// A step over `tokens` tokens (prompt tokens computed, plus one per decoding sequence) reading
     /// `ctx_tokens` tokens of KV.
     pub fn step(&self, tokens: u64, ctx_tokens: u64) -> StepComm {
-        let t = tokens as f64;
-        StepComm {
-            extra_flops: t * self.imbalance_flops_per_token,
-            extra_bytes: self.replicated_read_bytes + ctx_tokens as f64 * self.kv_extra_bytes_per_token,
-            collective_s: self.collective_s(t),
+        let extra = self.extra_work(tokens, ctx_tokens);
+        StepComm { extra_flops: extra.flops, extra_bytes: extra.bytes, collective_s: self.collective_s(tokens as f64) }
+    }
+
+    /// What a step over `tokens` tokens reading `ctx_tokens` of KV adds to its work (the busiest expert's
+    /// FLOPs, the replicated reads), without its collectives.
+    pub fn extra_work(&self, tokens: u64, ctx_tokens: u64) -> StepWork {
+        StepWork {
+            flops: tokens as f64 * self.imbalance_flops_per_token,
+            bytes: self.replicated_read_bytes + ctx_tokens as f64 * self.kv_extra_bytes_per_token,
         }
     }
 

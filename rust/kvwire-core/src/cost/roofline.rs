@@ -1,7 +1,7 @@
 //! From FLOPs and bytes to step time and energy: the roofline with derated rates, optional DVFS, the power
 //! roof (TDP or a pool power cap) and the fixed per-step overhead (`spec/simulator.md` (b)).
 
-use super::model::{ModelCost, StepWork};
+use super::model::{Chunks, ModelCost, StepWork};
 use super::parallel::ParallelCost;
 use super::presets::DeviceSpec;
 use super::table::{Hints, Shape, StepTable};
@@ -238,8 +238,8 @@ impl StepTimer {
             return self.parallel_step(par, w, tokens, ctx_tokens);
         }
         let g = groups as f64;
-        let c = par.step(tokens, ctx_tokens);
-        let total = StepWork { flops: w.flops + c.extra_flops, bytes: w.bytes + c.extra_bytes };
+        let extra = par.extra_work(tokens, ctx_tokens);
+        let total = StepWork { flops: w.flops + extra.flops, bytes: w.bytes + extra.bytes };
         let weights = par.weight_read_bytes.min(total.bytes);
         let group = StepWork { flops: total.flops / g, bytes: weights + (total.bytes - weights) / g };
         let tau = self.time(group).time_s - self.p.step_overhead_s;
@@ -335,10 +335,26 @@ impl StepTimer {
         ctx: u64,
         b: u64,
     ) -> (StepWork, StepTiming, f64) {
-        let g = gamma as u64;
-        let mut work = target.verify(ctx, b, gamma);
-        let mut timing = self.step(work, Shape::decode(b * (g + 1), ctx));
-        let draft_s = self.add_drafts(draft, gamma, ctx, b, &mut work, &mut timing);
+        self.speculative_pass(target, draft, gamma, ctx, b, Chunks::default(), Shape::decode(b, ctx))
+    }
+
+    /// [`Self::speculative_step`] beside prompt chunks (a mixed step of chunked prefill or of a re-prefill):
+    /// the `rows` decode rows verify γ + 1 positions each in the pass with the chunks
+    /// ([`ModelCost::mixed_verify`], timed as `shape` with γ + 1 rows per decode row), then the γ draft passes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn speculative_pass(
+        &self,
+        target: &ModelCost,
+        draft: &ModelCost,
+        gamma: u32,
+        ctx: u64,
+        rows: u64,
+        chunks: Chunks,
+        shape: Shape,
+    ) -> (StepWork, StepTiming, f64) {
+        let mut work = target.mixed_verify(ctx, rows, gamma, chunks);
+        let mut timing = self.step(work, Shape { decode_rows: rows * (gamma as u64 + 1), ..shape });
+        let draft_s = self.add_drafts(draft, gamma, ctx, rows, &mut work, &mut timing);
         (work, timing, draft_s)
     }
 

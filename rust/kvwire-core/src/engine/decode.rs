@@ -7,7 +7,7 @@ use super::instance::Pool;
 #[cfg(doc)]
 use super::instance::Role;
 use super::{cols, Decoder, Sim};
-use crate::cost::model::{ModelCost, StepWork};
+use crate::cost::model::{Chunks, ModelCost, StepWork};
 use crate::cost::roofline::StepTimer;
 use crate::cost::roofline::StepTiming;
 use crate::cost::table::Shape;
@@ -252,30 +252,47 @@ fn start_paged_decode(
     let (chunks, swap_s) = super::paged::step_extra(dec, model, prompt);
     let b = dec.running.len() as u64;
     let ctx = dec.running.ctx_tokens(prompt);
-    // Speculative decoding: the rows verify γ + 1 positions each, and the γ draft passes follow.
-    let draft = if b > 0 { dec.draft.as_deref() } else { None };
-    let gamma = draft.map_or(0, |d| d.gamma);
-    let mut work = match draft {
-        None => model.mixed(ctx, b, chunks),
-        Some(d) => model.mixed_verify(ctx, b, d.gamma, chunks),
-    };
     let shape = Shape {
         prefill_seqs: chunks.last_chunks,
         prefill_tokens: chunks.tokens,
         cached_tokens: chunks.cached_tokens,
-        decode_rows: b * (gamma as u64 + 1),
+        decode_rows: b,
         decode_ctx: ctx,
     };
-    let mut timing = timer.step(work, shape);
-    if let Some(d) = draft {
-        stats.draft_s += timer.add_drafts(&d.model, d.gamma, ctx, b, &mut work, &mut timing);
-    }
+    let (mut work, mut timing) = mixed_pass(dec.draft.as_deref(), timer, stats, model, ctx, b, chunks, shape);
     dec.take_pending_pass(timer, &mut work, &mut timing);
     // The step waits for the swaps of its boundary (the host link is the instance's own).
     timing.time_s += swap_s;
     stats.kv_peak_tokens = stats.kv_peak_tokens.max(dec.kv_used);
     stats.add_step(now, work, timing, b + chunks.last_chunks, 0, false, dec.kv_used);
     Some(now + timing.time_s)
+}
+
+/// A mixed pass of `rows` decode rows (`ctx` tokens of context) beside the prompt chunks `chunks`, timed as
+/// `shape`: with speculative decoding (`draft`, and rows to verify) the rows verify their drafts in the pass
+/// and the draft passes follow ([`StepTimer::speculative_pass`], their time added to `stats.draft_s`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn mixed_pass(
+    draft: Option<&Draft>,
+    timer: &StepTimer,
+    stats: &mut InstanceStats,
+    model: &ModelCost,
+    ctx: u64,
+    rows: u64,
+    chunks: Chunks,
+    shape: Shape,
+) -> (StepWork, StepTiming) {
+    match draft {
+        Some(d) if rows > 0 => {
+            let (work, timing, draft_s) = timer.speculative_pass(model, &d.model, d.gamma, ctx, rows, chunks, shape);
+            stats.draft_s += draft_s;
+            (work, timing)
+        }
+        _ => {
+            let work = model.mixed(ctx, rows, chunks);
+            (work, timer.step(work, shape))
+        }
+    }
 }
 
 /// Finish a decode step at `now`: tokens, inter-token gaps, finished sequences (their KV released).

@@ -153,7 +153,7 @@ impl Decoder {
     /// blocks and the first step's ([`KvRule::admit_decoding`]; with speculative decoding, the blocks of
     /// every token that step gives it).
     fn first_decode_take(&self, r: u32, prompt: u32, output: u32) -> u64 {
-        self.rule.held(prompt, output, 1) + self.running.step_blocks(r, prompt, output, 1) * self.rule.block
+        self.running.step_take(self.rule, r, prompt, output, 1)
     }
 
     /// Add the pending receiver-side pass (decompression / layout conversion of just-admitted hand-offs) to

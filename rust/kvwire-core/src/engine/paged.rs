@@ -178,11 +178,7 @@ fn prepare_paged(dec: &mut Decoder, t: &mut RequestTable, max_batch: u64) {
         let (p, o) = (t.prompt_tokens[ri], t.output_tokens[ri]);
         // Its blocks including those this step's tokens may need: one token when recomputed (the re-prefill
         // gives it), a decode step's when swapped back in (with speculative decoding, all it accepts).
-        let take = if pg.swap.is_some() {
-            rule.held(p, o, k) + running.step_blocks(r, p, o, k) * block
-        } else {
-            rule.held(p, o, k + 1)
-        };
+        let take = if pg.swap.is_some() { running.step_take(*rule, r, p, o, k) } else { rule.held(p, o, k + 1) };
         if running.len() as u64 + pg.recomputing.len() as u64 >= max_batch || *kv_used + take > *kv_capacity {
             break;
         }

@@ -223,24 +223,23 @@ impl Sim<'_> {
         work.tokens += again.tokens;
         work.attention_flops += again.attention_flops;
         work.last_chunks += again.last_chunks;
-        // Speculative decoding: the decode rows verify γ + 1 positions each, and the γ draft passes follow.
-        let draft = if rows > 0 { inst.dec.draft.as_deref() } else { None };
-        let gamma = draft.map_or(0, |d| d.gamma);
-        let mut step = match draft {
-            None => model.mixed(ctx, rows, work),
-            Some(d) => model.mixed_verify(ctx, rows, d.gamma, work),
-        };
         let shape = Shape {
             prefill_seqs: members.len() as u64 + again.last_chunks,
             prefill_tokens: work.tokens,
             cached_tokens: work.cached_tokens,
-            decode_rows: rows * (gamma as u64 + 1),
+            decode_rows: rows,
             decode_ctx: ctx,
         };
-        let mut timing = inst.timer.step(step, shape);
-        if let Some(d) = draft {
-            inst.stats.draft_s += inst.timer.add_drafts(&d.model, d.gamma, ctx, rows, &mut step, &mut timing);
-        }
+        let (mut step, mut timing) = super::decode::mixed_pass(
+            inst.dec.draft.as_deref(),
+            &inst.timer,
+            &mut inst.stats,
+            model,
+            ctx,
+            rows,
+            work,
+            shape,
+        );
         timing.time_s += swap_s;
         if pass.bytes > 0.0 {
             inst.timer.add_pass(pass, &mut step, &mut timing);

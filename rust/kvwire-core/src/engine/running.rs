@@ -21,6 +21,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use crate::metrics::itl::ItlHistogram;
+use crate::policy::batching::KvRule;
 
 /// Read-only per-request columns a step needs.
 #[derive(Clone, Copy)]
@@ -302,7 +303,14 @@ impl Speculation {
     /// one of its own and the drafts it accepts, at most what is left.
     #[inline]
     pub fn gets(&self, req: u32, output: u32, tokens_out: u32) -> u32 {
-        1 + self.accepted(req, tokens_out).min(output - tokens_out - 1)
+        1 + self.kept(req, output, tokens_out)
+    }
+
+    /// The drafts request `req` keeps on the step after its `tokens_out`-th token (< output): those it
+    /// accepts, at most what its output has left after the step's own token.
+    #[inline]
+    pub fn kept(&self, req: u32, output: u32, tokens_out: u32) -> u32 {
+        self.accepted(req, tokens_out).min(output - tokens_out - 1)
     }
 
     /// Draft tokens request `req` accepts on the step after its `tokens_out`-th token.
@@ -357,7 +365,7 @@ impl FastSpec {
         let (out, measured) = (c.output[i], c.measured[i]);
         let (mut k, mut j, mut acc) = (1u32, 0usize, 0u32);
         loop {
-            let a = spec.accepted(r, k).min(out - k - 1);
+            let a = spec.kept(r, out, k);
             if j == self.ahead.len() {
                 self.ahead.push_back([0, 0]);
             }
@@ -575,6 +583,12 @@ impl RunningSet {
         grow_blocks(self.spec.as_deref(), block, r, prompt, output, k)
     }
 
+    /// KV tokens request `r` (`prompt`, `output`, `k` generated) holds under `rule` together with what its next
+    /// decode step needs ([`Self::step_blocks`]): what it must be given to run that step.
+    pub fn step_take(&self, rule: KvRule, r: u32, prompt: u32, output: u32, k: u32) -> u64 {
+        rule.held(prompt, output, k) + self.step_blocks(r, prompt, output, k) * rule.block
+    }
+
     /// Remove the most recently admitted sequence (plain representation): its request, tokens generated and
     /// when it got its last token (`last_step_end` unless it is new or resumed since the last step).
     pub fn preempt_last(&mut self, c: Cols, last_step_end: f64) -> Option<(u32, u32, f64)> {
@@ -712,7 +726,7 @@ fn plain_step(
         s.since = f64::NAN;
         let mut got = 1;
         if let Some(sp) = spec.as_deref_mut() {
-            let accepted = sp.accepted(s.req, s.tokens_out).min(s.output - s.tokens_out - 1);
+            let accepted = sp.kept(s.req, s.output, s.tokens_out);
             sp.accepted_sum += accepted as u64;
             sp.verified_rows += 1;
             s.accepted += accepted;

@@ -74,6 +74,16 @@ def test_quantize(benchmark: Any, x32: np.ndarray, fmt: str, threads: int) -> No
     _record(benchmark, x32.nbytes)
 
 
+@pytest.mark.parametrize("fmt", ["nvfp4", "fp8_e4m3"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_quantize_given_scale(benchmark: Any, x32: np.ndarray, fmt: str, threads: int) -> None:
+    """A given (calibrated) tensor scale: one pass over the input, no pass for its largest magnitude (target:
+    NVFP4 at least 0.7 of memcpy on one thread, issue 27), new output buffers each call."""
+    scale = quant.quantize(x32, fmt).tensor_scale
+    benchmark.pedantic(quant.quantize, args=(x32, fmt), kwargs={"threads": threads, "tensor_scale": scale}, **ROUNDS)
+    _record(benchmark, x32.nbytes)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_decode_e4m3fn_to_f32(benchmark: Any, x32: np.ndarray, threads: int) -> None:
     """E4M3FN → f32 (target ≥ 5 GB/s of output per core), into a preallocated output."""

@@ -82,6 +82,7 @@ def quantize(
     group: int | None = None,
     scale_rule: str = "floor",
     threads: int | None = None,
+    tensor_scale: float | None = None,
 ) -> dict[str, Any]: ...
 def dequantize(
     codes: npt.NDArray[np.uint8],

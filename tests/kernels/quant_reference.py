@@ -289,11 +289,12 @@ def nvfp4_global(x: F32) -> np.float32:
     return np.float32(1.0) if g < FLT_MIN else g
 
 
-def nvfp4_quantize(x: F32, axis: int = -1) -> tuple[U8, U8, np.float32]:
-    """NVFP4, division form: s = e4m3(clip(amax_b / 6 / g, 2^-6, 448)), q = e2m1(x / (s·g)). A block with
-    NaN/Inf gets scale byte 0x7F (NaN) and codes 0x7. Returns (codes, E4M3 scale bytes, g)."""
+def nvfp4_quantize(x: F32, axis: int = -1, g: np.float32 | None = None) -> tuple[U8, U8, np.float32]:
+    """NVFP4, division form: s = e4m3(clip(amax_b / 6 / g, 2^-6, 448)), q = e2m1(x / (s·g)), with g given or
+    from the tensor's finite amax. A block with NaN/Inf gets scale byte 0x7F (NaN) and codes 0x7. Returns
+    (codes, E4M3 scale bytes, g)."""
     e2m1, e4m3 = ELEMENTS["e2m1"], ELEMENTS["e4m3fn"]
-    g = nvfp4_global(x)
+    g = nvfp4_global(x) if g is None else np.float32(g)
     xb = blocked(x, axis, 16)
     amax = _block_amax(xb)
     fin = np.isfinite(amax)
@@ -328,11 +329,11 @@ def fp8_scale(amax: npt.NDArray[Any] | np.float32, e: Elem) -> F32:
     return np.where(a == 0, np.float32(1), s).astype(np.float32)
 
 
-def fp8_tensor_quantize(x: F32, elem: str) -> tuple[U8, np.float32]:
-    """Per-tensor FP8: scale from the finite amax, codes = sat_RNE(x / scale) (true division), ±Inf saturating
-    to ±max as satfinite does; NaN stays NaN."""
+def fp8_tensor_quantize(x: F32, elem: str, scale: np.float32 | None = None) -> tuple[U8, np.float32]:
+    """Per-tensor FP8: scale given or from the finite amax, codes = sat_RNE(x / scale) (true division), ±Inf
+    saturating to ±max as satfinite does; NaN stays NaN."""
     e = ELEMENTS[elem]
-    scale = np.float32(fp8_scale(finite_amax(x), e))
+    scale = np.float32(fp8_scale(finite_amax(x), e)) if scale is None else np.float32(scale)
     with np.errstate(all="ignore"):
         y = (x / scale).astype(np.float32)
     codes = np.where(np.isnan(x), cast_codes(y, e, saturate=False), cast_codes(y, e, saturate=True))
@@ -485,9 +486,12 @@ def quantize(
     axis: int = -1,
     group: int | None = None,
     rule: Literal["floor", "rceil"] = "floor",
+    tensor_scale: float | None = None,
 ) -> RefQuant:
     """Quantise float32 ``x`` in format ``fmt`` (a name of kvwire's format table) along ``axis``; ``group``
-    overrides the group of fp8 and integer formats."""
+    overrides the group of fp8 and integer formats; ``tensor_scale`` gives NVFP4's g or a per-tensor fp8
+    scale instead of one from the data."""
+    given = None if tensor_scale is None else np.float32(tensor_scale)
     assert x.dtype == np.float32
     axis %= x.ndim
     if fmt in MX_ELEMENT:
@@ -496,13 +500,13 @@ def quantize(
         bits = ELEMENTS[el].bits
         return RefQuant(pack(c, bits), s, None, None, 32, bits, mx_dequantize(c, s, el, axis))
     if fmt == "nvfp4":
-        c, sb, g = nvfp4_quantize(x, axis)
+        c, sb, g = nvfp4_quantize(x, axis, given)
         return RefQuant(pack(c, 4), sb, None, float(g), 16, 4, nvfp4_dequantize(c, sb, float(g), axis))
     if fmt in FP8_FORMATS:
         el, default = FP8_FORMATS[fmt]
         grp = default if group is None else group
         if grp is None:
-            c, t = fp8_tensor_quantize(x, el)
+            c, t = fp8_tensor_quantize(x, el, given)
             return RefQuant(pack(c, 8), None, None, float(t), 0, 8, fp8_dequantize(c, el, t))
         c, sf = fp8_group_quantize(x, el, axis, grp)
         return RefQuant(pack(c, 8), sf, None, None, grp, 8, fp8_dequantize(c, el, sf, axis, grp))

@@ -688,6 +688,47 @@ def test_nvfp4_hand_computed_vectors() -> None:
         assert np.isnan(back[16:32]).all() and np.isfinite(back[:16]).all() and np.isfinite(back[32:]).all()
 
 
+@pytest.mark.parametrize("fmt", ["nvfp4", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz"])
+@pytest.mark.parametrize("layout", ["last", "first", "middle"])
+def test_given_tensor_scale_matches_reference(fmt: str, layout: str) -> None:
+    """A given ``tensor_scale`` (a calibrated scale: one pass over the input) is used as is: codes, scales
+    and dequantisation equal the reference quantised with that scale, bit for bit, along any axis (the
+    fused NVFP4 kernel for the last axis, the strided blocks otherwise), for the scale the data would give
+    (then also equal to the default call), one 64 times smaller (block scales and elements saturate) and the
+    Gaussian rows' own scale (the float32 extremes among the special rows saturate, the rest clamp or
+    flush)."""
+    rng = np.random.default_rng(11)
+    gauss = block_data(rng, (64, 16), 1, 16)
+    x, axis = along(np.concatenate([special_blocks(16), gauss]), layout)
+    default = quant.quantize(x, fmt, axis)
+    own = quant.quantize(gauss, fmt).tensor_scale
+    assert default.tensor_scale is not None and own is not None
+    for scale in (default.tensor_scale, float(np.float32(default.tensor_scale) / np.float32(64)), own):
+        q = quant.quantize(x, fmt, axis, tensor_scale=scale)
+        assert q.tensor_scale == scale
+        with np.errstate(over="ignore"):  # the fnuz formats' ±240 times the float32 extremes' scale is ±Inf
+            want = ref.quantize(x, fmt, axis, tensor_scale=scale)
+        check_against_reference(q, want, f"{fmt} {layout} g={scale}")
+        if scale == default.tensor_scale:
+            assert_same(q.codes, default.codes, "given = derived")
+
+
+def test_tensor_scale_is_refused_where_it_has_no_meaning() -> None:
+    """Formats without one tensor scale refuse ``tensor_scale``, as do scales that are not positive finite
+    float32 numbers (and, for NVFP4, subnormal ones), each naming the argument; nothing is returned."""
+    x = np.ones((2, 128), dtype=np.float32)
+    for fmt in ("mxfp4", "mxfp8_e4m3", "int4_asym_g32", "fp8_e4m3_g128"):
+        with pytest.raises(kvwire.QuantError, match="tensor_scale") as e:
+            quant.quantize(x, fmt, tensor_scale=0.5)
+        assert e.value.path == "tensor_scale"
+    for bad in (0.0, -1.0, math.nan, math.inf, 1e-60, 1e39, "0.5", True, [0.5]):
+        with pytest.raises(kvwire.QuantError, match="tensor_scale"):
+            quant.quantize(x, "nvfp4", tensor_scale=bad)  # type: ignore[arg-type]
+    with pytest.raises(kvwire.QuantError, match=r"tensor_scale: must be a finite number ≥"):
+        quant.quantize(x, "nvfp4", tensor_scale=1e-40)
+    assert quant.quantize(x, "fp8_e4m3", tensor_scale=1e-40).tensor_scale == float(np.float32(1e-40))
+
+
 def test_nvfp4_uses_the_division_form() -> None:
     """Elements are e2m1(x / (s·g)) with a true division (§1.3): for a value exactly at an E2M1 tie in units
     of s·g, multiplying by a rounded reciprocal 1/(s·g) lands off the tie and rounds the other way; kvwire's

@@ -42,6 +42,27 @@ def whole(value: Any, name: str, low: int, high: int, error: type[KvwireError]) 
     return int(value)
 
 
+def scale(value: Any, name: str, error: type[KvwireError]) -> float:
+    """A positive finite number that stays positive and finite as float32 (a tensor scale), returned as the
+    float32 value the kernel will use, or ``error`` naming ``name``.
+
+    >>> from kvwire.errors import QuantError
+    >>> scale(0.5, "tensor_scale", QuantError)
+    0.5
+    >>> scale(1e-60, "tensor_scale", QuantError)
+    Traceback (most recent call last):
+    ...
+    kvwire.errors.QuantError: tensor_scale: must be a positive finite number within float32's range, got 1e-60
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise error(f"{name}: expected a number, got {type(value).__name__} {_shown(value)}", name)
+    with np.errstate(over="ignore", under="ignore"):
+        f32 = np.float32(value)
+    if not (np.isfinite(f32) and f32 > 0 and np.isfinite(float(value))):
+        raise error(f"{name}: must be a positive finite number within float32's range, got {_shown(value)}", name)
+    return float(f32)
+
+
 def array(a: Any, name: str, dtype: Any, error: type[KvwireError]) -> np.ndarray:
     """A numpy array of ``dtype`` (native byte order), C-contiguous and aligned, or ``error`` saying which of
     these it is not (an unaligned view is not called "non-contiguous")."""

@@ -137,6 +137,7 @@ def quantize(
     group_size: int | None = None,
     scale_rule: ScaleRule = "floor",
     threads: int | None = None,
+    tensor_scale: float | None = None,
 ) -> QuantizedTensor:
     """Quantise ``x`` to ``fmt`` with blocks along ``axis``.
 
@@ -148,9 +149,25 @@ def quantize(
             scale per vector such as per token-head).
         scale_rule: MX shared-exponent rule, ``"floor"`` (OCP spec, default) or ``"rceil"`` (NVIDIA).
         threads: worker threads (default: all cores for ≥ 1 Mi values).
+        tensor_scale: a given fp32 tensor scale for the formats that have one — ``nvfp4``'s g (by default
+            amax / (448 · 6)) and the per-tensor fp8 formats' scale (by default amax / max) — such as a
+            calibrated (static) scale, as engines quantise with. The input is then read once instead of
+            twice (no pass for its largest magnitude); values beyond the range the scale covers saturate.
+            The result's ``tensor_scale`` is this value as float32. NVFP4 needs a normal float32 (≥ 2⁻¹²⁶).
 
     Raises:
-        QuantError: wrong dtype, non-contiguous input, an axis that the block does not divide, ...
+        QuantError: wrong dtype, non-contiguous input, an axis that the block does not divide, a
+            ``tensor_scale`` for a format without one, ...
+
+    Example:
+        >>> import numpy as np
+        >>> from kvwire import quant
+        >>> x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(4, 16)
+        >>> quant.quantize(x, "nvfp4").tensor_scale == float(np.float32(3.0 / 2688))
+        True
+        >>> q = quant.quantize(x, "nvfp4", tensor_scale=0.01)  # a calibrated scale: one pass
+        >>> q.tensor_scale == float(np.float32(0.01)), float(np.abs(quant.dequantize(q) - x).max()) < 0.5
+        (True, True)
     """
     raw, tag = _input(x)
     ax = _axis(axis, x.ndim)
@@ -159,7 +176,9 @@ def quantize(
     if group_size is not None:
         group_size = _args.whole(group_size, "group_size", 1, x.shape[ax], QuantError)
     threads = _args.threads(threads, QuantError)
-    out = _core.quantize(raw, tag, list(x.shape), ax, name, group_size, scale_rule, threads)
+    if tensor_scale is not None:
+        tensor_scale = _args.scale(tensor_scale, "tensor_scale", QuantError)
+    out = _core.quantize(raw, tag, list(x.shape), ax, name, group_size, scale_rule, threads, tensor_scale)
     group = int(out["group"])
     codes = out["codes"]
     if codes.size == x.size:

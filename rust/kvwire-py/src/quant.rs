@@ -45,7 +45,12 @@ fn element(name: &str) -> PyResult<quant::MiniFloat> {
     })
 }
 
-fn options(threads: Option<usize>, scale_rule: &str, group: Option<usize>) -> PyResult<Options> {
+fn options(
+    threads: Option<usize>,
+    scale_rule: &str,
+    group: Option<usize>,
+    tensor_scale: Option<f32>,
+) -> PyResult<Options> {
     let scale_rule = match scale_rule {
         "floor" => ScaleRule::Floor,
         "rceil" => ScaleRule::Rceil,
@@ -54,7 +59,7 @@ fn options(threads: Option<usize>, scale_rule: &str, group: Option<usize>) -> Py
     if threads == Some(0) {
         return Err(qerr("threads", "must be ≥ 1"));
     }
-    Ok(Options { threads, isa: None, scale_rule, group })
+    Ok(Options { threads, isa: None, scale_rule, group, tensor_scale })
 }
 
 /// Borrowed input values: `x` is float32 (`dtype="f32"`) or the uint16 bits of bfloat16/float16.
@@ -86,7 +91,7 @@ impl<'py> Input<'py> {
 /// Quantise `x` (shape `shape`) along `axis`. Returns `{"codes", "scales", "zeros", "tensor_scale",
 /// "group"}` with numpy arrays (scales: uint8 bytes, float32, or uint16 fp16 bits).
 #[pyfunction]
-#[pyo3(signature = (x, dtype, shape, axis, fmt, group=None, scale_rule="floor", threads=None))]
+#[pyo3(signature = (x, dtype, shape, axis, fmt, group=None, scale_rule="floor", threads=None, tensor_scale=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn quantize<'py>(
     py: Python<'py>,
@@ -98,9 +103,10 @@ pub fn quantize<'py>(
     group: Option<usize>,
     scale_rule: &str,
     threads: Option<usize>,
+    tensor_scale: Option<f32>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let fmt = format(fmt)?;
-    let opts = options(threads, scale_rule, group)?;
+    let opts = options(threads, scale_rule, group, tensor_scale)?;
     let input = Input::new(x, dtype)?;
     let src = input.source()?;
     let q = py.detach(|| quant::quantize(src, &shape, axis, fmt, &opts)).map_err(to_py)?;
@@ -140,7 +146,7 @@ pub fn dequantize<'py>(
     threads: Option<usize>,
 ) -> PyResult<()> {
     let format = format(fmt)?;
-    let opts = options(threads, scale_rule, None)?;
+    let opts = options(threads, scale_rule, None, None)?;
     let contiguous = |name: &'static str| move |_| qerr(name, "must be a C-contiguous array");
     let codes = codes.as_slice().map_err(contiguous("codes"))?;
     // Scales arrive as uint8 (E8M0/E4M3 bytes), float32, or uint16 (fp16 bits).
@@ -177,7 +183,7 @@ pub fn cast<'py>(
     threads: Option<usize>,
 ) -> PyResult<()> {
     let elem = self::element(element)?;
-    let opts = options(threads, "floor", None)?;
+    let opts = options(threads, "floor", None, None)?;
     let input = Input::new(x, dtype)?;
     let src = input.source()?;
     let mut out = writable(&out)?;
@@ -196,7 +202,7 @@ pub fn decode<'py>(
     threads: Option<usize>,
 ) -> PyResult<()> {
     let elem = self::element(element)?;
-    let opts = options(threads, "floor", None)?;
+    let opts = options(threads, "floor", None, None)?;
     let codes = codes.as_slice().map_err(|_| qerr("codes", "must be a C-contiguous array"))?;
     let mut out = writable(&out)?;
     let out = out.as_slice_mut().map_err(|_| qerr("out", "must be a C-contiguous array"))?;

@@ -19,6 +19,7 @@ pub mod block;
 pub mod codec;
 pub mod formats;
 pub mod minifloat;
+pub mod nvfp4;
 pub mod schemes;
 pub mod simd;
 
@@ -91,11 +92,16 @@ pub struct Options {
     pub scale_rule: ScaleRule,
     /// Override the format's group size (fp8 and integer groups only).
     pub group: Option<usize>,
+    /// A given fp32 tensor scale for the formats that have one (NVFP4's g, per-tensor fp8's scale) — a
+    /// calibrated (static) scale, as engines quantise with — instead of one from the tensor's largest
+    /// magnitude; the quantisation is then one pass over the input. Values beyond the range it covers
+    /// saturate.
+    pub tensor_scale: Option<f32>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { threads: None, isa: None, scale_rule: ScaleRule::Floor, group: None }
+        Options { threads: None, isa: None, scale_rule: ScaleRule::Floor, group: None, tensor_scale: None }
     }
 }
 
@@ -200,6 +206,27 @@ fn qerr(path: &str, reason: impl Into<String>) -> Error {
     Error::Quant { path: path.to_string(), reason: reason.into() }
 }
 
+/// The given tensor scale, checked: only for the formats with one tensor scale; finite and positive (a
+/// normal `f32` for NVFP4, whose block scales multiply it by as little as 2⁻⁶).
+fn tensor_scale_of(fmt: &Format, group: Option<usize>, opts: &Options) -> Result<Option<f32>> {
+    let Some(g) = opts.tensor_scale else { return Ok(None) };
+    let normal = match fmt.scheme {
+        Scheme::Nvfp4 => true,
+        Scheme::Fp8 { .. } if group.is_none() => false,
+        _ => {
+            return Err(qerr(
+                "tensor_scale",
+                format!("{} has no tensor scale (only nvfp4 and the per-tensor fp8 formats do)", fmt.name),
+            ))
+        }
+    };
+    let least = if normal { f32::MIN_POSITIVE } else { f32::from_bits(1) };
+    if !(g.is_finite() && g >= least) {
+        return Err(qerr("tensor_scale", format!("must be a finite number ≥ {least:e}, got {g}")));
+    }
+    Ok(Some(g))
+}
+
 /// Check shape/axis and return the layout.
 fn layout_of(n: usize, shape: &[usize], axis: usize) -> Result<Layout> {
     if shape.is_empty() {
@@ -270,13 +297,25 @@ fn finite_amax(src: Source, threads: usize, isa: Isa) -> f32 {
             for (u, m) in out.iter_mut().enumerate().take(k) {
                 let lo = (first + u) * UNIT;
                 let chunk = &x[lo..(lo + UNIT).min(x.len())];
-                // Branch-free (select, then max) so that the reduction vectorises.
-                let mut acc = 0u32;
-                for &v in chunk {
-                    let a = v.to_f32().to_bits() & 0x7FFF_FFFF;
-                    acc = acc.max(if a < 0x7F80_0000 { a } else { 0 });
+                // Branch-free (select, then max) into 16 lanes so that the reduction vectorises, with the
+                // input asked for 4096 values ahead, a block at a time (the hardware prefetcher stops at
+                // page boundaries; a prefetch never faults, so the address may point past the end).
+                let mut acc = [0u32; 16];
+                let blocks = chunk.chunks_exact(16);
+                let tail = blocks.remainder();
+                for (i, blk) in blocks.enumerate() {
+                    simd::prefetch(chunk.as_ptr().wrapping_add(i * 16 + 4096));
+                    let blk: &[I; 16] = blk.try_into().expect("chunks_exact(16) yields 16 values");
+                    for (a, v) in acc.iter_mut().zip(blk) {
+                        let b = v.to_f32().to_bits() & 0x7FFF_FFFF;
+                        *a = (*a).max(if b < 0x7F80_0000 { b } else { 0 });
+                    }
                 }
-                *m = acc;
+                for (a, v) in acc.iter_mut().zip(tail) {
+                    let b = v.to_f32().to_bits() & 0x7FFF_FFFF;
+                    *a = (*a).max(if b < 0x7F80_0000 { b } else { 0 });
+                }
+                *m = acc.into_iter().max().unwrap_or(0);
             }
         })
     }));
@@ -291,15 +330,16 @@ pub fn quantize(src: Source, shape: &[usize], axis: usize, fmt: &Format, opts: &
     let isa = opts.isa();
     let bits = fmt.element_bits();
     let group = group_of(fmt, opts)?;
+    let given = tensor_scale_of(fmt, group, opts)?;
     match fmt.scheme {
         Scheme::None => Err(qerr("format", "\"none\" is not a quantisation format")),
         Scheme::DsMla => Err(qerr("format", "fp8_ds_mla is a cache record; build it with kvwire.layout")),
         Scheme::Fp8 { elem, group: _ } => match group {
             None => {
-                let amax = finite_amax(src, threads, isa);
                 let mut codes = alloc::zeroed_u8(n);
                 let scale = crate::with_element!(elem, E => {
-                    let scheme = Fp8Scaled::<E>::new(Some(Fp8Scaled::<E>::new(None).scale_for(amax)));
+                    let scale = given.unwrap_or_else(|| Fp8Scaled::<E>::new(None).scale_for(finite_amax(src, threads, isa)));
+                    let scheme = Fp8Scaled::<E>::new(Some(scale));
                     with_input!(src, x => scaled_cast(&scheme, x, &mut codes, threads, isa));
                     scheme.tensor
                 });
@@ -322,8 +362,17 @@ pub fn quantize(src: Source, shape: &[usize], axis: usize, fmt: &Format, opts: &
         }
         Scheme::Nvfp4 => {
             check_blocks(layout, Nvfp4::BLOCK, bits, fmt)?;
-            let scheme = Nvfp4 { global: Nvfp4::global_from_amax(finite_amax(src, threads, isa)) };
-            let (codes, stored) = run_blocks(&scheme, src, layout, Nvfp4::BLOCK, threads, isa);
+            let global = given.unwrap_or_else(|| Nvfp4::global_from_amax(finite_amax(src, threads, isa)));
+            let scheme = Nvfp4 { global };
+            let (codes, stored) = if layout.inner == 1 {
+                // Blocks along the last axis: the fused kernel (same output as the generic blocks).
+                let mut codes = alloc::zeroed_u8(n / 2);
+                let mut stored = alloc::zeroed_u8(n / Nvfp4::BLOCK);
+                with_input!(src, x => nvfp4::quantize_rows(&scheme, x, &mut codes, &mut stored, threads, isa));
+                (codes, stored)
+            } else {
+                run_blocks(&scheme, src, layout, Nvfp4::BLOCK, threads, isa)
+            };
             Ok(Quantized {
                 codes,
                 scales: Scales::Bytes(stored),

@@ -170,6 +170,14 @@ pub struct Nvfp4Params {
 
 impl Nvfp4 {
     pub const BLOCK: usize = 16;
+    /// The E4M3 NaN byte: the scale of a block holding NaN or ±Inf.
+    pub const NAN_SCALE: u8 = 0x7F;
+
+    /// A block's stored scale byte and the multiplier s·g its elements are divided by.
+    #[inline(always)]
+    pub fn scale_of(&self, p: Nvfp4Params) -> (u8, f32) {
+        (p.byte, p.sg)
+    }
 
     /// The tensor scale from the tensor's largest finite magnitude.
     pub fn global_from_amax(amax: f32) -> f32 {
@@ -201,7 +209,7 @@ impl BlockScheme for Nvfp4 {
     #[inline(always)]
     fn params(&self, amax: u32) -> Nvfp4Params {
         if amax >= INF_BITS {
-            return self.load(0x7F);
+            return self.load(Self::NAN_SCALE);
         }
         let s = (f32::from_bits(amax) / 6.0 / self.global).clamp(2f32.powi(-6), 448.0);
         self.load(mf_encode(&E4M3FN, s, true))
@@ -217,7 +225,7 @@ impl BlockScheme for Nvfp4 {
     #[inline(always)]
     fn encode(&self, p: &Nvfp4Params, x: f32) -> u8 {
         let c = mf_encode(&E2M1, x / p.sg, true);
-        if p.byte == 0x7F {
+        if p.byte == Self::NAN_SCALE {
             0x7
         } else {
             c

@@ -126,6 +126,20 @@ macro_rules! kernel {
     }};
 }
 
+/// Ask for the cache line holding `p` ahead of its use (a hint: no effect on results, nothing on targets
+/// without a prefetch instruction). Kernels that walk their input in page-sized chunks use it for the next
+/// chunk, where the hardware's streaming prefetcher stops at the page boundary.
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address; SSE is part of x86-64.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 fn hardware_cached() -> Isa {
     static HW: OnceLock<Isa> = OnceLock::new();
     *HW.get_or_init(hardware)

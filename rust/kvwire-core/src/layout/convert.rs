@@ -7,7 +7,7 @@
 use super::catalog::Axis;
 use super::descriptor::{Layout, Strides};
 use super::dtype::Codec;
-use super::strided::{copy_run, plan, stream_fence, walk, Dim, STREAM_MIN_BYTES};
+use super::strided::{copy_row, plan, stream_fence, walk, walk_rows, Dim, STREAM_MIN_BYTES};
 use crate::error::{Error, Result};
 
 /// How a side addresses its tokens.
@@ -49,9 +49,37 @@ fn lerr(path: &str, reason: impl Into<String>) -> Error {
 struct Resolved {
     strides: Vec<Strides>,
     /// Each converted token's (physical block, slot) — or (row, 0) for contiguous layouts.
-    token_at: Vec<(usize, usize)>,
+    token_at: TokenAt,
     head0: usize,
     planar: bool,
+}
+
+/// Where the converted tokens are, without a table entry per token where a rule gives it (a table of
+/// 16-byte entries per token was megabytes of fresh pages per call for a large cache).
+enum TokenAt {
+    /// Token t at (t / bs, t % bs), for t < n.
+    InOrder { n: usize, bs: usize },
+    /// Token t in block `blocks[t / bs]` at slot t % bs, for t < n.
+    Blocks { n: usize, bs: usize, blocks: Vec<usize> },
+    /// One (block, slot) per token.
+    Slots(Vec<(usize, usize)>),
+}
+
+impl TokenAt {
+    fn len(&self) -> usize {
+        match self {
+            TokenAt::InOrder { n, .. } | TokenAt::Blocks { n, .. } => *n,
+            TokenAt::Slots(v) => v.len(),
+        }
+    }
+
+    fn at(&self, t: usize) -> (usize, usize) {
+        match self {
+            TokenAt::InOrder { bs, .. } => (t / bs, t % bs),
+            TokenAt::Blocks { bs, blocks, .. } => (blocks[t / bs], t % bs),
+            TokenAt::Slots(v) => v[t],
+        }
+    }
 }
 
 /// Validate one side. `name` prefixes its tables and heads (`src_block_table`, `dst_heads`), `buffers` names
@@ -87,8 +115,7 @@ fn resolve<B: AsRef<[u8]>>(
     }
     let bs = l.tokens_per_count();
     let strides: Vec<Strides> = (0..l.planes()).map(|p| l.strides(p, count)).collect();
-    let at = |physical: usize, offset: usize| (physical, offset);
-    let token_at: Vec<(usize, usize)> = match side.tokens {
+    let token_at = match side.tokens {
         Tokens::InOrder => {
             let n = wanted.unwrap_or(count * bs);
             if n > count * bs {
@@ -96,7 +123,7 @@ fn resolve<B: AsRef<[u8]>>(
                 let path = if write { buffers } else { "tokens" };
                 return Err(lerr(path, format!("{n} tokens do not fit in {buffers}'s {count}·{bs} slots")));
             }
-            (0..n).map(|t| at(t / bs, t % bs)).collect()
+            TokenAt::InOrder { n, bs }
         }
         Tokens::BlockTable(table) => {
             if !l.def.paged() {
@@ -130,7 +157,7 @@ fn resolve<B: AsRef<[u8]>>(
                     seen[b as usize] = true;
                 }
             }
-            (0..n).map(|t| at(table[t / bs] as usize, t % bs)).collect()
+            TokenAt::Blocks { n, bs, blocks: table[..needed].iter().map(|&b| b as usize).collect() }
         }
         Tokens::SlotMapping(slots) => {
             if !l.def.paged() {
@@ -158,7 +185,7 @@ fn resolve<B: AsRef<[u8]>>(
                     }
                     seen[s] = true;
                 }
-                out.push(at(s / bs, s % bs));
+                out.push((s / bs, s % bs));
             }
             if let Some(n) = wanted {
                 if n != out.len() {
@@ -168,7 +195,7 @@ fn resolve<B: AsRef<[u8]>>(
                     ));
                 }
             }
-            out
+            TokenAt::Slots(out)
         }
     };
     let h = l.geometry.heads;
@@ -348,15 +375,20 @@ pub fn convert<S: AsRef<[u8]> + Sync, D: AsMut<[u8]> + AsRef<[u8]>>(
                 let (dims, run) = (&pl[p].0, pl[p].1);
                 let s = srcs[j.src_plane];
                 let out = outs[j.dst_plane];
-                let ((sp, so), (dp, dof)) = (rs.token_at[t0], rd.token_at[t0]);
+                let ((sp, so), (dp, dof)) = (rs.token_at.at(t0), rd.token_at.at(t0));
                 let sb = sp * j.src_tok.0 + so * j.src_tok.1 + j.src_off;
                 let db = dp * j.dst_tok.0 + dof * j.dst_tok.1 + j.dst_off;
                 if run > 0 {
-                    walk(dims, sb, db, &mut |so, d| {
-                        let from = &s[so..so + run];
-                        assert!(d + run <= out.1, "layout conversion wrote past its validated buffer");
-                        // SAFETY: in bounds (checked above); chunks write disjoint bytes (see `Out`).
-                        unsafe { copy_run(from.as_ptr(), out.0.add(d), run, stream) };
+                    walk_rows(dims, sb, db, &mut |so, d, row| {
+                        let Some(last) = row.n.checked_sub(1) else { return };
+                        assert!(
+                            so + last * row.src + run <= s.len() && d + last * row.dst + run <= out.1,
+                            "layout conversion went past its validated buffers"
+                        );
+                        // SAFETY: every run is in bounds (the row's last run, the farthest, is checked above;
+                        // strides are non-negative); chunks write disjoint bytes (see `Out`), and the
+                        // destination is not the source (distinct buffers).
+                        unsafe { copy_row(s.as_ptr().add(so), out.0.add(d), row, run, stream) };
                     });
                 } else {
                     walk(dims, sb, db, &mut |so, d| {

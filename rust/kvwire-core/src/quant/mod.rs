@@ -300,21 +300,19 @@ fn finite_amax(src: Source, threads: usize, isa: Isa) -> f32 {
                 // Branch-free (select, then max) into 16 lanes so that the reduction vectorises, with the
                 // input asked for 4096 values ahead, a block at a time (the hardware prefetcher stops at
                 // page boundaries; a prefetch never faults, so the address may point past the end).
+                let keep = |a: &mut u32, v: &I| {
+                    let b = v.to_f32().to_bits() & 0x7FFF_FFFF;
+                    *a = (*a).max(if b < 0x7F80_0000 { b } else { 0 });
+                };
                 let mut acc = [0u32; 16];
                 let blocks = chunk.chunks_exact(16);
                 let tail = blocks.remainder();
                 for (i, blk) in blocks.enumerate() {
                     simd::prefetch(chunk.as_ptr().wrapping_add(i * 16 + 4096));
                     let blk: &[I; 16] = blk.try_into().expect("chunks_exact(16) yields 16 values");
-                    for (a, v) in acc.iter_mut().zip(blk) {
-                        let b = v.to_f32().to_bits() & 0x7FFF_FFFF;
-                        *a = (*a).max(if b < 0x7F80_0000 { b } else { 0 });
-                    }
+                    acc.iter_mut().zip(blk).for_each(|(a, v)| keep(a, v));
                 }
-                for (a, v) in acc.iter_mut().zip(tail) {
-                    let b = v.to_f32().to_bits() & 0x7FFF_FFFF;
-                    *a = (*a).max(if b < 0x7F80_0000 { b } else { 0 });
-                }
+                acc.iter_mut().zip(tail).for_each(|(a, v)| keep(a, v));
                 *m = acc.into_iter().max().unwrap_or(0);
             }
         })

@@ -179,6 +179,16 @@ mod tests {
         assert_eq!(d, vec![Dim { n: 2, src: 8, dst: 32 }, Dim { n: 4, src: 16, dst: 8 }]);
     }
 
+    /// The innermost dimension folds into the run only when it is unit-stride on both sides: a gather of
+    /// elements (unit source stride, strided destination) keeps one-element runs.
+    #[test]
+    fn an_innermost_dimension_strided_on_one_side_stays_a_dimension() {
+        let dims = vec![Dim { n: 4, src: 2, dst: 16 }];
+        assert_eq!(plan(dims.clone(), 2), (dims, 2));
+        let dims = vec![Dim { n: 4, src: 16, dst: 2 }];
+        assert_eq!(plan(dims.clone(), 2), (dims, 2));
+    }
+
     #[test]
     fn identical_layouts_merge_into_one_run() {
         let dims = vec![Dim { n: 3, src: 64, dst: 64 }, Dim { n: 4, src: 16, dst: 16 }, Dim { n: 8, src: 2, dst: 2 }];

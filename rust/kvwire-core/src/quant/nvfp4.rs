@@ -29,8 +29,9 @@ const B: usize = Nvfp4::BLOCK;
 #[inline(always)]
 pub fn e2m1_code(y: f32) -> u8 {
     // The magnitudes step by 1/2 up to 2, by 1 up to 4 and by 2 up to 8 (6, and the saturation): map |y|
-    // onto code units with the exact products 2|y|, |y| and |y|/2, shift by 2^23 (+ 4 or 6 − 2, the codes
-    // of 2 and 4) and let the one rounding of that addition be the round-to-nearest-even (ties: M is even).
+    // onto code units with the exact products 2|y|, |y| and |y|/2 plus 0, 2 or 4 (so that 2, 4 and 8 land
+    // on codes 4, 6 and 8), shifted by 2^23 so that the one rounding of the addition is the
+    // round-to-nearest-even (ties: M is even).
     const M: f32 = 8_388_608.0;
     let a = y.abs().min(8.0);
     let (mul, add) = if a > 4.0 {

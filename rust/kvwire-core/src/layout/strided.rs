@@ -45,25 +45,13 @@ pub fn plan(mut dims: Vec<Dim>, unit: usize) -> (Vec<Dim>, usize) {
 /// Call `f(src_offset, dst_offset)` for every point of `dims` (outermost first), starting at the bases.
 #[inline]
 pub fn walk(dims: &[Dim], src_base: usize, dst_base: usize, f: &mut impl FnMut(usize, usize)) {
-    match dims {
-        [] => f(src_base, dst_base),
-        [d] => {
-            let (mut s, mut t) = (src_base, dst_base);
-            for _ in 0..d.n {
-                f(s, t);
-                s += d.src;
-                t += d.dst;
-            }
+    walk_rows(dims, src_base, dst_base, &mut |mut s, mut t, row| {
+        for _ in 0..row.n {
+            f(s, t);
+            s += row.src;
+            t += row.dst;
         }
-        [outer, rest @ ..] => {
-            let (mut s, mut t) = (src_base, dst_base);
-            for _ in 0..outer.n {
-                walk(rest, s, t, f);
-                s += outer.src;
-                t += outer.dst;
-            }
-        }
-    }
+    });
 }
 
 /// As [`walk`], but the innermost dimension is handed over whole: `f(src_offset, dst_offset, inner)` once

@@ -341,10 +341,12 @@ def simulate(
     text = scenario_json(scenario)
     # Prefix caching reads the table's block hashes (hash_ids), which only an in-memory run carries.
     prefix_on = prefix_cache_enabled(text)
+    # Faults run only in memory (the core refuses them in a streamed run): kept unless keep_requests=False.
+    in_memory = prefix_on or faults_enabled(text)
     writer = RowWriter(out) if out is not None else None
     try:
         if scan is not None:
-            if keep_requests or (prefix_on and keep_requests is None):
+            if keep_requests or (in_memory and keep_requests is None):
                 table = trace_file.read() if trace_file is not None else scan.collect()
                 return _finish(_run_table(text, table, cancel, prefix_on), trace_file, writer)
             if prefix_on:
@@ -368,7 +370,7 @@ def simulate(
             arrays = request_arrays(requests)
             n = len(arrays[0])
             hashes = hash_arrays(requests) if prefix_on else None
-            if keep_requests or (keep_requests is None and (n <= KEEP_REQUESTS_MAX or hashes is not None)):
+            if keep_requests or (keep_requests is None and (n <= KEEP_REQUESTS_MAX or in_memory)):
                 check_memory(n, "requests")
                 return _finish(_simulate_table(text, arrays, hashes, cancel), None, writer)
             if hashes is not None:
@@ -381,7 +383,9 @@ def simulate(
                 writer,
             )
         n_generated = _generated_requests(scenario)
-        if keep_requests or (keep_requests is None and (n_generated is None or n_generated <= KEEP_REQUESTS_MAX)):
+        if keep_requests or (
+            keep_requests is None and (n_generated is None or n_generated <= KEEP_REQUESTS_MAX or in_memory)
+        ):
             if n_generated is not None:
                 check_memory(n_generated, "workload.requests")
             return _finish(_core.simulate(text, cancel=cancel), None, writer)
@@ -396,6 +400,15 @@ def simulate(
         if writer is not None:
             writer.abort()
         raise
+
+
+def faults_enabled(scenario_text: str) -> bool:
+    """Whether the scenario (the JSON text the core reads) has a ``faults`` section.
+
+    >>> faults_enabled('{"faults": {"events": []}}'), faults_enabled("{}")
+    (True, False)
+    """
+    return json.loads(scenario_text).get("faults") is not None
 
 
 def _run_table(text: str, table: pl.DataFrame, cancel: threading.Event | None, prefix_on: bool) -> dict[str, Any]:

@@ -107,6 +107,7 @@ def _core_columns(requests: pl.DataFrame | Columns) -> Columns:
         "measured",
         "local_decode",
         "over_context",
+        "failed",
         "first_token_seen_s",
         *_TIME_COLUMNS,
     ):
@@ -368,6 +369,9 @@ def row_figures(df: pl.DataFrame | Columns, scenario: dict[str, Any]) -> dict[st
     ttft, tpot = derived["ttft_s"][measured], derived["tpot_s"][measured]
     with np.errstate(invalid="ignore"):  # NaN (a stage that did not happen) compares False, as null does
         meets = (ttft <= slo["ttft_s"]) & (np.isnan(tpot) | (tpot <= slo["tpot_s"]))
+    if "failed" in cols:
+        # Faults: a request that failed for good (never finished) misses its SLO whatever it had seen.
+        meets &= ~cols["failed"][measured]
     n_measured = int(ttft.size)
     window = float(m["arrival_s"].max() - m["arrival_s"].min()) if n_measured >= 2 else 0.0
     stages, stages_present = _stage_means(m)
@@ -623,6 +627,16 @@ def summarise(
             "verified_sequence_steps": verified,
             "draft_s": draft_s,
             "draft_share_of_busy": _safe_div(draft_s, sum(float(i["busy_s"]) for i in instances)),
+        }
+    faults = stats.get("faults")
+    if faults is not None:
+        summary["faults"] = {
+            "instance_failures": int(faults["instance_failures"]),
+            "retried_requests": int(faults["retried_requests"]),
+            "failed_requests": int(faults["failed_requests"]),
+            "lost_work_s": float(faults["lost_work_s"]),
+            "downtime_s": float(faults["downtime_s"]),
+            "availability": float(faults["availability"]),
         }
     # Ratios of finite figures can still overflow (an offered rate over a subnormal arrival window).
     out: dict[str, Any] = finite(summary)

@@ -278,6 +278,19 @@ class SpeculativeResultDict(TypedDict):
     draft_share_of_busy: float | None
 
 
+class FaultsResultDict(TypedDict):
+    """Faults (``faults``; ``docs/concepts/faults.md``): instance failures up to the run's end, requests that
+    started over at least once and those that failed for good, the work thrown away (s), the instances' down
+    time (s) and the availability (1 - down time / (instances x the run's length))."""
+
+    instance_failures: int
+    retried_requests: int
+    failed_requests: int
+    lost_work_s: float
+    downtime_s: float
+    availability: float
+
+
 class SummaryDict(TypedDict):
     """The summary of one run (``docs/reference/summary.md``); JSON-serialisable, ``None`` where a figure does not
     exist. ``utilisation`` and ``instances`` are keyed by resource (``prefill-0``, ``decode-0``, ``kv-link``,
@@ -304,6 +317,7 @@ class SummaryDict(TypedDict):
     load: NotRequired[LoadDict]
     sessions: NotRequired[SessionsResultDict]
     speculative: NotRequired[SpeculativeResultDict]
+    faults: NotRequired[FaultsResultDict]
 
 
 class PercentileRowDict(LatencyStatsDict):

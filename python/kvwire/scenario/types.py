@@ -234,6 +234,37 @@ class SpeculativeDict(_SpeculativeRequired, total=False):
     draft_model: str | dict[str, Any]
 
 
+class _InstanceFaultsRequired(TypedDict):
+    mtbf_s: float
+    mttr_s: float
+
+
+class InstanceFaultsDict(_InstanceFaultsRequired, total=False):
+    """``faults.instance``: every instance of ``pools`` (default: all) is up for a drawn time of mean ``mtbf_s``,
+    then down for one of mean ``mttr_s`` (docs: concepts/faults)."""
+
+    dist: Literal["exponential", "fixed"]
+    pools: list[Literal["prefill", "decode", "colocated"]]
+
+
+class FaultEventDict(TypedDict):
+    """One scheduled outage: ``instance`` (``"decode-0"``) fails at ``at_s`` and is back ``for_s`` later."""
+
+    instance: str
+    at_s: float
+    for_s: float
+
+
+class FaultsDict(TypedDict, total=False):
+    """``faults``: instances that fail and are repaired, at random and/or at given times; a request that loses
+    its work starts over, at most ``max_retries`` times (docs: concepts/faults)."""
+
+    instance: InstanceFaultsDict
+    events: list[FaultEventDict]
+    max_retries: int
+    seed: int
+
+
 class ScenarioDict(TypedDict, total=False):
     """A kvwire scenario. Every key is optional; omitted keys take the documented defaults."""
 
@@ -254,3 +285,4 @@ class ScenarioDict(TypedDict, total=False):
     engine: EngineDict
     prefix_cache: PrefixCacheDict
     speculative: SpeculativeDict
+    faults: FaultsDict

@@ -143,6 +143,11 @@ pub fn table_columns(py: Python<'_>, t: RequestTable) -> PyResult<Bound<'_, PyDi
     if !t.accepted_tokens.is_empty() {
         cols.set_item("accepted_tokens", t.accepted_tokens.into_pyarray(py))?;
     }
+    if !t.retries.is_empty() {
+        cols.set_item("retries", t.retries.into_pyarray(py))?;
+        cols.set_item("lost_s", t.lost_s.into_pyarray(py))?;
+        cols.set_item("failed", t.failed.into_pyarray(py))?;
+    }
     Ok(cols)
 }
 

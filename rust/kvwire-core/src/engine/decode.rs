@@ -19,7 +19,11 @@ use crate::policy::batching::{decode_admit_len, decode_admit_len_with, Occupancy
 impl Sim<'_> {
     /// The decode instance for a hand-off, chosen now (its index in the decode pool).
     pub(super) fn route_to_back(&mut self, r: u32) -> usize {
-        let d = self.back_router.pick(&Pool(&self.insts[self.n_front..]));
+        let d = if self.faults.is_some() {
+            self.pick_live_back()
+        } else {
+            self.back_router.pick(&Pool(&self.insts[self.n_front..]))
+        };
         self.t.decode_instance[r as usize] = d as i32;
         d
     }
@@ -35,6 +39,10 @@ impl Sim<'_> {
 
     /// A hand-off has landed on decode instance `d` (of the decode pool): queue it.
     pub(super) fn deliver(&mut self, r: u32, d: usize, now: f64) {
+        if self.faults.as_deref().is_some_and(|f| f.is_down(self.n_front + d)) {
+            // Sent to a failed instance: the KV is lost (`faults.rs`).
+            return self.lose(r, now);
+        }
         self.enqueue(self.n_front + d, r, now);
     }
 

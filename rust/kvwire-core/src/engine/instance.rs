@@ -121,7 +121,7 @@ impl Sim<'_> {
 
     pub(super) fn on_wake(&mut self, i: usize, now: f64) {
         self.insts[i].wake_pending = false;
-        if !self.insts[i].busy {
+        if !self.insts[i].busy && !self.faults.as_deref().is_some_and(|f| f.is_down(i)) {
             let end = self.boundary(i, now);
             self.schedule(i, end);
         }
@@ -180,6 +180,9 @@ impl Sim<'_> {
     pub(super) fn schedule(&mut self, i: usize, end: Option<f64>) {
         if !self.macro_steps {
             if let Some(e) = end {
+                if let Some(f) = self.faults.as_deref_mut() {
+                    f.due[i] = e;
+                }
                 self.q.push(e, Priority::Normal, Ev::StepDone(i as u32));
             }
             return;

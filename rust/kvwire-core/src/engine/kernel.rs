@@ -197,6 +197,14 @@ impl<E> EventQueue<E> {
         }
     }
 
+    /// Drop slot `slot`'s pending step end, if any (its instance failed: the step never ends).
+    pub fn cancel_step(&mut self, slot: u32) {
+        if self.taken == Some(slot) {
+            self.taken = None;
+        }
+        self.cal.set(slot as usize, IDLE, f64::INFINITY);
+    }
+
     /// Empty the slot returned by the last [`Self::pop_next`] if [`Self::set_step`] did not refill it.
     #[inline(always)]
     fn clear_taken(&mut self) {

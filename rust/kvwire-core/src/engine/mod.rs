@@ -20,6 +20,7 @@
 //! costs.
 
 mod decode;
+mod faults;
 mod instance;
 pub mod kernel;
 mod paged;
@@ -96,6 +97,9 @@ enum Ev {
     Slice { stage: u8, lane: u32, channel: u32 },
     /// Turn (row) `r` of a session arrives (`workload.sessions`).
     Turn(u32),
+    /// Instance `i` fails (`fail`) or an outage of it ends; `random`: an outage of `faults.instance`, which
+    /// draws the next event of its instance (`faults.rs`).
+    Fault { i: u32, fail: bool, random: bool },
 }
 
 /// Decoding state of an instance (its decode rows and KV memory); every role has one.
@@ -217,6 +221,10 @@ struct Sim<'c> {
     prefix: Option<Box<prefix::Prefix>>,
     /// A sessions workload: the turns still to start (`None` otherwise).
     sessions: Option<Box<sessions::SessionRun>>,
+    /// Faults (`faults`; `None`: nothing fails).
+    faults: Option<Box<faults::FaultRun>>,
+    /// The scenario's `faults`, for the run's first events.
+    fault_plan: Option<crate::scenario::faults::Faults>,
 }
 
 /// Run a validated scenario to completion.
@@ -296,6 +304,13 @@ pub fn simulate_streamed<'a>(
     cancel: Option<&'a AtomicBool>,
 ) -> Result<SimOutput> {
     let start = Instant::now();
+    if scenario.faults.is_some() {
+        return Err(Error::field(
+            "faults",
+            "not modelled in streamed runs yet: run the requests in memory (from Python: keep_requests=None or \
+             True)",
+        ));
+    }
     let census = stream::census(&scenario, source, cancel)?;
     let ceilings = crate::ceilings::ceilings_of(&scenario, &census);
     source.rewind()?;
@@ -406,6 +421,11 @@ impl<'c> Sim<'c> {
                 if sc.speculative.is_some() {
                     t.accepted_tokens = crate::metrics::table::try_filled(n, 0)?;
                 }
+                if sc.faults.is_some() {
+                    t.retries = crate::metrics::table::try_filled(n, 0)?;
+                    t.lost_s = crate::metrics::table::try_filled(n, 0.0)?;
+                    t.failed = crate::metrics::table::try_filled(n, false)?;
+                }
                 // Rejection depends only on sizes, so the measured set (completed requests after the warm-up
                 // fraction, in arrival order) is known before the run.
                 let mut completed = 0u64;
@@ -465,7 +485,13 @@ impl<'c> Sim<'c> {
             stream: None,
             prefix: None,
             sessions: None,
+            faults: None,
+            fault_plan: sc.faults.clone(),
         };
+        if let Some(f) = &sc.faults {
+            let track = !sim.t.first_token_seen_s.is_empty();
+            sim.faults = Some(Box::new(faults::FaultRun::new(f, sim.insts.len(), sim.t.len(), track)));
+        }
         if let Some(rows) = session_rows {
             sim.sessions = Some(sessions::SessionRun::new(&mut sim.t, *rows)?);
         }
@@ -495,6 +521,9 @@ impl<'c> Sim<'c> {
         if let Some(a) = first {
             self.q.push(a, Priority::Normal, Ev::Arrival);
         }
+        if let Some(f) = self.fault_plan.take() {
+            self.start_faults(&f);
+        }
         while self.remaining > 0 {
             if let Some(e) = self.stop.take() {
                 return Err(e);
@@ -516,7 +545,12 @@ impl<'c> Sim<'c> {
             match ev {
                 Ev::Arrival => self.on_arrival(now),
                 Ev::Wake(i) => self.on_wake(i as usize, now),
-                Ev::StepDone(i) => self.on_step_end(i as usize, now),
+                Ev::StepDone(i) => {
+                    // With faults, a step a failure cut short never ends (`faults.rs`).
+                    if self.faults.as_deref().is_none_or(|f| f.due[i as usize] == now) {
+                        self.on_step_end(i as usize, now)
+                    }
+                }
                 Ev::StreamStart(i) => self.on_stream_start(i as usize, now),
                 Ev::HopDone { stage, lane, channel } => {
                     self.on_hop_done(stage as usize, lane as usize, channel as usize, now)?
@@ -529,6 +563,7 @@ impl<'c> Sim<'c> {
                     self.on_slice(stage as usize, lane as usize, channel as usize, now)?
                 }
                 Ev::Turn(r) => self.on_turn(r, now),
+                Ev::Fault { i, fail, random } => self.on_fault(i as usize, fail, random, now),
             }
         }
         // Checked during the run every CHECK_EVERY units of work, and here exactly.
@@ -611,6 +646,9 @@ impl<'c> Sim<'c> {
     }
 
     fn complete(&mut self, r: u32, now: f64) {
+        if self.faults.is_some() {
+            self.keep_first_seen(r);
+        }
         self.t.finish_s[r as usize] = now;
         self.population_change(now, false);
         self.remaining -= 1;
@@ -676,6 +714,7 @@ impl<'c> Sim<'c> {
     }
 
     fn finish(self, ceilings: Ceilings) -> SimOutput {
+        let faults = self.fault_stats();
         let recorded = self.timeline_max_spans.is_some();
         let mut instances = Vec::new();
         let (mut preemptions, mut recompute_tokens, mut swap_bytes) = (0, 0, 0.0);
@@ -737,6 +776,7 @@ impl<'c> Sim<'c> {
                 swap_bytes,
                 kv_hold,
                 prefix,
+                faults,
             },
         }
     }

@@ -22,6 +22,10 @@ impl Sim<'_> {
     pub(super) fn route_to_front(&mut self, r: u32, now: f64) {
         let i = match self.route_by_prefix(r) {
             Some(i) => i,
+            None if self.faults.is_some() => match self.pick_live_front(r) {
+                Some(i) => i,
+                None => return,
+            },
             None => self.front_router.pick(&Pool(&self.insts[..self.n_front])),
         };
         self.enqueue(i, r, now);

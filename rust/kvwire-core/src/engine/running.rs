@@ -533,6 +533,27 @@ impl RunningSet {
         }
     }
 
+    /// Empty the set, as when its instance fails: the requests it held, in ascending row order (the same for
+    /// either representation). `None` for the paged and fast speculative sets, which faults do not run with
+    /// (refused at validation).
+    pub fn drain_requests(&mut self) -> Option<Vec<u32>> {
+        let mut out: Vec<u32> = match &mut self.repr {
+            Repr::Plain { seqs, block: 0, ctx, needing } if self.spec.is_none() => {
+                (*ctx, *needing) = (0, 0);
+                seqs.drain(..).map(|s| s.req).collect()
+            }
+            Repr::Fast { finish_at, ctx_tokens, newly, measured_running, measured_newly, .. } => {
+                (*ctx_tokens, *measured_running, *measured_newly) = (0, 0, 0);
+                newly.clear();
+                finish_at.drain().map(|Reverse((_, r))| r).collect()
+            }
+            _ => return None,
+        };
+        out.sort_unstable();
+        self.len = 0;
+        Some(out)
+    }
+
     /// Add request `r`, which already has its first token (output ≥ 2 required).
     pub fn admit(&mut self, r: u32, c: Cols) {
         debug_assert!(c.output[r as usize] >= 2);

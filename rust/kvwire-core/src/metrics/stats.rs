@@ -167,6 +167,21 @@ pub struct PrefixStats {
     pub link_bytes_saved: f64,
 }
 
+/// Faults (`faults`): what failed and what it cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct FaultStats {
+    /// Instance failures (outages begun, scheduled and random) up to the run's end.
+    pub instance_failures: u64,
+    /// Requests that started over at least once, and requests that failed for good.
+    pub retried_requests: u64,
+    pub failed_requests: u64,
+    /// Σ work thrown away: per lost attempt, the seconds from its prefill start to its loss.
+    pub lost_work_s: f64,
+    /// Σ instance down time up to the run's end, s, and 1 − that / (instances × the run's length).
+    pub downtime_s: f64,
+    pub availability: f64,
+}
+
 /// Everything the engine measured besides the per-request table.
 #[derive(Clone, Debug, Default)]
 pub struct RunStats {
@@ -201,6 +216,8 @@ pub struct RunStats {
     pub kv_hold: KvHoldStats,
     /// Prefix caching (`prefix_cache`): cached and prompt tokens, hits, tokens left off hand-offs.
     pub prefix: PrefixStats,
+    /// Faults (`faults`; `None` without).
+    pub faults: Option<FaultStats>,
 }
 
 /// KV holding (paged KV, disaggregated): a prefill instance holds each handed-off prompt's blocks until its
@@ -266,6 +283,7 @@ impl RunStats {
                 "decode_peak_blocks": self.kv_hold.decode_peak_blocks,
             },
             "prefix_cache": self.prefix,
+            "faults": self.faults,
         })
     }
 }

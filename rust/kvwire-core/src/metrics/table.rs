@@ -56,6 +56,12 @@ pub struct RequestTable {
     /// Speculative decoding (`speculative`): draft tokens accepted over the request's decode steps; empty
     /// otherwise.
     pub accepted_tokens: Vec<u32>,
+    /// Faults (`faults`): times the request started over after a failure threw its work away, the seconds of
+    /// work thrown away (from each lost attempt's prefill start to its loss), and whether it failed for good
+    /// (more losses than `faults.max_retries`: never finished); empty otherwise.
+    pub retries: Vec<u32>,
+    pub lost_s: Vec<f64>,
+    pub failed: Vec<bool>,
     /// Rows added by [`Self::set_row`] get a `first_token_seen_s` entry (a streamed run with
     /// `metrics.first_token = "decode"`).
     pub track_seen: bool,
@@ -95,6 +101,9 @@ impl RequestTable {
             turn: Vec::new(),
             kv_hold_wait_s: try_filled(n, 0.0)?,
             accepted_tokens: Vec::new(),
+            retries: Vec::new(),
+            lost_s: Vec::new(),
+            failed: Vec::new(),
             track_seen: false,
         })
     }

@@ -186,6 +186,7 @@ impl Scenario {
             timeline_max_spans,
             prefix_cache,
             speculative,
+            faults,
             timing,
         } = self;
         let (mode, prefill, decode, colocated, link_value) = match topology {
@@ -296,6 +297,7 @@ impl Scenario {
                 acceptance: sp.acceptance_given.clone(),
                 draft_model: (sp.method == SpeculativeMethod::Draft).then(|| expanded(&sp.draft)),
             }),
+            faults: faults.as_ref().map(|f| f.spec.clone()),
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod capacity;
 mod echo;
+pub mod faults;
 pub mod parallel;
 pub mod prefix;
 pub mod spec;
@@ -201,6 +202,8 @@ pub struct Scenario {
     pub prefix_cache: PrefixConfig,
     /// `speculative` (`None`: one token per sequence and decode step).
     pub speculative: Option<speculative::Speculative>,
+    /// `faults` (`None`: nothing fails).
+    pub faults: Option<faults::Faults>,
     /// `cost.timing` as the echo shows it (without its tables, which the pools hold); `None`: the roofline.
     pub timing: Option<spec::TimingSpec>,
 }
@@ -306,12 +309,16 @@ pub fn parse_spec(json: &str) -> Result<ScenarioSpec> {
 }
 
 /// The only places a scenario holds lists (and anywhere below `cost.timing.tables`: a measured source's grids).
-const LIST_FIELDS: [&str; 4] = [
+const LIST_FIELDS: [&str; 5] = [
     "workload.trace.arrival_s",
     "workload.trace.prompt_tokens",
     "workload.trace.output_tokens",
     "speculative.acceptance",
+    "faults.instance.pools",
 ];
+
+/// Lists of objects, whose objects are walked like the rest (no list inside them, and none as an element).
+const OBJECT_LIST_FIELDS: [&str; 1] = ["faults.events"];
 
 /// Walk the JSON text once and refuse a list anywhere but [`LIST_FIELDS`], naming its path. Other errors
 /// (syntax, depth) are left to the typed parse, which reports them with their path.
@@ -324,7 +331,7 @@ fn no_lists(json: &str) -> Result<()> {
         Some(p) => Err(Error::field(
             if p.is_empty() { "scenario".to_string() } else { p },
             "expected an object or a value, got a list (lists are only the columns of workload.trace, \
-             speculative.acceptance and the grids of cost.timing.tables)",
+             speculative.acceptance, faults.events, faults.instance.pools and the grids of cost.timing.tables)",
         )),
         None => Ok(()),
     }
@@ -375,10 +382,23 @@ impl<'de> serde::de::Visitor<'de> for NoLists<'_> {
         Ok(())
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        let here = self.path.join(".");
+        let here = self.path.join(".").replace(".[", "[");
         if LIST_FIELDS.contains(&here.as_str()) || here.starts_with("cost.timing.tables.") {
             while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
             Ok(())
+        } else if OBJECT_LIST_FIELDS.contains(&here.as_str()) {
+            let NoLists { path, bad } = self;
+            let mut k = 0usize;
+            loop {
+                // Each element at `<list>[k]`: a list there (the element itself, or inside it) is refused.
+                path.push(format!("[{k}]"));
+                let more = seq.next_element_seed(NoLists { path: &mut *path, bad: &mut *bad })?;
+                path.pop();
+                if more.is_none() {
+                    return Ok(());
+                }
+                k += 1;
+            }
         } else {
             *self.bad = Some(here);
             Err(serde::de::Error::custom("a list"))

@@ -48,6 +48,81 @@ pub struct ScenarioSpec {
     /// Speculative decoding on every decoding instance (`None`: one token per sequence and step).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculative: Option<SpeculativeSpec>,
+    /// Instance failures and repairs (`None`: nothing fails).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<FaultsSpec>,
+}
+
+/// `faults`: instances that fail and are repaired — at random (`instance`), at given times (`events`), or
+/// both. A failed instance loses what it held (docs: concepts/faults).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultsSpec {
+    /// Random failures of every instance of the pools named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<InstanceFaultsSpec>,
+    /// Scheduled outages (what-if studies).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<FaultEventSpec>,
+    /// Times a request may start over after losing its work; one more loss fails it.
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// Seed of the random failures (default: the workload's seed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Link failures: not modelled yet (refused by name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<Value>,
+    /// Per-transfer failures: not modelled yet (refused by name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_failure_p: Option<Value>,
+    /// The retry delay of a failed transfer: not modelled yet (refused by name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_s: Option<Value>,
+}
+
+/// `faults.max_retries`' default.
+pub const DEFAULT_MAX_RETRIES: u32 = 3;
+
+fn default_max_retries() -> u32 {
+    DEFAULT_MAX_RETRIES
+}
+
+/// `faults.instance`: each instance of `pools` alternates up times and repairs, drawn from `dist`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceFaultsSpec {
+    /// Mean up time from a start or a repair to the next failure, s (MTBF as it is commonly used; strictly
+    /// the mean time to failure).
+    pub mtbf_s: f64,
+    /// Mean time to repair, s: how long a failed instance stays down.
+    pub mttr_s: f64,
+    #[serde(default)]
+    pub dist: FaultDist,
+    /// The pools whose instances fail (`"prefill"`, `"decode"`, `"colocated"`); default: every pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pools: Option<Vec<String>>,
+}
+
+/// How up times and repairs are drawn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultDist {
+    /// Exponential with the given means (failures as a Poisson process).
+    #[default]
+    Exponential,
+    /// Exactly the given times.
+    Fixed,
+}
+
+/// One scheduled outage: `instance` (`"decode-0"`, `"prefill-1"`, `"colocated-0"`) fails at `at_s` and is
+/// back `for_s` later.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultEventSpec {
+    pub instance: String,
+    pub at_s: f64,
+    pub for_s: f64,
 }
 
 /// `speculative`: each decode step drafts `tokens` tokens per sequence and verifies them in one pass.

@@ -5,8 +5,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::spec::{
-    ArrivalSpec, BatchPolicy, ConvertSpec, DisaggregatePolicy, DistSpec, LengthSpec, LmHeadSpec, LoadRouterSpec,
-    ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec, SessionsSpec,
+    ArrivalSpec, BatchPolicy, ConvertSpec, DisaggregatePolicy, DistSpec, KvPolicy, LengthSpec, LmHeadSpec,
+    LoadRouterSpec, ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec, SessionsSpec,
 };
 use super::{serde_error, Disaggregate, Link, LinkModel, Named, Pool, Rule, Scenario, Topology, Workload};
 use super::{DEFAULT_HOST_CONVERT_GB_PER_S, DEFAULT_HOST_W_PER_THREAD};
@@ -284,6 +284,32 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         s.router.prefill,
         matches!(topology, Topology::Disaggregated { .. }),
     )?;
+    let faults = match &s.faults {
+        None => None,
+        Some(f) => {
+            let refused = [
+                (
+                    "kv.policy",
+                    s.kv.policy == KvPolicy::Paged,
+                    "a failure's paged KV state is not modelled; use \"reserve\"",
+                ),
+                ("prefix_cache.enabled", prefix_cache.enabled, "a failed instance's cache is not modelled"),
+                (
+                    "workload.sessions",
+                    matches!(workload, Workload::Sessions(_)),
+                    "a lost turn's session is not modelled",
+                ),
+                ("handoff.streaming", s.handoff.streaming == Streaming::Layer, "use streaming \"whole\""),
+                (
+                    "router.disaggregate.policy",
+                    matches!(disaggregate, Disaggregate::Conditional { .. }),
+                    "conditional disaggregation's local decodes are not modelled",
+                ),
+                ("speculative", speculative.is_some(), "a lost sequence's drafts are not modelled"),
+            ];
+            Some(super::faults::resolve(f, &topology, &workload, &refused)?)
+        }
+    };
     let mut topology = topology;
     let timing = super::timing::resolve(s.cost.timing, &mut topology, speculative.is_some())?;
     Ok(Scenario {
@@ -327,6 +353,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         timeline_max_spans: s.engine.timeline.then_some(s.engine.timeline_max_spans),
         prefix_cache,
         speculative,
+        faults,
         timing,
     })
 }

@@ -87,6 +87,7 @@ pub fn table_diff(a: &RequestTable, b: &RequestTable) -> Option<String> {
         ("decode_start_s", &a.decode_start_s, &b.decode_start_s),
         ("finish_s", &a.finish_s, &b.finish_s),
         ("kv_hold_wait_s", &a.kv_hold_wait_s, &b.kv_hold_wait_s),
+        ("lost_s", &a.lost_s, &b.lost_s),
     ];
     first("id", &a.id, &b.id)
         .or_else(|| first("prompt_tokens", &a.prompt_tokens, &b.prompt_tokens))
@@ -101,5 +102,7 @@ pub fn table_diff(a: &RequestTable, b: &RequestTable) -> Option<String> {
         .or_else(|| first("cached_tokens", &a.cached_tokens, &b.cached_tokens))
         .or_else(|| first("session", &a.session, &b.session))
         .or_else(|| first("turn", &a.turn, &b.turn))
+        .or_else(|| first("retries", &a.retries, &b.retries))
+        .or_else(|| first("failed", &a.failed, &b.failed))
         .or_else(|| floats.iter().find_map(|(name, x, y)| first(name, &bits(x), &bits(y))))
 }

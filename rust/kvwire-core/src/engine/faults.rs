@@ -1,0 +1,330 @@
+//! Faults (`faults`): instances fail and are repaired; what a failed instance held is lost.
+//!
+//! What happens, in the order the engine does it at the failure's time:
+//! 1. The instance's step in flight never ends (its kernel event or calendar slot is dropped; the step was
+//!    already counted in the instance's busy time, energy and timeline when it started).
+//! 2. Its work is lost: the prompts of its prefill (or chunked) step in flight and its unfinished chunked
+//!    prompt, every sequence it was decoding, and — on a decode instance — the hand-offs that had landed and
+//!    were waiting for admission (their KV was in its memory). Each such request loses the seconds since its
+//!    prefill started (`lost_s`) and starts over: prefilled again on a live front instance, handed off
+//!    again, decoded from its first token (`retries`). A request that has already started over
+//!    `faults.max_retries` times fails instead (`failed`; it never finishes and misses its SLO).
+//! 3. The prompts queued on a failed front instance lose nothing and are routed again.
+//! 4. Requests lost or re-routed at one failure go back to the front router together in row (arrival)
+//!    order, routed among the live instances only. While no front instance is up, arrivals and re-routed
+//!    requests wait and are routed, in the order they came, when one is repaired. A hand-off routed while no
+//!    decode instance is up goes to one that is down and is lost when it lands; one that lands on a decode
+//!    instance that failed after it was routed is lost too. A transfer already on the wire completes even
+//!    if its sender fails.
+//!
+//! A request keeps the first token the user saw: its TTFT is that of the attempt that first delivered one;
+//! its inter-token gaps are those of the attempts as they ran.
+//!
+//! Random failures (`faults.instance`): each instance of the named pools is up for a drawn time, then down
+//! for a drawn repair time, and so on; the draws are keyed by (seed, instance, failure number) (SplitMix64,
+//! as the speculative acceptance draws), so they do not depend on what else the run does. Scheduled outages
+//! (`faults.events`) overlay them: an instance is down while any outage covers it.
+
+use std::collections::VecDeque;
+
+use super::instance::{Pool, Role, StepKind};
+use super::kernel::Priority;
+use super::{Ev, Sim};
+use crate::error::Error;
+use crate::metrics::stats::FaultStats;
+use crate::policy::router::LoadView;
+use crate::scenario::faults::{Faults, RandomFaults};
+use crate::scenario::spec::FaultDist;
+
+/// A run's fault state.
+pub(super) struct FaultRun {
+    /// Per instance: outages covering it now (a random and a scheduled one may overlap).
+    down: Vec<u32>,
+    /// Per instance: when its current outage began.
+    down_since: Vec<f64>,
+    /// Per instance: its closed outages, (start, end) — clipped to the run's end in [`Sim::fault_stats`].
+    outages: Vec<Vec<(f64, f64)>>,
+    /// Step by step (no macro-steps): the end of each instance's step in flight; a `StepDone` at any other
+    /// time belongs to a step a failure cut short.
+    pub due: Vec<f64>,
+    random: Option<RandomFaults>,
+    /// Per instance: random failures drawn so far.
+    drawn: Vec<u64>,
+    seed: u64,
+    max_retries: u32,
+    /// Requests waiting for a live front instance, in the order they came.
+    parked: VecDeque<u32>,
+    /// Per request: the first token the user saw, from an attempt since lost (`NaN`: none), and the same
+    /// for `first_token_seen_s` when it is tracked.
+    first_seen: Vec<f64>,
+    first_seen_later: Vec<f64>,
+    /// Live instances of the pool being routed (scratch).
+    live: Vec<usize>,
+    pub stats: FaultStats,
+}
+
+impl FaultRun {
+    pub fn new(f: &Faults, instances: usize, requests: usize, track_seen: bool) -> Self {
+        FaultRun {
+            down: vec![0; instances],
+            down_since: vec![0.0; instances],
+            outages: vec![Vec::new(); instances],
+            due: vec![f64::NAN; instances],
+            random: f.random.clone(),
+            drawn: vec![0; instances],
+            seed: f.seed,
+            max_retries: f.max_retries,
+            parked: VecDeque::new(),
+            first_seen: vec![f64::NAN; requests],
+            first_seen_later: if track_seen { vec![f64::NAN; requests] } else { Vec::new() },
+            live: Vec::new(),
+            stats: FaultStats::default(),
+        }
+    }
+
+    pub fn is_down(&self, i: usize) -> bool {
+        self.down[i] > 0
+    }
+
+    /// The `k`-th draw of instance `i` (`repair`: its repair time, else its up time), s.
+    fn draw(&self, r: &RandomFaults, i: usize, k: u64, repair: bool) -> f64 {
+        let mean = if repair { r.mttr_s } else { r.mtbf_s };
+        match r.dist {
+            FaultDist::Fixed => mean,
+            FaultDist::Exponential => {
+                // u ∈ (0, 1]: 1 − m·2⁻⁵³ for the 53-bit draw m, so ln u is finite.
+                let m = splitmix(self.seed ^ 0x6A09_E667_F3BC_C909, i as u64, 2 * k + repair as u64);
+                let u = 1.0 - m as f64 * (1.0 / (1u64 << 53) as f64);
+                -mean * u.ln()
+            }
+        }
+    }
+}
+
+/// A 53-bit draw keyed by (seed, a, b): SplitMix64's finaliser (Steele, Lea & Flood, OOPSLA 2014) over a
+/// mix of the three.
+fn splitmix(seed: u64, a: u64, b: u64) -> u64 {
+    let mut z = seed ^ (a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F)).rotate_left(17);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    z >> 11
+}
+
+/// A pool as the router sees it, its failed instances left out (`ids`: the live ones' indices in the pool).
+struct Live<'a> {
+    pool: Pool<'a>,
+    ids: &'a [usize],
+}
+
+impl LoadView for Live<'_> {
+    fn instances(&self) -> usize {
+        self.ids.len()
+    }
+    fn queued_tokens(&self, i: usize) -> u64 {
+        self.pool.queued_tokens(self.ids[i])
+    }
+    fn queued_requests(&self, i: usize) -> u64 {
+        self.pool.queued_requests(self.ids[i])
+    }
+    fn running(&self, i: usize) -> u64 {
+        self.pool.running(self.ids[i])
+    }
+}
+
+impl Sim<'_> {
+    /// Put the run's first fault events in the kernel: every scheduled outage, and each randomly failing
+    /// instance's first failure.
+    pub(super) fn start_faults(&mut self, f: &Faults) {
+        for &(i, at, dur) in &f.events {
+            self.q.push(at, Priority::Normal, Ev::Fault { i: i as u32, fail: true, random: false });
+            self.q.push(at + dur, Priority::Normal, Ev::Fault { i: i as u32, fail: false, random: false });
+        }
+        if let (Some(r), Some(fr)) = (&f.random, self.faults.as_deref()) {
+            for i in 0..self.insts.len() {
+                if (i < self.n_front && r.front) || (i >= self.n_front && r.back) {
+                    let up = fr.draw(r, i, 0, false);
+                    self.q.push(up, Priority::Normal, Ev::Fault { i: i as u32, fail: true, random: true });
+                }
+            }
+        }
+    }
+
+    /// A fault event of instance `i`: it fails (`fail`) or an outage ends; `random` outages draw the next.
+    pub(super) fn on_fault(&mut self, i: usize, fail: bool, random: bool, now: f64) {
+        let Some(f) = self.faults.as_deref_mut() else { return };
+        if random {
+            if let Some(r) = f.random.clone() {
+                let k = f.drawn[i];
+                let next = if fail {
+                    Ev::Fault { i: i as u32, fail: false, random: true }
+                } else {
+                    f.drawn[i] += 1;
+                    Ev::Fault { i: i as u32, fail: true, random: true }
+                };
+                let dt = f.draw(&r, i, if fail { k } else { k + 1 }, fail);
+                self.q.push(now + dt, Priority::Normal, next);
+            }
+        }
+        if fail {
+            f.stats.instance_failures += 1;
+            f.down[i] += 1;
+            if f.down[i] == 1 {
+                f.down_since[i] = now;
+                self.take_down(i, now);
+            }
+        } else {
+            f.down[i] -= 1;
+            if f.down[i] == 0 {
+                f.outages[i].push((f.down_since[i], now));
+                self.bring_up(i, now);
+            }
+        }
+    }
+
+    /// Instance `i` fails now: its step in flight is dropped and what it held is lost or routed again.
+    fn take_down(&mut self, i: usize, now: f64) {
+        if self.macro_steps {
+            self.q.cancel_step(i as u32);
+        } else if let Some(f) = self.faults.as_deref_mut() {
+            f.due[i] = f64::NAN;
+        }
+        let inst = &mut self.insts[i];
+        let in_flight = inst.busy && matches!(inst.step, StepKind::Prefill | StepKind::Mixed(_));
+        inst.busy = false;
+        let mut lost: Vec<u32> = if in_flight { std::mem::take(&mut inst.batch) } else { Vec::new() };
+        inst.batch.clear();
+        lost.extend(inst.partial.take().map(|(r, _)| r));
+        match inst.dec.running.drain_requests() {
+            Some(rows) => lost.extend(rows),
+            None => {
+                self.stop.get_or_insert(Error::Internal("faults ran with a running set they cannot drain".into()));
+            }
+        }
+        // Queued prompts on a front instance lose nothing; landed hand-offs on a decode instance lose their KV.
+        let queued_lost = inst.role == Role::Decode;
+        let mut moved: Vec<(u32, bool)> = lost.into_iter().map(|r| (r, true)).collect();
+        moved.extend(inst.queue.drain(..).map(|r| (r, queued_lost)));
+        inst.queued_tokens = 0;
+        inst.dec.kv_used = 0;
+        inst.dec.pending_pass = crate::cost::model::StepWork { flops: 0.0, bytes: 0.0 };
+        moved.sort_unstable();
+        for (r, was_lost) in moved {
+            if was_lost {
+                self.lose(r, now);
+            } else {
+                self.route_to_front(r, now);
+            }
+        }
+    }
+
+    /// Instance `i` is repaired now, empty; a front instance takes the requests waiting for one.
+    fn bring_up(&mut self, i: usize, now: f64) {
+        self.insts[i].dec.last_decode_end = now;
+        if i < self.n_front {
+            let parked = self.faults.as_deref_mut().map(|f| std::mem::take(&mut f.parked)).unwrap_or_default();
+            for r in parked {
+                self.route_to_front(r, now);
+            }
+        }
+    }
+
+    /// Request `r`'s work is thrown away now: it starts over, or fails past `faults.max_retries`.
+    pub(super) fn lose(&mut self, r: u32, now: f64) {
+        let Some(f) = self.faults.as_deref_mut() else { return };
+        let t = &mut self.t;
+        let ri = r as usize;
+        // What the user has already seen stays seen (a prefill in flight has not delivered its token).
+        if t.first_token_s[ri] <= now && f.first_seen[ri].is_nan() {
+            f.first_seen[ri] = t.first_token_s[ri];
+        }
+        t.first_token_s[ri] = f.first_seen[ri];
+        if let (Some(seen), Some(kept)) = (t.first_token_seen_s.get_mut(ri), f.first_seen_later.get_mut(ri)) {
+            if *seen <= now && kept.is_nan() {
+                *kept = *seen;
+            }
+            *seen = *kept;
+        }
+        let lost = (now - t.prefill_start_s[ri]).max(0.0);
+        t.lost_s[ri] += lost;
+        f.stats.lost_work_s += lost;
+        t.decode_instance[ri] = -1;
+        t.local_decode[ri] = false;
+        if t.retries[ri] >= f.max_retries {
+            t.failed[ri] = true;
+            f.stats.failed_requests += 1;
+            self.remaining -= 1;
+            self.horizon = self.horizon.max(now);
+            self.population_change(now, false);
+            return;
+        }
+        if t.retries[ri] == 0 {
+            f.stats.retried_requests += 1;
+        }
+        t.retries[ri] += 1;
+        self.route_to_front(r, now);
+    }
+
+    /// Request `r` completes: it keeps the first token the user saw in an attempt since lost.
+    #[cold]
+    pub(super) fn keep_first_seen(&mut self, r: u32) {
+        let Some(f) = self.faults.as_deref() else { return };
+        let ri = r as usize;
+        if !f.first_seen[ri].is_nan() {
+            self.t.first_token_s[ri] = f.first_seen[ri];
+        }
+        if let (Some(seen), Some(&kept)) = (self.t.first_token_seen_s.get_mut(ri), f.first_seen_later.get(ri)) {
+            if !kept.is_nan() {
+                *seen = kept;
+            }
+        }
+    }
+
+    /// The live front instance the router picks for the next request (`None`: every one is down — the
+    /// request is parked until one is repaired).
+    pub(super) fn pick_live_front(&mut self, r: u32) -> Option<usize> {
+        let f = self.faults.as_deref_mut()?;
+        f.live.clear();
+        f.live.extend((0..self.n_front).filter(|&i| f.down[i] == 0));
+        if f.live.is_empty() {
+            f.parked.push_back(r);
+            return None;
+        }
+        let view = Live { pool: Pool(&self.insts[..self.n_front]), ids: &f.live };
+        Some(f.live[self.front_router.pick(&view)])
+    }
+
+    /// The live decode instance (index in the decode pool) the router picks; with none up, one of all (the
+    /// hand-off is lost when it lands).
+    pub(super) fn pick_live_back(&mut self) -> usize {
+        let back = &self.insts[self.n_front..];
+        let Some(f) = self.faults.as_deref_mut() else { return self.back_router.pick(&Pool(back)) };
+        f.live.clear();
+        f.live.extend((0..back.len()).filter(|&d| f.down[self.n_front + d] == 0));
+        if f.live.is_empty() {
+            return self.back_router.pick(&Pool(back));
+        }
+        let view = Live { pool: Pool(back), ids: &f.live };
+        f.live[self.back_router.pick(&view)]
+    }
+
+    /// The run's fault totals, outages clipped to its end (`horizon`).
+    pub(super) fn fault_stats(&self) -> Option<FaultStats> {
+        let f = self.faults.as_deref()?;
+        let mut s = f.stats;
+        let end = self.horizon;
+        let mut down = 0.0;
+        for i in 0..self.insts.len() {
+            for &(a, b) in &f.outages[i] {
+                down += (b.min(end) - a.min(end)).max(0.0);
+            }
+            if f.down[i] > 0 {
+                down += (end - f.down_since[i].min(end)).max(0.0);
+            }
+        }
+        s.downtime_s = down;
+        let capacity = self.insts.len() as f64 * end;
+        s.availability = if capacity > 0.0 { 1.0 - down / capacity } else { 1.0 };
+        Some(s)
+    }
+}

@@ -1,0 +1,137 @@
+//! `faults`: checked and resolved once into what the engine needs — which instances fail at random and how
+//! their up times and repairs are drawn, the scheduled outages by instance index, the retry limit and the
+//! seed. What the engine does with them is in `engine/faults.rs`.
+
+use super::spec::{FaultDist, FaultsSpec, InstanceFaultsSpec};
+use super::{Topology, Workload};
+use crate::error::{Error, Result};
+
+/// Resolved `faults`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Faults {
+    /// Random failures (`faults.instance`; `None`: only the scheduled ones).
+    pub random: Option<RandomFaults>,
+    /// Scheduled outages: (instance index in the engine's order — the front pool, then the decode pool —,
+    /// failure time, down time), in the order given.
+    pub events: Vec<(usize, f64, f64)>,
+    pub max_retries: u32,
+    pub seed: u64,
+    /// The section as given with its defaults filled in (for the echo).
+    pub spec: FaultsSpec,
+}
+
+/// `faults.instance`, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RandomFaults {
+    pub mtbf_s: f64,
+    pub mttr_s: f64,
+    pub dist: FaultDist,
+    /// Whether the front pool's (prefill or colocated) and the decode pool's instances fail.
+    pub front: bool,
+    pub back: bool,
+}
+
+fn finite_positive(path: &str, v: f64) -> Result<f64> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(Error::field(path, format!("must be a positive, finite number of seconds, got {v}")))
+    }
+}
+
+fn random(r: &InstanceFaultsSpec, topology: &Topology) -> Result<RandomFaults> {
+    let mtbf_s = finite_positive("faults.instance.mtbf_s", r.mtbf_s)?;
+    let mttr_s = finite_positive("faults.instance.mttr_s", r.mttr_s)?;
+    let colocated = matches!(topology, Topology::Colocated { .. });
+    let (mut front, mut back) = (r.pools.is_none(), r.pools.is_none() && !colocated);
+    for (k, p) in r.pools.iter().flatten().enumerate() {
+        let path = format!("faults.instance.pools[{k}]");
+        match (p.as_str(), colocated) {
+            ("colocated", true) | ("prefill", false) => front = true,
+            ("decode", false) => back = true,
+            _ => {
+                let known = if colocated { "\"colocated\"" } else { "\"prefill\" or \"decode\"" };
+                return Err(Error::field(path, format!("no pool {p:?} in this scenario: use {known}")));
+            }
+        }
+    }
+    if !front && !back {
+        return Err(Error::field("faults.instance.pools", "names no pool: leave it out for every pool"));
+    }
+    Ok(RandomFaults { mtbf_s, mttr_s, dist: r.dist, front, back })
+}
+
+/// The instance index of `name` (`"<pool>-<k>"`) in the engine's order.
+fn instance_index(name: &str, path: &str, topology: &Topology) -> Result<usize> {
+    let pools: Vec<(&str, u32)> = match topology {
+        Topology::Disaggregated { prefill, decode } => {
+            vec![("prefill", prefill.instances), ("decode", decode.instances)]
+        }
+        Topology::Colocated { pool } => vec![("colocated", pool.instances)],
+    };
+    let mut first = 0usize;
+    for (pool, n) in &pools {
+        if let Some(digits) = name.strip_prefix(pool).and_then(|x| x.strip_prefix('-')) {
+            // Written as the summary names instances: no sign, no leading zeros.
+            return match digits.parse::<u32>() {
+                Ok(k) if k < *n && k.to_string() == digits => Ok(first + k as usize),
+                _ => Err(Error::field(
+                    path,
+                    format!(
+                        "no instance {name:?}: the {pool} pool has {n}, {pool}-0 to {pool}-{}",
+                        n.saturating_sub(1)
+                    ),
+                )),
+            };
+        }
+        first += *n as usize;
+    }
+    let names: Vec<String> = pools.iter().map(|(p, _)| format!("\"{p}-<k>\"")).collect();
+    Err(Error::field(path, format!("no instance {name:?}: name one as {}", names.join(" or "))))
+}
+
+/// Check `spec` against the scenario it belongs to (`topology`, the workload for the default seed, and what
+/// the engine cannot yet combine with faults, named).
+pub(super) fn resolve(
+    spec: &FaultsSpec,
+    topology: &Topology,
+    workload: &Workload,
+    refused: &[(&str, bool, &str)],
+) -> Result<Faults> {
+    for (field, given) in [
+        ("faults.link", spec.link.is_some()),
+        ("faults.transfer_failure_p", spec.transfer_failure_p.is_some()),
+        ("faults.retry_s", spec.retry_s.is_some()),
+    ] {
+        if given {
+            return Err(Error::field(
+                field,
+                "link and transfer failures are not modelled yet: only instances fail (faults.instance, faults.events)",
+            ));
+        }
+    }
+    for &(field, on, why) in refused {
+        if on {
+            return Err(Error::field(field, format!("cannot be combined with faults yet: {why}")));
+        }
+    }
+    let random = spec.instance.as_ref().map(|r| random(r, topology)).transpose()?;
+    let mut events = Vec::with_capacity(spec.events.len());
+    for (k, e) in spec.events.iter().enumerate() {
+        let at = format!("faults.events[{k}]");
+        let i = instance_index(&e.instance, &format!("{at}.instance"), topology)?;
+        if !(e.at_s.is_finite() && e.at_s >= 0.0) {
+            return Err(Error::field(format!("{at}.at_s"), format!("must be a finite time ≥ 0 s, got {}", e.at_s)));
+        }
+        let for_s = finite_positive(&format!("{at}.for_s"), e.for_s)?;
+        events.push((i, e.at_s, for_s));
+    }
+    let seed = spec.seed.unwrap_or(match workload {
+        Workload::Generated { seed, .. } => *seed,
+        Workload::Sessions(w) => w.seed,
+        _ => 1,
+    });
+    let mut echoed = spec.clone();
+    echoed.seed = Some(seed);
+    Ok(Faults { random, events, max_retries: spec.max_retries, seed, spec: echoed })
+}

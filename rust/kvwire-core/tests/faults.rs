@@ -1,0 +1,336 @@
+//! Faults (issue 28 item 1, instance failures): what a failure loses is counted against the same run
+//! without it (identical up to the failure, so it says independently what each instance held), faults that
+//! never fire change nothing, availability against its definition, macro-steps against step by step, the
+//! retry limit, determinism of random failures and their rate, and the refusals.
+
+mod common;
+
+use common::{merged, run, step_by_step_diff, table_diff};
+use kvwire_core::{Error, Scenario, SimOutput};
+use serde_json::{json, Value};
+
+/// 2 prefill and 3 decode instances under load (busy decode batches and queues at any time).
+fn cluster() -> Value {
+    json!({
+        "prefill": {"device": "h100", "instances": 2},
+        "decode": {"device": "h100", "instances": 3},
+        "workload": {"requests": 400, "seed": 7, "arrivals": {"process": "poisson", "rate_per_s": 12.0}},
+    })
+}
+
+fn with_faults(base: &Value, faults: Value) -> Value {
+    merged(base, &json!({ "faults": faults }))
+}
+
+fn refused(v: &Value) -> Error {
+    match Scenario::from_json(&v.to_string(), None) {
+        Ok(_) => panic!("accepted: {v}"),
+        Err(e) => e,
+    }
+}
+
+/// The run of `v` with its fault columns and totals set aside: what must equal a run without faults.
+fn without_fault_columns(mut out: SimOutput) -> SimOutput {
+    out.table.retries.clear();
+    out.table.lost_s.clear();
+    out.table.failed.clear();
+    out.stats.faults = None;
+    out
+}
+
+/// Faults that never fire (no events; failures a billion years apart) leave every figure as without faults:
+/// routing among the live instances is the usual routing when all are live, and nothing else changes.
+#[test]
+fn faults_that_never_fire_change_nothing() {
+    let colocated = json!({"mode": "colocated", "colocated": {"device": "h100", "instances": 3},
+                           "workload": {"requests": 300, "arrivals": {"process": "poisson", "rate_per_s": 10.0}}});
+    let chunked = merged(&cluster(), &json!({"scheduler": {"policy": "chunked"}}));
+    let round_robin = merged(&cluster(), &json!({"router": {"prefill": "round_robin", "decode": "round_robin"}}));
+    for base in [cluster(), colocated, chunked, round_robin] {
+        for macro_steps in [true, false] {
+            let base = merged(&base, &json!({"engine": {"macro_steps": macro_steps}}));
+            let plain = run(&base);
+            for faults in [json!({}), json!({"instance": {"mtbf_s": 3.0e16, "mttr_s": 1.0}})] {
+                let out = run(&with_faults(&base, faults.clone()));
+                let f = out.stats.faults.expect("fault totals");
+                assert_eq!((f.instance_failures, f.retried_requests, f.failed_requests), (0, 0, 0));
+                assert_eq!(f.availability, 1.0);
+                assert!(out.table.retries.iter().all(|&r| r == 0) && out.table.lost_s.iter().all(|&l| l == 0.0));
+                let out = without_fault_columns(out);
+                assert_eq!(table_diff(&out.table, &plain.table), None, "{faults} on {base}");
+                assert_eq!(out.stats.instances, plain.stats.instances);
+                assert_eq!(out.stats.itl_quantiles(), plain.stats.itl_quantiles());
+                assert_eq!(out.stats.horizon_s, plain.stats.horizon_s);
+            }
+        }
+    }
+}
+
+/// What decode instance `d` (of the decode pool) held at `t` in a run: the requests whose hand-off had
+/// landed on it (decoding, or waiting for admission) and that had not finished.
+fn held_by_decode(out: &SimOutput, d: i32, t: f64) -> Vec<usize> {
+    let x = &out.table;
+    (0..x.len()).filter(|&r| x.decode_instance[r] == d && x.kv_ready_s[r] <= t && x.finish_s[r] > t).collect()
+}
+
+/// One scheduled failure of a decode instance: exactly the requests it held (taken from the run without
+/// the failure, which is the same run up to it) start over, once each, losing the time since their prefill
+/// started; no other request is retried and none is lost.
+#[test]
+fn a_decode_failure_re_prefills_exactly_what_it_held() {
+    let base = cluster();
+    let plain = run(&base);
+    for (d, at) in [(0, 9.37), (2, 20.11)] {
+        let held = held_by_decode(&plain, d, at);
+        assert!(held.len() >= 5, "the failure should hit a busy instance: {}", held.len());
+        let out = run(&with_faults(
+            &base,
+            json!({"events": [{"instance": format!("decode-{d}"), "at_s": at, "for_s": 15.0}]}),
+        ));
+        let x = &out.table;
+        let retried: Vec<usize> = (0..x.len()).filter(|&r| x.retries[r] > 0).collect();
+        assert_eq!(retried, held, "decode-{d} at {at}");
+        assert!(retried.iter().all(|&r| x.retries[r] == 1));
+        for &r in &held {
+            let want = at - plain.table.prefill_start_s[r];
+            assert!((x.lost_s[r] - want).abs() <= 1e-9 * at, "row {r}: lost {} vs {want}", x.lost_s[r]);
+            // Prefilled again after the failure, decoded elsewhere (the instance is down for 15 s).
+            assert!(x.prefill_start_s[r] >= at && x.decode_instance[r] != d || x.decode_start_s[r] >= at + 15.0);
+        }
+        // Nothing lost: every request finishes.
+        assert_eq!(out.stats.completed, plain.stats.completed);
+        assert!(x.finish_s.iter().all(|f| f.is_finite()) && x.failed.iter().all(|&f| !f));
+        let f = out.stats.faults.unwrap();
+        assert_eq!((f.instance_failures, f.retried_requests, f.failed_requests), (1, held.len() as u64, 0));
+        let lost: f64 = held.iter().map(|&r| at - plain.table.prefill_start_s[r]).sum();
+        assert!((f.lost_work_s - lost).abs() <= 1e-9 * lost);
+        // The first token was generated before the failure and stays; the user sees it (metrics.first_token
+        // "decode": at the end of the first decode step) as without the failure if that step ended before
+        // it, else after the retry's.
+        let mut seen_later = 0;
+        for &r in &held {
+            assert_eq!(x.first_token_s[r], plain.table.first_token_s[r]);
+            let seen = plain.table.first_token_seen_s[r];
+            if seen <= at {
+                assert_eq!(x.first_token_seen_s[r], seen);
+            } else {
+                assert!(x.first_token_seen_s[r] > at, "row {r}: {} vs {seen}", x.first_token_seen_s[r]);
+                seen_later += 1;
+            }
+        }
+        assert!(seen_later < held.len());
+        // No hand-off lands on the instance while it is down.
+        assert!((0..x.len())
+            .all(|r| !(x.decode_instance[r] == d && x.decode_start_s[r] > at && x.decode_start_s[r] < at + 15.0)));
+    }
+}
+
+/// A prefill failure: the prompts of its step in flight start over (their first token not yet seen); the
+/// prompts queued on it lose nothing and are prefilled elsewhere or later; nothing else is retried.
+#[test]
+fn a_prefill_failure_restarts_its_batch_and_re_routes_its_queue() {
+    let base = merged(&cluster(), &json!({"workload": {"arrivals": {"process": "poisson", "rate_per_s": 30.0}}}));
+    let plain = run(&base);
+    let at = 6.203;
+    let p = &plain.table;
+    let in_flight: Vec<usize> = (0..p.len())
+        .filter(|&r| p.prefill_instance[r] == 1 && p.prefill_start_s[r] <= at && p.first_token_s[r] > at)
+        .collect();
+    let queued: Vec<usize> = (0..p.len())
+        .filter(|&r| p.prefill_instance[r] == 1 && p.arrival_s[r] <= at && p.prefill_start_s[r] > at)
+        .collect();
+    assert!(!in_flight.is_empty() && !queued.is_empty(), "{} in flight, {} queued", in_flight.len(), queued.len());
+    let out = run(&with_faults(&base, json!({"events": [{"instance": "prefill-1", "at_s": at, "for_s": 5.0}]})));
+    let x = &out.table;
+    let retried: Vec<usize> = (0..x.len()).filter(|&r| x.retries[r] > 0).collect();
+    assert_eq!(retried, in_flight);
+    for &r in &queued {
+        assert_eq!((x.retries[r], x.lost_s[r]), (0, 0.0));
+        assert!(x.prefill_instance[r] == 0 || x.prefill_start_s[r] >= at + 5.0, "row {r}");
+    }
+    for &r in &in_flight {
+        assert!(x.first_token_s[r] > at && x.prefill_start_s[r] >= at, "row {r}: prefilled again");
+    }
+    assert_eq!(out.stats.completed, plain.stats.completed);
+}
+
+/// With `max_retries` 0 the first loss fails a request: exactly the held ones fail, never finish, and are
+/// not completions; the rest complete.
+#[test]
+fn past_max_retries_requests_fail_and_are_counted() {
+    let base = cluster();
+    let plain = run(&base);
+    let at = 12.5;
+    let held = held_by_decode(&plain, 1, at);
+    let out = run(&with_faults(
+        &base,
+        json!({"max_retries": 0, "events": [{"instance": "decode-1", "at_s": at, "for_s": 1.0}]}),
+    ));
+    let x = &out.table;
+    let failed: Vec<usize> = (0..x.len()).filter(|&r| x.failed[r]).collect();
+    assert_eq!(failed, held);
+    assert!(failed.iter().all(|&r| x.finish_s[r].is_nan() && x.retries[r] == 0));
+    assert_eq!(out.stats.completed + held.len() as u64, plain.stats.completed);
+    assert_eq!(out.stats.faults.unwrap().failed_requests, held.len() as u64);
+}
+
+/// Availability is 1 − Σ downtime / (instances × the run's length) for scheduled outages (those reaching
+/// past the run's end count up to it).
+#[test]
+fn availability_is_uptime_over_capacity() {
+    let events = json!([
+        {"instance": "decode-0", "at_s": 3.0, "for_s": 4.0},
+        {"instance": "prefill-0", "at_s": 10.0, "for_s": 2.5},
+        {"instance": "decode-2", "at_s": 20.0, "for_s": 1.25},
+        {"instance": "decode-2", "at_s": 21.0, "for_s": 1.0},
+    ]);
+    let out = run(&with_faults(&cluster(), json!({"events": events})));
+    let f = out.stats.faults.unwrap();
+    let h = out.stats.horizon_s;
+    assert!(h > 30.0);
+    // decode-2's two outages overlap: down from 20 to 22.
+    let down = 4.0 + 2.5 + 2.0;
+    assert_eq!(f.instance_failures, 4);
+    assert!((f.downtime_s - down).abs() < 1e-12);
+    assert!((f.availability - (1.0 - down / (5.0 * h))).abs() < 1e-12, "{}", f.availability);
+    // An outage running past the end counts to the end.
+    let late =
+        run(&with_faults(&cluster(), json!({"events": [{"instance": "decode-0", "at_s": h - 1.0, "for_s": 1e6}]})));
+    let f = late.stats.faults.unwrap();
+    let h2 = late.stats.horizon_s;
+    assert!((f.downtime_s - (h2 - (h - 1.0))).abs() < 1e-9, "{} vs {}", f.downtime_s, h2 - h + 1.0);
+}
+
+/// Macro-steps with faults equal step by step (the failed step's calendar slot and its stale heap event are
+/// the two ways a cut-short step is dropped), for scheduled and random failures, disaggregated and colocated.
+#[test]
+fn macro_steps_equal_step_by_step_under_faults() {
+    let colocated = json!({"mode": "colocated", "colocated": {"device": "h100", "instances": 2},
+                           "workload": {"requests": 300, "arrivals": {"process": "poisson", "rate_per_s": 9.0}}});
+    let chunked = merged(&cluster(), &json!({"scheduler": {"policy": "chunked"}}));
+    for base in [cluster(), colocated, chunked] {
+        for faults in [
+            json!({"instance": {"mtbf_s": 8.0, "mttr_s": 2.0}, "seed": 3}),
+            json!({"instance": {"mtbf_s": 5.0, "mttr_s": 0.5, "dist": "fixed"}}),
+        ] {
+            let v = with_faults(&base, faults);
+            let out = run(&v);
+            assert!(out.stats.faults.unwrap().instance_failures > 3);
+            assert_eq!(step_by_step_diff(&v, &out), None, "{v}");
+        }
+    }
+}
+
+/// Random failures: the same seed gives the same run, another seed another; over a long run each instance
+/// fails about horizon / (MTBF + MTTR) times (a renewal process: the count within 5 standard deviations).
+#[test]
+fn random_failures_are_deterministic_and_at_the_given_rate() {
+    let base = merged(&cluster(), &json!({"workload": {"requests": 2000}}));
+    let v = with_faults(&base, json!({"instance": {"mtbf_s": 20.0, "mttr_s": 2.0}, "max_retries": 100}));
+    let (a, b) = (run(&v), run(&v));
+    assert_eq!(table_diff(&a.table, &b.table), None);
+    assert_eq!(a.stats.faults, b.stats.faults);
+    let other = run(&merged(
+        &v,
+        &json!({"faults": {"instance": {"mtbf_s": 20.0, "mttr_s": 2.0}, "max_retries": 100, "seed": 99}}),
+    ));
+    assert_ne!(a.stats.faults, other.stats.faults);
+    let f = a.stats.faults.unwrap();
+    let h = a.stats.horizon_s;
+    // Exponential up (mean 20) and down (mean 2) times: cycle mean 22, variance 400 + 4.
+    let cycles = 5.0 * h / 22.0;
+    let sd = (5.0 * h * 404.0 / 22f64.powi(3)).sqrt();
+    assert!(
+        (f.instance_failures as f64 - cycles).abs() < 5.0 * sd + 5.0,
+        "{} failures vs {cycles} ± {sd}",
+        f.instance_failures
+    );
+    assert!((f.availability - 20.0 / 22.0).abs() < 0.05, "{}", f.availability);
+    assert!(f.retried_requests > 0 && a.stats.completed + f.failed_requests == 2000 - a.stats.rejected);
+}
+
+/// Every loss of a request is one retry or its failure; lost work sums over the table; nothing runs twice at
+/// once (a request finishes once, after its last prefill).
+#[test]
+fn the_table_accounts_for_every_loss() {
+    let v = with_faults(&cluster(), json!({"instance": {"mtbf_s": 6.0, "mttr_s": 1.5}, "max_retries": 2}));
+    let out = run(&v);
+    let x = &out.table;
+    let f = out.stats.faults.unwrap();
+    assert_eq!(x.retries.iter().filter(|&&r| r > 0).count() as u64, f.retried_requests);
+    assert_eq!(x.failed.iter().filter(|&&b| b).count() as u64, f.failed_requests);
+    assert!(f.failed_requests > 0, "some requests should exhaust two retries");
+    let lost: f64 = x.lost_s.iter().sum();
+    assert!((lost - f.lost_work_s).abs() <= 1e-9 * lost);
+    for r in 0..x.len() {
+        assert!(x.retries[r] <= 2);
+        assert!(x.failed[r] || x.rejected[r] || x.finish_s[r] >= x.prefill_start_s[r].max(x.first_token_s[r]));
+        assert!(x.lost_s[r] >= 0.0 && (x.retries[r] > 0 || x.failed[r] || x.lost_s[r] == 0.0));
+    }
+}
+
+/// A colocated instance's failure loses its prefill in flight, its decode rows and nothing queued.
+#[test]
+fn a_colocated_failure_loses_what_it_ran() {
+    let base = json!({"mode": "colocated", "colocated": {"device": "h100", "instances": 2},
+                      "workload": {"requests": 300, "arrivals": {"process": "poisson", "rate_per_s": 9.0}}});
+    let plain = run(&base);
+    let at = 11.7;
+    let p = &plain.table;
+    let held: Vec<usize> = (0..p.len())
+        .filter(|&r| p.prefill_instance[r] == 0 && p.prefill_start_s[r] <= at && p.finish_s[r] > at)
+        .collect();
+    assert!(held.len() > 3);
+    let out = run(&with_faults(&base, json!({"events": [{"instance": "colocated-0", "at_s": at, "for_s": 3.0}]})));
+    let retried: Vec<usize> = (0..out.table.len()).filter(|&r| out.table.retries[r] > 0).collect();
+    assert_eq!(retried, held);
+    assert_eq!(out.stats.completed, plain.stats.completed);
+}
+
+#[test]
+fn refusals_name_the_field() {
+    let cases = [
+        (json!({"link": {"mtbf_s": 1.0}}), "faults.link"),
+        (json!({"transfer_failure_p": 0.1}), "faults.transfer_failure_p"),
+        (json!({"events": [{"instance": "decode-3", "at_s": 1.0, "for_s": 1.0}]}), "faults.events[0].instance"),
+        (json!({"events": [{"instance": "decode-01", "at_s": 1.0, "for_s": 1.0}]}), "faults.events[0].instance"),
+        (json!({"events": [{"instance": "gpu-0", "at_s": 1.0, "for_s": 1.0}]}), "faults.events[0].instance"),
+        (json!({"events": [{"instance": "decode-0", "at_s": -1.0, "for_s": 1.0}]}), "faults.events[0].at_s"),
+        (json!({"events": [{"instance": "decode-0", "at_s": 1.0, "for_s": 0.0}]}), "faults.events[0].for_s"),
+        (json!({"instance": {"mtbf_s": 0.0, "mttr_s": 1.0}}), "faults.instance.mtbf_s"),
+        (json!({"instance": {"mtbf_s": 1.0, "mttr_s": -2.0}}), "faults.instance.mttr_s"),
+        (json!({"instance": {"mtbf_s": 1.0, "mttr_s": 1.0, "pools": ["colocated"]}}), "faults.instance.pools[0]"),
+        (json!({"instance": {"mtbf_s": 1.0, "mttr_s": 1.0, "pools": []}}), "faults.instance.pools"),
+    ];
+    for (faults, field) in cases {
+        let e = refused(&with_faults(&cluster(), faults.clone()));
+        assert!(e.to_string().contains(field), "{faults}: {e}");
+    }
+    let combos = [
+        (json!({"kv": {"policy": "paged"}}), "kv.policy"),
+        (json!({"prefix_cache": {"enabled": true}}), "prefix_cache.enabled"),
+        (json!({"handoff": {"streaming": "layer"}}), "handoff.streaming"),
+        (json!({"speculative": {"method": "mtp", "tokens": 2, "acceptance": 0.7}}), "speculative"),
+    ];
+    for (extra, field) in combos {
+        let e = refused(&with_faults(&merged(&cluster(), &extra), json!({"events": []})));
+        assert!(e.to_string().contains(field), "{extra}: {e}");
+    }
+}
+
+/// The echo carries `faults` with its defaults (the seed) filled in, and validates back to the same run.
+#[test]
+fn the_echo_round_trips() {
+    let v = with_faults(
+        &cluster(),
+        json!({"instance": {"mtbf_s": 30.0, "mttr_s": 3.0, "pools": ["decode"]},
+                                            "events": [{"instance": "prefill-0", "at_s": 2.0, "for_s": 1.0}]}),
+    );
+    let sc = Scenario::from_json(&v.to_string(), None).unwrap();
+    let echo = sc.echo_json();
+    assert_eq!(echo["faults"]["seed"], json!(7));
+    assert_eq!(echo["faults"]["max_retries"], json!(3));
+    assert_eq!(echo["faults"]["instance"]["dist"], json!("exponential"));
+    let again = Scenario::from_json(&echo.to_string(), None).unwrap();
+    assert_eq!(again.faults, sc.faults);
+}

@@ -81,3 +81,22 @@ def test_plan_qwen3_32b_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path)
         assert "(no plot:" in out
     else:
         assert out_file.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {out_file}" in out
+
+
+def test_what_failures_cost_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The faults example prices one decode failure against the same hour without it (fewer requests within
+    the SLO, some started over, none failed), scales it by the expected failures a day (4 instances, MTBF
+    24 h, MTTR 10 min: 3.97), and simulates a day of random failures whose cost per failure is of the same
+    size as the priced hour's (within a factor 2: repairs are random there, fixed in the priced hour)."""
+    runpy.run_path(str(EXAMPLES / "what_failures_cost.py"), run_name="__main__")
+    lines = capsys.readouterr().out.splitlines()
+    one = next(line for line in lines if line.startswith("one decode failure"))
+    cost = int(one.split(": ")[1].split(" fewer")[0].replace(",", ""))
+    assert cost > 0 and ", 0 failed" in one
+    assert int(one.split("h of work thrown away")[0].split("; ")[-1].split(" started")[0].replace(",", "")) > 0
+    expected = next(line for line in lines if line.startswith("expected: "))
+    assert expected.startswith("expected: 3.97 failures a day")
+    day = next(line for line in lines if line.startswith("a simulated day"))
+    failures = int(day.split(": ")[1].split(" decode failures")[0])
+    per_failure = int(day.split("per failure ")[1].split(" ")[0].replace(",", ""))
+    assert failures > 0 and cost / 2 < per_failure < 2 * cost

@@ -35,6 +35,8 @@ SCENARIOS = {
     "small": SMALL,
     "colocated": {"mode": "colocated", "workload": {"requests": 200}},
     "inline-trace": {"link": "eth-25g", "workload": {"trace": TRACE}},
+    # The only decode instance down for 5 s: the requests it held fail (max_retries 0), the rest wait for it.
+    "faults": {**SMALL, "faults": {"events": [{"instance": "decode-0", "at_s": 10.0, "for_s": 5.0}], "max_retries": 0}},
 }
 
 
@@ -113,6 +115,7 @@ def test_retention_keeps_the_newest_runs(tmp_path: Path) -> None:
         ({"workload": {"bogus": 1}}, "workload.bogus"),
         ({"zz": 1}, "zz"),
         ({"model": "no-such-model"}, "model"),
+        ({"faults": {"events": [{"instance": "decode-7", "at_s": 1.0, "for_s": 1.0}]}}, "faults.events[0].instance"),
         ({"decode": {"device": "h100"}, "model": "deepseek-v3"}, None),
     ],
 )

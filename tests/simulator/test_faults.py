@@ -126,3 +126,23 @@ def test_combinations_not_modelled_yet_are_refused() -> None:
     with pytest.raises(kvwire.ScenarioError) as e:
         kvwire.simulate(sc)
     assert e.value.path == "kv.policy"
+
+
+def test_the_timeline_shows_outages() -> None:
+    """With ``engine.timeline``, each outage is an ``outage`` event on its instance's thread, from the failure
+    to the repair; the one still open at the run's end ends there."""
+    events = [
+        {"instance": "decode-2", "at_s": 5.0, "for_s": 4.0},
+        {"instance": "prefill-0", "at_s": 30.0, "for_s": 1e6},
+    ]
+    res = kvwire.simulate({**with_faults({"events": events}), "engine": {"timeline": True}})
+    trace = res.timeline()
+    assert isinstance(trace, dict)
+    ev = trace["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+    outages = [e for e in ev if e.get("cat") == "fault"]
+    shown = [(names[e["pid"], e["tid"]], e["name"]) for e in outages]
+    assert shown == [("prefill-0", "outage"), ("decode-2", "outage")]
+    horizon = res.summary["run"]["horizon_s"]
+    assert outages[0]["ts"] == pytest.approx(30e6) and outages[0]["dur"] == pytest.approx((horizon - 30.0) * 1e6)
+    assert outages[1]["ts"] == pytest.approx(5e6) and outages[1]["dur"] == pytest.approx(4e6)

@@ -19,6 +19,8 @@ https://ui.perfetto.dev load: ``{"traceEvents": [...], "displayTimeUnit": "ms"}`
   transfer (``kv-link #1``, ...); each transfer is a complete event ``request <id>`` with ``args``
   ``{"request", "bytes", "handoff_bytes"}`` (bytes on this hop's wire, and the KV handed off before
   compression);
+* with ``faults``, each outage of an instance as a complete event ``outage`` (``"cat": "fault"``) on its thread,
+  from its failure to its repair (or the run's end); the step it cut short keeps its whole span;
 * metadata events (``"ph": "M"``) naming every process and thread.
 """
 
@@ -126,6 +128,20 @@ def trace_events(spans: Mapping[str, Any], stats: Mapping[str, Any]) -> Iterator
                 "tid": i,
                 "args": {"exposed_s": c},
             }
+    o = _outages(spans)
+    for k in range(len(o["instance"])):
+        i = int(o["instance"][k])
+        a, b = float(o["start_s"][k]), float(o["end_s"][k])
+        yield {
+            "name": "outage",
+            "cat": "fault",
+            "ph": "X",
+            "ts": a * US_PER_S,
+            "dur": (b - a) * US_PER_S,
+            "pid": step_pid[i],
+            "tid": i,
+            "args": {"down_s": b - a},
+        }
     request, wire, handoff = np.asarray(x["request"]), np.asarray(x["wire_bytes"]), np.asarray(x["handoff_bytes"])
     for k in range(len(lane)):
         r = int(request[k])
@@ -153,10 +169,17 @@ def _comm(steps: Mapping[str, Any]) -> np.ndarray:
     return np.zeros(len(steps["instance"]))
 
 
+def _outages(spans: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The outages' columns (empty for a timeline recorded without them)."""
+    return spans.get("outages") or {"instance": [], "start_s": [], "end_s": []}
+
+
 def span_count(spans: Mapping[str, Any]) -> int:
-    """The trace's complete events: the batch steps, their collective blocks and the transfers recorded."""
+    """The trace's complete events: the batch steps, their collective blocks, the transfers and the outages
+    recorded."""
     steps = spans["steps"]
-    return len(steps["instance"]) + int(np.count_nonzero(_comm(steps) > 0.0)) + len(spans["transfers"]["request"])
+    comm = int(np.count_nonzero(_comm(steps) > 0.0))
+    return len(steps["instance"]) + comm + len(spans["transfers"]["request"]) + len(_outages(spans)["instance"])
 
 
 def trace_dict(spans: Mapping[str, Any], stats: Mapping[str, Any], available: int | None = None) -> dict[str, Any]:

@@ -125,6 +125,33 @@ fn a_decode_failure_re_prefills_exactly_what_it_held() {
     }
 }
 
+/// The only decode instance down: what it held and what was on the wire to it start over; the prompts
+/// prefilled meanwhile wait to hand off (none is lost) and their transfers start when it is back.
+#[test]
+fn with_no_decode_instance_up_hand_offs_wait() {
+    let base = json!({"workload": {"requests": 300, "arrivals": {"process": "poisson", "rate_per_s": 6.0}}});
+    let plain = run(&base);
+    let (at, down) = (10.0, 5.0);
+    let p = &plain.table;
+    let lost: Vec<usize> =
+        (0..p.len()).filter(|&r| p.kv_start_s[r] <= at && p.finish_s[r] > at && p.output_tokens[r] >= 2).collect();
+    assert!(lost.len() >= 3);
+    let out = run(&with_faults(&base, json!({"events": [{"instance": "decode-0", "at_s": at, "for_s": down}]})));
+    let x = &out.table;
+    let retried: Vec<usize> = (0..x.len()).filter(|&r| x.retries[r] > 0).collect();
+    assert_eq!(retried, lost);
+    assert!(x.failed.iter().all(|&f| !f));
+    assert_eq!(out.stats.completed, plain.stats.completed);
+    // Every hand-off that starts during the outage starts when it ends (the waiting ones, in order).
+    let waited: Vec<usize> = (0..x.len())
+        .filter(|&r| x.first_token_s[r] > at && x.first_token_s[r] < at + down && x.output_tokens[r] >= 2)
+        .collect();
+    assert!(!waited.is_empty());
+    for &r in &waited {
+        assert!(x.kv_start_s[r] >= at + down, "row {r}: transfer started at {}", x.kv_start_s[r]);
+    }
+}
+
 /// A prefill failure: the prompts of its step in flight start over (their first token not yet seen); the
 /// prompts queued on it lose nothing and are prefilled elsewhere or later; nothing else is retried.
 #[test]

@@ -192,9 +192,14 @@ pub fn timeline_columns(py: Python<'_>, t: Option<Timeline>) -> PyResult<Option<
     transfers.set_item("end_s", x.end_s.into_pyarray(py))?;
     transfers.set_item("handoff_bytes", x.handoff_bytes.into_pyarray(py))?;
     transfers.set_item("wire_bytes", x.wire_bytes.into_pyarray(py))?;
+    let outages = PyDict::new(py);
+    outages.set_item("instance", t.outages.iter().map(|o| o.0).collect::<Vec<u32>>().into_pyarray(py))?;
+    outages.set_item("start_s", t.outages.iter().map(|o| o.1).collect::<Vec<f64>>().into_pyarray(py))?;
+    outages.set_item("end_s", t.outages.iter().map(|o| o.2).collect::<Vec<f64>>().into_pyarray(py))?;
     let out = PyDict::new(py);
     out.set_item("steps", steps)?;
     out.set_item("transfers", transfers)?;
+    out.set_item("outages", outages)?;
     out.set_item("kinds", KIND_NAMES.to_vec())?;
     Ok(Some(out))
 }

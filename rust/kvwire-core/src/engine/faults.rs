@@ -12,10 +12,11 @@
 //! 3. The prompts queued on a failed front instance lose nothing and are routed again.
 //! 4. Requests lost or re-routed at one failure go back to the front router together in row (arrival)
 //!    order, routed among the live instances only. While no front instance is up, arrivals and re-routed
-//!    requests wait and are routed, in the order they came, when one is repaired. A hand-off routed while no
-//!    decode instance is up goes to one that is down and is lost when it lands; one that lands on a decode
-//!    instance that failed after it was routed is lost too. A transfer already on the wire completes even
-//!    if its sender fails.
+//!    requests wait and are routed, in the order they came, when one is repaired; while no decode instance
+//!    is up, finished prefills wait to hand off (their KV stays on the prefill instance) and start their
+//!    transfers, in the order they came, when one is repaired. A hand-off that lands on a decode instance
+//!    that failed after it was chosen is lost. A transfer already on the wire completes even if its sender
+//!    fails.
 //!
 //! A request keeps the first token the user saw: its TTFT is that of the attempt that first delivered one;
 //! its inter-token gaps are those of the attempts as they ran.
@@ -54,6 +55,8 @@ pub(super) struct FaultRun {
     max_retries: u32,
     /// Requests waiting for a live front instance, in the order they came.
     parked: VecDeque<u32>,
+    /// Prefilled requests whose hand-off waits for a live decode instance, in the order they came.
+    parked_back: VecDeque<u32>,
     /// Per request: the first token the user saw, from an attempt since lost (`NaN`: none), and the same
     /// for `first_token_seen_s` when it is tracked.
     first_seen: Vec<f64>,
@@ -75,6 +78,7 @@ impl FaultRun {
             seed: f.seed,
             max_retries: f.max_retries,
             parked: VecDeque::new(),
+            parked_back: VecDeque::new(),
             first_seen: vec![f64::NAN; requests],
             first_seen_later: if track_seen { vec![f64::NAN; requests] } else { Vec::new() },
             live: Vec::new(),
@@ -218,15 +222,31 @@ impl Sim<'_> {
         }
     }
 
-    /// Instance `i` is repaired now, empty; a front instance takes the requests waiting for one.
+    /// Instance `i` is repaired now, empty; a front instance takes the requests waiting for one, a decode
+    /// instance starts the hand-offs waiting for one.
     fn bring_up(&mut self, i: usize, now: f64) {
         self.insts[i].dec.last_decode_end = now;
+        let Some(f) = self.faults.as_deref_mut() else { return };
         if i < self.n_front {
-            let parked = self.faults.as_deref_mut().map(|f| std::mem::take(&mut f.parked)).unwrap_or_default();
-            for r in parked {
+            for r in std::mem::take(&mut f.parked) {
                 self.route_to_front(r, now);
             }
+        } else {
+            for r in std::mem::take(&mut f.parked_back) {
+                self.enqueue_transfer(r, now);
+            }
         }
+    }
+
+    /// Whether request `r`'s hand-off must wait for a decode instance (every one is down): then it waits,
+    /// its KV on its prefill instance, and starts when one is repaired.
+    pub(super) fn park_for_decode(&mut self, r: u32) -> bool {
+        let Some(f) = self.faults.as_deref_mut() else { return false };
+        if (self.n_front..self.insts.len()).any(|i| f.down[i] == 0) {
+            return false;
+        }
+        f.parked_back.push_back(r);
+        true
     }
 
     /// Request `r`'s work is thrown away now: it starts over, or fails past `faults.max_retries`.
@@ -294,8 +314,8 @@ impl Sim<'_> {
         Some(f.live[self.front_router.pick(&view)])
     }
 
-    /// The live decode instance (index in the decode pool) the router picks; with none up, one of all (the
-    /// hand-off is lost when it lands).
+    /// The live decode instance (index in the decode pool) the router picks; with none up (every one failed
+    /// while the hand-off was on the wire), one of all (the hand-off is lost when it lands).
     pub(super) fn pick_live_back(&mut self) -> usize {
         let back = &self.insts[self.n_front..];
         let Some(f) = self.faults.as_deref_mut() else { return self.back_router.pick(&Pool(back)) };
@@ -306,6 +326,23 @@ impl Sim<'_> {
         }
         let view = Live { pool: Pool(back), ids: &f.live };
         f.live[self.back_router.pick(&view)]
+    }
+
+    /// Every outage up to the run's end (`horizon`) as (instance, start, end), by instance then start; one in
+    /// progress at the end ends there.
+    pub(super) fn outages(&self) -> Vec<(u32, f64, f64)> {
+        let Some(f) = self.faults.as_deref() else { return Vec::new() };
+        let end = self.horizon;
+        let mut out = Vec::new();
+        for i in 0..self.insts.len() {
+            let open = (f.down[i] > 0).then_some((f.down_since[i], end));
+            for (a, b) in f.outages[i].iter().copied().chain(open) {
+                if a < end {
+                    out.push((i as u32, a, b.min(end)));
+                }
+            }
+        }
+        out
     }
 
     /// The run's fault totals, outages clipped to its end (`horizon`).

@@ -287,6 +287,9 @@ impl Sim<'_> {
     /// chosen now and the transfer starts once that instance has room ([`Self::start_pulls`]).
     pub(super) fn hand_off(&mut self, r: u32, now: f64) {
         if !self.hold {
+            if self.faults.is_some() && self.park_for_decode(r) {
+                return;
+            }
             return self.enqueue_transfer(r, now);
         }
         let d = self.decode_instance_of(r);

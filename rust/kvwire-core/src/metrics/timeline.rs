@@ -73,6 +73,9 @@ impl TransferSpans {
 pub struct Timeline {
     pub steps: Vec<StepSpans>,
     pub transfers: Vec<TransferSpans>,
+    /// Faults (`faults`): every outage up to the run's end as (instance index, start, end), by instance then
+    /// start (empty without faults).
+    pub outages: Vec<(u32, f64, f64)>,
 }
 
 impl Timeline {

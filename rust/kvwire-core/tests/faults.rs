@@ -152,6 +152,71 @@ fn with_no_decode_instance_up_hand_offs_wait() {
     }
 }
 
+/// Finished prefills waiting for a decode instance keep their KV on their prefill instance: when that one
+/// fails too, they start over (those of the other prefill instance keep waiting).
+#[test]
+fn waiting_hand_offs_are_lost_with_their_prefill_instance() {
+    let base = json!({"prefill": {"instances": 2},
+                      "workload": {"requests": 300, "arrivals": {"process": "poisson", "rate_per_s": 6.0}}});
+    let decode_down = json!({"instance": "decode-0", "at_s": 10.0, "for_s": 5.0});
+    let a = run(&with_faults(&base, json!({"events": [decode_down.clone()]})));
+    let t = &a.table;
+    // Waiting at 12 s in the run without the prefill failure: prefilled since the decode failure, not sent.
+    let waiting = |p: i32| -> Vec<usize> {
+        (0..t.len())
+            .filter(|&r| t.prefill_instance[r] == p && t.first_token_s[r] > 10.0 && t.first_token_s[r] <= 12.0)
+            .filter(|&r| t.output_tokens[r] >= 2 && t.kv_start_s[r] >= 15.0)
+            .collect()
+    };
+    let (on_0, on_1) = (waiting(0), waiting(1));
+    assert!(!on_0.is_empty() && !on_1.is_empty(), "{on_0:?} {on_1:?}");
+    let prefill_down = json!({"instance": "prefill-0", "at_s": 12.0, "for_s": 1.0});
+    let b = run(&with_faults(&base, json!({"events": [decode_down, prefill_down]})));
+    for &r in &on_0 {
+        assert_eq!(b.table.retries[r], a.table.retries[r] + 1, "row {r}");
+        assert!((b.table.lost_s[r] - a.table.lost_s[r] - (12.0 - t.prefill_start_s[r])).abs() < 1e-9, "row {r}");
+    }
+    for &r in &on_1 {
+        assert_eq!(b.table.retries[r], a.table.retries[r], "row {r}");
+    }
+}
+
+/// A host-staged path chooses the decode instance when a hand-off enters the last hop (that instance's PCIe
+/// lane): a hand-off on that hop when its instance fails lands on a failed instance and starts over, with
+/// what the instance held; nothing is decoded there while it is down.
+#[test]
+fn a_hand_off_landing_on_a_failed_instance_starts_over() {
+    let base = merged(
+        &cluster(),
+        &json!({"link": {"preset": "eth-100g", "model": "host_staged", "host_link": "pcie4"},
+                "workload": {"prompt_tokens": {"dist": "fixed", "value": 8000}}}),
+    );
+    let plain = run(&merged(&base, &json!({"engine": {"timeline": true}})));
+    let (d, down) = (1, 6.0);
+    // A time when a hand-off is on decode-1's PCIe hop (routed to it, not landed), from the timeline.
+    let lane = plain.stats.links.iter().position(|l| l.resource == "pcie-decode-1").expect("the lane");
+    let spans = &plain.timeline.as_ref().expect("a timeline").transfers[lane];
+    let k = (0..spans.len()).find(|&k| spans.start_s[k] > 5.0).expect("a transfer on it");
+    let (r0, at) = (spans.request[k] as usize, 0.5 * (spans.start_s[k] + spans.end_s[k]));
+    let on_hop: Vec<usize> = (0..spans.len())
+        .filter(|&k| spans.start_s[k] <= at && spans.end_s[k] > at)
+        .map(|k| spans.request[k] as usize)
+        .collect();
+    let mut expected = held_by_decode(&plain, d, at);
+    expected.extend(on_hop);
+    expected.sort_unstable();
+    let out = run(&with_faults(&base, json!({"events": [{"instance": "decode-1", "at_s": at, "for_s": down}]})));
+    let x = &out.table;
+    let retried: Vec<usize> = (0..x.len()).filter(|&r| x.retries[r] > 0).collect();
+    assert_eq!(retried, expected);
+    assert!(retried.contains(&r0));
+    for r in 0..x.len() {
+        let s = x.decode_start_s[r];
+        assert!(!(x.decode_instance[r] == d && s > at && s < at + down), "row {r} decoded on decode-1 at {s}");
+    }
+    assert_eq!(out.stats.completed, plain.stats.completed);
+}
+
 /// A prefill failure: the prompts of its step in flight start over (their first token not yet seen); the
 /// prompts queued on it lose nothing and are prefilled elsewhere or later; nothing else is retried.
 #[test]

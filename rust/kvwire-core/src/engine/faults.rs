@@ -4,8 +4,9 @@
 //! 1. The instance's step in flight never ends (its kernel event or calendar slot is dropped; the step was
 //!    already counted in the instance's busy time, energy and timeline when it started).
 //! 2. Its work is lost: the prompts of its prefill (or chunked) step in flight and its unfinished chunked
-//!    prompt, every sequence it was decoding, and — on a decode instance — the hand-offs that had landed and
-//!    were waiting for admission (their KV was in its memory). Each such request loses the seconds since its
+//!    prompt, every sequence it was decoding, on a prefill instance the finished prefills waiting for a
+//!    decode instance to be up (below), and on a decode instance the hand-offs that had landed and were
+//!    waiting for admission (their KV was in its memory). Each such request loses the seconds since its
 //!    prefill started (`lost_s`) and starts over: prefilled again on a live front instance, handed off
 //!    again, decoded from its first token (`retries`). A request that has already started over
 //!    `faults.max_retries` times fails instead (`failed`; it never finishes and misses its SLO).
@@ -212,6 +213,17 @@ impl Sim<'_> {
         inst.queued_tokens = 0;
         inst.dec.kv_used = 0;
         inst.dec.pending_pass = crate::cost::model::StepWork { flops: 0.0, bytes: 0.0 };
+        if let (Some(f), true) = (self.faults.as_deref_mut(), i < self.n_front) {
+            // Finished prefills waiting for a decode instance kept their KV here: it is lost too.
+            let t = &self.t;
+            f.parked_back.retain(|&r| {
+                let here = t.prefill_instance[r as usize] == i as i32;
+                if here {
+                    moved.push((r, true));
+                }
+                !here
+            });
+        }
         moved.sort_unstable();
         for (r, was_lost) in moved {
             if was_lost {

@@ -160,7 +160,8 @@ SPECULATIVE = {"method": "draft", "tokens": 2, "acceptance": [0.8, 0.6], "draft_
 
 #: Faults with every field set (rust/kvwire-core/tests/faults.rs).
 FAULTS = {"instance": {"mtbf_s": 50.0, "mttr_s": 5.0, "dist": "fixed", "pools": ["decode"]},
-          "events": [{"instance": "decode-0", "at_s": 1.0, "for_s": 2.0}], "max_retries": 2, "seed": 4}  # fmt: skip
+          "events": [{"instance": "decode-0", "at_s": 1.0, "for_s": 2.0}], "max_retries": 2, "seed": 4,
+          "transfer_failure_p": 0.1, "retry_s": 0.5}  # fmt: skip
 
 #: A parallel layout with every field set (tests/simulator/test_parallel.py, rust/kvwire-core/tests/parallel.rs).
 PARALLEL = {"tp": 2, "pp": 1, "micro_batches": 1, "ep": 2, "dp": 1, "expert_imbalance": 1.2, "scale_out": "ib-ndr"}
@@ -414,8 +415,8 @@ LOCATIONS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 #: Keys the core takes outside serde's field list (the link object's preset and channels are read first).
 EXTRA_CORE_KEYS = {"LinkDict": {"preset", "channels", "model", "host_link"}}
-#: Keys the core knows only to refuse them by name (link and transfer failures, not modelled yet).
-REFUSED_CORE_KEYS = {"FaultsDict": {"link", "transfer_failure_p", "retry_s"}}
+#: Keys the core knows only to refuse them by name (link failures, not modelled yet).
+REFUSED_CORE_KEYS = {"FaultsDict": {"link"}}
 
 
 def all_typed_dicts() -> dict[str, Any]:

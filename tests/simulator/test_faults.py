@@ -112,6 +112,7 @@ def test_a_trace_file_with_faults_runs_in_memory(tmp_path: Path) -> None:
         ({"instance": {"mtbf_s": 0, "mttr_s": 1.0}}, "faults.instance.mtbf_s"),
         ({"instance": {"mtbf_s": 5.0, "mttr_s": 1.0, "pools": ["gpu"]}}, "faults.instance.pools[0]"),
         ({"link": {"mtbf_s": 5.0}}, "faults.link"),
+        ({"transfer_failure_p": 2}, "faults.transfer_failure_p"),
         ({"events": [["decode-0", 1.0, 1.0]]}, "faults.events[0]"),
     ],
 )
@@ -146,3 +147,14 @@ def test_the_timeline_shows_outages() -> None:
     horizon = res.summary["run"]["horizon_s"]
     assert outages[0]["ts"] == pytest.approx(30e6) and outages[0]["dur"] == pytest.approx((horizon - 30.0) * 1e6)
     assert outages[1]["ts"] == pytest.approx(5e6) and outages[1]["dur"] == pytest.approx(4e6)
+
+
+def test_failed_transfers_are_counted() -> None:
+    """With ``transfer_failure_p`` the summary counts the failed transfers, each one try again of its request:
+    their total equals the table's ``retries``, and the link's transfers count every attempt."""
+    res = kvwire.simulate(with_faults({"transfer_failure_p": 0.2, "retry_s": 0.01, "max_retries": 50}))
+    f = res.summary["faults"]
+    retries = int(res.requests["retries"].sum())
+    assert f["transfer_failures"] == retries > 20
+    assert f["retried_requests"] == res.requests.filter(pl.col("retries") > 0).height
+    assert res.summary["link"]["transfers"] == 400 + retries

@@ -632,6 +632,7 @@ def summarise(
     if faults is not None:
         summary["faults"] = {
             "instance_failures": int(faults["instance_failures"]),
+            "transfer_failures": int(faults["transfer_failures"]),
             "retried_requests": int(faults["retried_requests"]),
             "failed_requests": int(faults["failed_requests"]),
             "lost_work_s": float(faults["lost_work_s"]),

@@ -256,13 +256,16 @@ class FaultEventDict(TypedDict):
 
 
 class FaultsDict(TypedDict, total=False):
-    """``faults``: instances that fail and are repaired, at random and/or at given times; a request that loses
-    its work starts over, at most ``max_retries`` times (docs: concepts/faults)."""
+    """``faults``: instances that fail and are repaired, at random and/or at given times, and transfers that fail
+    with probability ``transfer_failure_p`` (sent again ``retry_s`` later); a request that loses its work tries
+    again at most ``max_retries`` times (docs: concepts/faults)."""
 
     instance: InstanceFaultsDict
     events: list[FaultEventDict]
     max_retries: int
     seed: int
+    transfer_failure_p: float
+    retry_s: float
 
 
 class ScenarioDict(TypedDict, total=False):

@@ -50,7 +50,11 @@ fn faults_that_never_fire_change_nothing() {
         for macro_steps in [true, false] {
             let base = merged(&base, &json!({"engine": {"macro_steps": macro_steps}}));
             let plain = run(&base);
-            for faults in [json!({}), json!({"instance": {"mtbf_s": 3.0e16, "mttr_s": 1.0}})] {
+            for faults in [
+                json!({}),
+                json!({"instance": {"mtbf_s": 3.0e16, "mttr_s": 1.0}}),
+                json!({"transfer_failure_p": 0.0, "retry_s": 1.0}),
+            ] {
                 let out = run(&with_faults(&base, faults.clone()));
                 let f = out.stats.faults.expect("fault totals");
                 assert_eq!((f.instance_failures, f.retried_requests, f.failed_requests), (0, 0, 0));
@@ -313,6 +317,24 @@ fn macro_steps_equal_step_by_step_under_faults() {
     }
 }
 
+/// `faults.instance.pools` names the pools whose instances fail: the timeline's outages are on those only.
+#[test]
+fn only_the_named_pools_fail() {
+    let base = merged(&cluster(), &json!({"engine": {"timeline": true}}));
+    for (pools, front) in [(json!(["prefill"]), true), (json!(["decode"]), false)] {
+        let v =
+            with_faults(&base, json!({"instance": {"mtbf_s": 8.0, "mttr_s": 1.0, "pools": pools}, "max_retries": 20}));
+        let out = run(&v);
+        let outages = &out.timeline.as_ref().unwrap().outages;
+        assert!(outages.len() > 5);
+        // The front pool is instances 0 and 1 (prefill-0, prefill-1), then decode-0..2.
+        assert!(outages.iter().all(|&(i, _, _)| (i < 2) == front), "{pools}: {outages:?}");
+        let hit: std::collections::HashSet<u32> = outages.iter().map(|o| o.0).collect();
+        assert_eq!(hit.len(), if front { 2 } else { 3 }, "every instance of the pool fails over the run");
+        assert_eq!(out.stats.faults.unwrap().instance_failures, outages.len() as u64);
+    }
+}
+
 /// Random failures: the same seed gives the same run, another seed another; over a long run each instance
 /// fails about horizon / (MTBF + MTTR) times (a renewal process: the count within 5 standard deviations).
 #[test]
@@ -379,11 +401,74 @@ fn a_colocated_failure_loses_what_it_ran() {
     assert_eq!(out.stats.completed, plain.stats.completed);
 }
 
+/// Requests far apart (no queueing on the link): a request whose hand-off failed k times lands after
+/// (k + 1) transfer times and k retry delays from its first start, and lost k transfer times; the transfer
+/// time is the run without failures' own.
+#[test]
+fn a_failed_transfer_is_sent_again_after_retry_s() {
+    let rows: Vec<(f64, u32, u32)> = (0..60).map(|i| (5.0 * i as f64, 4000 + 10 * i, 50)).collect();
+    let base = json!({"workload": common::trace(&rows), "link": "eth-25g"});
+    let plain = run(&base);
+    let retry_s = 0.25;
+    let out = run(&with_faults(&base, json!({"transfer_failure_p": 0.5, "retry_s": retry_s, "max_retries": 50})));
+    let (p, x) = (&plain.table, &out.table);
+    let mut failed_some = 0;
+    for r in 0..x.len() {
+        let d = p.kv_ready_s[r] - p.kv_start_s[r];
+        let k = x.retries[r] as f64;
+        let took = x.kv_ready_s[r] - x.kv_start_s[r];
+        assert!((took - ((k + 1.0) * d + k * retry_s)).abs() < 1e-9, "row {r}: {took} vs k {k}, d {d}");
+        assert!((x.lost_s[r] - k * d).abs() < 1e-9, "row {r}: lost {}", x.lost_s[r]);
+        assert_eq!(x.kv_start_s[r], p.kv_start_s[r]);
+        failed_some += (k > 0.0) as u32;
+    }
+    assert!(failed_some > 10 && failed_some < 50, "{failed_some}");
+    let f = out.stats.faults.unwrap();
+    assert_eq!(f.transfer_failures, x.retries.iter().map(|&k| k as u64).sum::<u64>());
+    // Every attempt is a transfer on the link.
+    assert_eq!(out.stats.network().unwrap().transfers, 60 + f.transfer_failures);
+}
+
+/// Each transfer fails with the given probability: over ~8,000 attempts the share that failed is within 5
+/// standard deviations of p; with p = 1 every handed-off request fails after max_retries + 1 attempts.
+#[test]
+fn transfers_fail_at_the_given_rate() {
+    let base = merged(&cluster(), &json!({"workload": {"requests": 4000}}));
+    for p in [0.05, 0.3] {
+        let out = run(&with_faults(&base, json!({"transfer_failure_p": p, "max_retries": 100})));
+        let f = out.stats.faults.unwrap();
+        let n = out.stats.network().unwrap().transfers as f64;
+        let share = f.transfer_failures as f64 / n;
+        assert!((share - p).abs() < 5.0 * (p * (1.0 - p) / n).sqrt(), "p {p}: {share} of {n}");
+        assert_eq!(f.failed_requests, 0);
+    }
+    let out = run(&with_faults(&cluster(), json!({"transfer_failure_p": 1.0, "max_retries": 2})));
+    let x = &out.table;
+    let handed: Vec<usize> = (0..x.len()).filter(|&r| x.output_tokens[r] >= 2 && !x.rejected[r]).collect();
+    assert!(handed.iter().all(|&r| x.failed[r] && x.retries[r] == 2 && x.finish_s[r].is_nan()));
+    assert_eq!(out.stats.faults.unwrap().failed_requests, handed.len() as u64);
+    assert_eq!(out.stats.faults.unwrap().transfer_failures, 3 * handed.len() as u64);
+}
+
+#[test]
+fn macro_steps_equal_step_by_step_with_transfer_failures() {
+    let v = with_faults(
+        &cluster(),
+        json!({"transfer_failure_p": 0.2, "retry_s": 0.05,
+                                           "instance": {"mtbf_s": 10.0, "mttr_s": 1.0}}),
+    );
+    let out = run(&v);
+    assert!(out.stats.faults.unwrap().transfer_failures > 10);
+    assert_eq!(step_by_step_diff(&v, &out), None);
+}
+
 #[test]
 fn refusals_name_the_field() {
     let cases = [
         (json!({"link": {"mtbf_s": 1.0}}), "faults.link"),
-        (json!({"transfer_failure_p": 0.1}), "faults.transfer_failure_p"),
+        (json!({"transfer_failure_p": 1.5}), "faults.transfer_failure_p"),
+        (json!({"transfer_failure_p": -0.1}), "faults.transfer_failure_p"),
+        (json!({"retry_s": -1.0}), "faults.retry_s"),
         (json!({"events": [{"instance": "decode-3", "at_s": 1.0, "for_s": 1.0}]}), "faults.events[0].instance"),
         (json!({"events": [{"instance": "decode-01", "at_s": 1.0, "for_s": 1.0}]}), "faults.events[0].instance"),
         (json!({"events": [{"instance": "gpu-0", "at_s": 1.0, "for_s": 1.0}]}), "faults.events[0].instance"),
@@ -404,6 +489,8 @@ fn refusals_name_the_field() {
         (json!({"handoff": {"streaming": "layer"}}), "handoff.streaming"),
         (json!({"speculative": {"method": "mtp", "tokens": 2, "acceptance": 0.7}}), "speculative"),
     ];
+    let colocated = json!({"mode": "colocated", "faults": {"transfer_failure_p": 0.1}});
+    assert!(refused(&colocated).to_string().contains("faults.transfer_failure_p"));
     for (extra, field) in combos {
         let e = refused(&with_faults(&merged(&cluster(), &extra), json!({"events": []})));
         assert!(e.to_string().contains(field), "{extra}: {e}");

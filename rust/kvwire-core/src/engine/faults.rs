@@ -64,6 +64,14 @@ pub(super) struct FaultRun {
     first_seen_later: Vec<f64>,
     /// Live instances of the pool being routed (scratch).
     live: Vec<usize>,
+    /// `faults.transfer_failure_p` and `faults.retry_s`.
+    transfer_failure_p: f64,
+    retry_s: f64,
+    /// Per request (with transfer failures): hop transfers completed or failed so far (the draws' counter),
+    /// when its transfer in flight started on its hop, and whether that transfer is one sent again.
+    sent: Vec<u32>,
+    hop_start: Vec<f64>,
+    resent: Vec<bool>,
     pub stats: FaultStats,
 }
 
@@ -83,6 +91,11 @@ impl FaultRun {
             first_seen: vec![f64::NAN; requests],
             first_seen_later: if track_seen { vec![f64::NAN; requests] } else { Vec::new() },
             live: Vec::new(),
+            transfer_failure_p: f.transfer_failure_p,
+            retry_s: f.retry_s,
+            sent: if f.transfer_failure_p > 0.0 { vec![0; requests] } else { Vec::new() },
+            hop_start: if f.transfer_failure_p > 0.0 { vec![0.0; requests] } else { Vec::new() },
+            resent: if f.transfer_failure_p > 0.0 { vec![false; requests] } else { Vec::new() },
             stats: FaultStats::default(),
         }
     }
@@ -282,19 +295,70 @@ impl Sim<'_> {
         f.stats.lost_work_s += lost;
         t.decode_instance[ri] = -1;
         t.local_decode[ri] = false;
-        if t.retries[ri] >= f.max_retries {
-            t.failed[ri] = true;
+        if self.retry(r, now) {
+            self.route_to_front(r, now);
+        }
+    }
+
+    /// Request `r` lost its work now: it may try again (counted; `true`), or it has tried
+    /// `faults.max_retries` times already and fails for good (`false`).
+    fn retry(&mut self, r: u32, now: f64) -> bool {
+        let Some(f) = self.faults.as_deref_mut() else { return false };
+        let ri = r as usize;
+        if self.t.retries[ri] >= f.max_retries {
+            self.t.failed[ri] = true;
             f.stats.failed_requests += 1;
             self.remaining -= 1;
             self.horizon = self.horizon.max(now);
             self.population_change(now, false);
-            return;
+            return false;
         }
-        if t.retries[ri] == 0 {
+        if self.t.retries[ri] == 0 {
             f.stats.retried_requests += 1;
         }
-        t.retries[ri] += 1;
-        self.route_to_front(r, now);
+        self.t.retries[ri] += 1;
+        true
+    }
+
+    /// With `faults.transfer_failure_p`: request `r`'s transfer on hop `stage` has just completed, and
+    /// whether it failed — then its time on the hop is lost and it is sent again on that hop `faults.retry_s`
+    /// later (or the request fails past `faults.max_retries`). The draw is keyed by (seed, request, its hop
+    /// transfers so far).
+    pub(super) fn transfer_failed(&mut self, stage: usize, r: u32, now: f64) -> bool {
+        let Some(f) = self.faults.as_deref_mut() else { return false };
+        if f.transfer_failure_p == 0.0 {
+            return false;
+        }
+        let ri = r as usize;
+        let k = f.sent[ri];
+        f.sent[ri] += 1;
+        let m = splitmix(f.seed ^ 0xBB67_AE85_84CA_A73B, r as u64, k as u64);
+        if m as f64 * (1.0 / (1u64 << 53) as f64) >= f.transfer_failure_p {
+            return false;
+        }
+        f.stats.transfer_failures += 1;
+        let lost = (now - f.hop_start[ri]).max(0.0);
+        f.stats.lost_work_s += lost;
+        let retry_s = f.retry_s;
+        self.t.lost_s[ri] += lost;
+        if self.retry(r, now) {
+            if let Some(f) = self.faults.as_deref_mut() {
+                f.resent[ri] = true;
+            }
+            self.q.push(now + retry_s, Priority::Normal, Ev::Resend { stage: stage as u8, request: r });
+        }
+        true
+    }
+
+    /// With transfer failures: request `r`'s transfer starts on a hop now; returns whether it is one sent
+    /// again (its wait then counts from when it was sent again, not from its first token).
+    pub(super) fn transfer_started(&mut self, r: u32, now: f64) -> bool {
+        let Some(f) = self.faults.as_deref_mut() else { return false };
+        let ri = r as usize;
+        if let Some(h) = f.hop_start.get_mut(ri) {
+            *h = now;
+        }
+        f.resent.get_mut(ri).is_some_and(|x| std::mem::replace(x, false))
     }
 
     /// Request `r` completes: it keeps the first token the user saw in an attempt since lost.
@@ -375,5 +439,72 @@ impl Sim<'_> {
         let capacity = self.insts.len() as f64 * end;
         s.availability = if capacity > 0.0 { 1.0 - down / capacity } else { 1.0 };
         Some(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::spec::FaultsSpec;
+
+    fn run_of(seed: u64, dist: FaultDist) -> FaultRun {
+        let random = RandomFaults { mtbf_s: 50.0, mttr_s: 5.0, dist, front: true, back: true };
+        let f = Faults {
+            random: Some(random),
+            events: Vec::new(),
+            max_retries: 3,
+            seed,
+            transfer_failure_p: 0.0,
+            retry_s: 0.0,
+            spec: FaultsSpec::default(),
+        };
+        FaultRun::new(&f, 4, 0, false)
+    }
+
+    /// Up and repair times are separate draws: no repair time is an up time of the same instance rescaled
+    /// (the keys of the k-th repair and of every up time differ), and instances draw apart.
+    #[test]
+    fn up_and_repair_draws_are_distinct() {
+        let f = run_of(7, FaultDist::Exponential);
+        let r = f.random.clone().unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..4 {
+            for k in 0..200 {
+                for repair in [false, true] {
+                    let mean = if repair { r.mttr_s } else { r.mtbf_s };
+                    let u = f.draw(&r, i, k, repair) / mean;
+                    assert!(u.is_finite() && u > 0.0);
+                    assert!(seen.insert(u.to_bits()), "instance {i}, draw {k}, repair {repair}: {u} drawn twice");
+                }
+            }
+        }
+    }
+
+    /// Each seed gives its own draws (256 seeds, 256 different first up times).
+    #[test]
+    fn seeds_draw_apart() {
+        let firsts: std::collections::HashSet<u64> = (0..256)
+            .map(|seed| {
+                let f = run_of(seed, FaultDist::Exponential);
+                let r = f.random.clone().unwrap();
+                f.draw(&r, 0, 0, false).to_bits()
+            })
+            .collect();
+        assert_eq!(firsts.len(), 256);
+    }
+
+    /// Exponential draws have the given means (20,000 draws: within 5 standard errors), fixed ones are them.
+    #[test]
+    fn draws_have_the_given_means() {
+        let f = run_of(3, FaultDist::Exponential);
+        let r = f.random.clone().unwrap();
+        let n = 20_000u64;
+        for (repair, mean) in [(false, 50.0), (true, 5.0)] {
+            let avg = (0..n).map(|k| f.draw(&r, 1, k, repair)).sum::<f64>() / n as f64;
+            assert!((avg - mean).abs() < 5.0 * mean / (n as f64).sqrt(), "{avg} vs {mean}");
+        }
+        let g = run_of(3, FaultDist::Fixed);
+        let rg = g.random.clone().unwrap();
+        assert_eq!((g.draw(&rg, 2, 9, false), g.draw(&rg, 2, 9, true)), (50.0, 5.0));
     }
 }

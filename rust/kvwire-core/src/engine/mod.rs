@@ -100,6 +100,8 @@ enum Ev {
     /// Instance `i` fails (`fail`) or an outage of it ends; `random`: an outage of `faults.instance`, which
     /// draws the next event of its instance (`faults.rs`).
     Fault { i: u32, fail: bool, random: bool },
+    /// Request `request`'s failed transfer on hop `stage` is sent again (`faults.transfer_failure_p`).
+    Resend { stage: u8, request: u32 },
 }
 
 /// Decoding state of an instance (its decode rows and KV memory); every role has one.
@@ -564,6 +566,7 @@ impl<'c> Sim<'c> {
                 }
                 Ev::Turn(r) => self.on_turn(r, now),
                 Ev::Fault { i, fail, random } => self.on_fault(i as usize, fail, random, now),
+                Ev::Resend { stage, request } => self.enter_stage(stage as usize, request, now),
             }
         }
         // Checked during the run every CHECK_EVERY units of work, and here exactly.

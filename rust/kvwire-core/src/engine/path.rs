@@ -210,7 +210,7 @@ impl Sim<'_> {
         self.enter_stage(0, r, now);
     }
 
-    fn enter_stage(&mut self, stage: usize, r: u32, now: f64) {
+    pub(super) fn enter_stage(&mut self, stage: usize, r: u32, now: f64) {
         // (Already routed where KV holding (paged KV) chose the decode instance before the transfer started, or
         // where `handoff.skip_cached_prefix` chose it when the transfer was queued.)
         if self.path.stages[stage].select == Select::Back && self.t.decode_instance[r as usize] < 0 {
@@ -257,7 +257,9 @@ impl Sim<'_> {
         if let Some(open) = self.path.open.as_mut() {
             open.insert((r, stage), now);
         }
-        if stage == 0 {
+        let resent = self.faults.is_some() && self.transfer_started(r, now);
+        let s = &mut self.path.stages[stage].lanes[lane].stats;
+        if stage == 0 && !resent {
             self.t.kv_start_s[i] = now;
             // A wait for room on the decode instance (KV holding) is not a wait for the link.
             s.wait_s += now - self.t.first_token_s[i] - self.t.kv_hold_wait_s[i];
@@ -409,6 +411,9 @@ impl Sim<'_> {
     pub(super) fn after_hop(&mut self, stage: usize, r: u32, now: f64) {
         if self.path.open.is_some() {
             self.record_transfer_span(stage, r, now);
+        }
+        if self.faults.is_some() && self.transfer_failed(stage, r, now) {
+            return;
         }
         if stage + 1 < self.path.stages.len() {
             self.enter_stage(stage + 1, r, now);

@@ -172,6 +172,8 @@ pub struct PrefixStats {
 pub struct FaultStats {
     /// Instance failures (outages begun, scheduled and random) up to the run's end.
     pub instance_failures: u64,
+    /// Hop transfers that failed and were sent again or failed their request (`faults.transfer_failure_p`).
+    pub transfer_failures: u64,
     /// Requests that started over at least once, and requests that failed for good.
     pub retried_requests: u64,
     pub failed_requests: u64,

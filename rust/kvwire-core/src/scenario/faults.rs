@@ -16,6 +16,9 @@ pub struct Faults {
     pub events: Vec<(usize, f64, f64)>,
     pub max_retries: u32,
     pub seed: u64,
+    /// `faults.transfer_failure_p` and `faults.retry_s`.
+    pub transfer_failure_p: f64,
+    pub retry_s: f64,
     /// The section as given with its defaults filled in (for the echo).
     pub spec: FaultsSpec,
 }
@@ -98,17 +101,22 @@ pub(super) fn resolve(
     workload: &Workload,
     refused: &[(&str, bool, &str)],
 ) -> Result<Faults> {
-    for (field, given) in [
-        ("faults.link", spec.link.is_some()),
-        ("faults.transfer_failure_p", spec.transfer_failure_p.is_some()),
-        ("faults.retry_s", spec.retry_s.is_some()),
-    ] {
-        if given {
-            return Err(Error::field(
-                field,
-                "link and transfer failures are not modelled yet: only instances fail (faults.instance, faults.events)",
-            ));
-        }
+    if spec.link.is_some() {
+        return Err(Error::field(
+            "faults.link",
+            "link failures are not modelled yet: instances fail (faults.instance, faults.events) and transfers \
+             (faults.transfer_failure_p)",
+        ));
+    }
+    let p = spec.transfer_failure_p;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(Error::field("faults.transfer_failure_p", format!("must be a probability in [0, 1], got {p}")));
+    }
+    if p > 0.0 && matches!(topology, Topology::Colocated { .. }) {
+        return Err(Error::field("faults.transfer_failure_p", "a colocated scenario has no hand-off to fail"));
+    }
+    if !(spec.retry_s.is_finite() && spec.retry_s >= 0.0) {
+        return Err(Error::field("faults.retry_s", format!("must be a finite time ≥ 0 s, got {}", spec.retry_s)));
     }
     for &(field, on, why) in refused {
         if on {
@@ -133,5 +141,13 @@ pub(super) fn resolve(
     });
     let mut echoed = spec.clone();
     echoed.seed = Some(seed);
-    Ok(Faults { random, events, max_retries: spec.max_retries, seed, spec: echoed })
+    Ok(Faults {
+        random,
+        events,
+        max_retries: spec.max_retries,
+        seed,
+        transfer_failure_p: p,
+        retry_s: spec.retry_s,
+        spec: echoed,
+    })
 }

@@ -73,12 +73,13 @@ pub struct FaultsSpec {
     /// Link failures: not modelled yet (refused by name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<Value>,
-    /// Per-transfer failures: not modelled yet (refused by name).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transfer_failure_p: Option<Value>,
-    /// The retry delay of a failed transfer: not modelled yet (refused by name).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_s: Option<Value>,
+    /// Probability that a transfer on a hop of the hand-off path fails when it completes (then it is sent
+    /// again on that hop), in [0, 1].
+    #[serde(default)]
+    pub transfer_failure_p: f64,
+    /// How long after a failed transfer it is sent again, s.
+    #[serde(default)]
+    pub retry_s: f64,
 }
 
 /// `faults.max_retries`' default.

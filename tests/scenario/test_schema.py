@@ -161,7 +161,9 @@ SPECULATIVE = {"method": "draft", "tokens": 2, "acceptance": [0.8, 0.6], "draft_
 #: Faults with every field set (rust/kvwire-core/tests/faults.rs).
 FAULTS = {"instance": {"mtbf_s": 50.0, "mttr_s": 5.0, "dist": "fixed", "pools": ["decode"]},
           "events": [{"instance": "decode-0", "at_s": 1.0, "for_s": 2.0}], "max_retries": 2, "seed": 4,
-          "transfer_failure_p": 0.1, "retry_s": 0.5}  # fmt: skip
+          "transfer_failure_p": 0.1, "retry_s": 0.5,
+          "link": {"mtbf_s": 60.0, "mttr_s": 2.0, "dist": "fixed", "scope": "channel"}}  # fmt: skip
+FAULTS["events"].append({"link": "kv-link", "channel": 0, "at_s": 3.0, "for_s": 1.0})
 
 #: A parallel layout with every field set (tests/simulator/test_parallel.py, rust/kvwire-core/tests/parallel.rs).
 PARALLEL = {"tp": 2, "pp": 1, "micro_batches": 1, "ep": 2, "dp": 1, "expert_imbalance": 1.2, "scale_out": "ib-ndr"}
@@ -235,6 +237,8 @@ def literal_example(path: str, value: Any) -> dict[str, Any]:
         return {"mode": value}
     if path == "faults.instance.dist":
         return {"faults": {"instance": {"mtbf_s": 10.0, "mttr_s": 1.0, "dist": value}}}
+    if path in ("faults.link.dist", "faults.link.scope"):
+        return {"faults": {"link": {"mtbf_s": 10.0, "mttr_s": 1.0, path.rsplit(".", 1)[1]: value}}}
     if path.endswith(".dist"):
         return nest(path.rsplit(".", 1)[0], LENGTHS.get(value, {"dist": value}))
     if path == "workload.arrivals.process":
@@ -411,12 +415,13 @@ LOCATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "SpeculativeDict": ("speculative", {"speculative": SPECULATIVE}),
     "FaultsDict": ("faults", {"faults": {}}),
     "InstanceFaultsDict": ("faults.instance", {"faults": {"instance": {"mtbf_s": 1.0, "mttr_s": 1.0}}}),
+    "LinkFaultsDict": ("faults.link", {"faults": {"link": {"mtbf_s": 1.0, "mttr_s": 1.0}}}),
     "FaultEventDict": ("faults.events[0]", {"faults": {"events": [{"instance": "decode-0", "at_s": 1, "for_s": 1}]}}),
 }
 #: Keys the core takes outside serde's field list (the link object's preset and channels are read first).
 EXTRA_CORE_KEYS = {"LinkDict": {"preset", "channels", "model", "host_link"}}
-#: Keys the core knows only to refuse them by name (link failures, not modelled yet).
-REFUSED_CORE_KEYS = {"FaultsDict": {"link"}}
+#: Keys the core knows only to refuse them by name (none at present).
+REFUSED_CORE_KEYS: dict[str, set[str]] = {}
 
 
 def all_typed_dicts() -> dict[str, Any]:
@@ -529,7 +534,7 @@ def test_typeddicts_are_total_false_except_trace() -> None:
     """Every field is optional (interface.md: every omitted field has a default) except the three trace
     columns, which must come together, a sessions workload's count and turns (no sessions by default), and
     speculative decoding's method, tokens and acceptance (none by default), and random faults' mtbf_s and mttr_s
-    and a scheduled outage's instance, at_s and for_s (no faults by default)."""
+    and a scheduled outage's at_s and for_s (no faults by default)."""
     for name, td in all_typed_dicts().items():
         if name == "TraceDict":
             assert set(td.__required_keys__) == {"arrival_s", "prompt_tokens", "output_tokens"}
@@ -537,10 +542,10 @@ def test_typeddicts_are_total_false_except_trace() -> None:
             assert set(td.__required_keys__) == {"count", "turns"}
         elif name == "SpeculativeDict":
             assert set(td.__required_keys__) == {"method", "tokens", "acceptance"}
-        elif name == "InstanceFaultsDict":
+        elif name == "InstanceFaultsDict" or name == "LinkFaultsDict":
             assert set(td.__required_keys__) == {"mtbf_s", "mttr_s"}
         elif name == "FaultEventDict":
-            assert set(td.__required_keys__) == {"instance", "at_s", "for_s"}
+            assert set(td.__required_keys__) == {"at_s", "for_s"}
         else:
             assert not td.__required_keys__, name
 

@@ -112,6 +112,7 @@ def test_a_trace_file_with_faults_runs_in_memory(tmp_path: Path) -> None:
         ({"instance": {"mtbf_s": 0, "mttr_s": 1.0}}, "faults.instance.mtbf_s"),
         ({"instance": {"mtbf_s": 5.0, "mttr_s": 1.0, "pools": ["gpu"]}}, "faults.instance.pools[0]"),
         ({"link": {"mtbf_s": 5.0}}, "faults.link"),
+        ({"events": [{"link": "kv-link", "channel": 3, "at_s": 1.0, "for_s": 1.0}]}, "faults.events[0].channel"),
         ({"transfer_failure_p": 2}, "faults.transfer_failure_p"),
         ({"events": [["decode-0", 1.0, 1.0]]}, "faults.events[0]"),
     ],

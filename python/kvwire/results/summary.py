@@ -633,6 +633,7 @@ def summarise(
         summary["faults"] = {
             "instance_failures": int(faults["instance_failures"]),
             "transfer_failures": int(faults["transfer_failures"]),
+            "link_failures": int(faults["link_failures"]),
             "retried_requests": int(faults["retried_requests"]),
             "failed_requests": int(faults["failed_requests"]),
             "lost_work_s": float(faults["lost_work_s"]),

@@ -279,12 +279,14 @@ class SpeculativeResultDict(TypedDict):
 
 
 class FaultsResultDict(TypedDict):
-    """Faults (``faults``; ``docs/concepts/faults.md``): instance failures up to the run's end, hop transfers that
-    failed, requests that tried again at least once and those that failed for good, the work thrown away (s),
-    the instances' down time (s) and the availability (1 - down time / (instances x the run's length))."""
+    """Faults (``faults``; ``docs/concepts/faults.md``): instance failures up to the run's end, hop transfers
+    that failed, outages of the network link, requests that tried again at least once and those that failed
+    for good, the work thrown away (s), the instances' down time (s) and the availability (1 - down time /
+    (instances x the run's length))."""
 
     instance_failures: int
     transfer_failures: int
+    link_failures: int
     retried_requests: int
     failed_requests: int
     lost_work_s: float

@@ -247,12 +247,31 @@ class InstanceFaultsDict(_InstanceFaultsRequired, total=False):
     pools: list[Literal["prefill", "decode", "colocated"]]
 
 
-class FaultEventDict(TypedDict):
-    """One scheduled outage: ``instance`` (``"decode-0"``) fails at ``at_s`` and is back ``for_s`` later."""
+class _LinkFaultsRequired(TypedDict):
+    mtbf_s: float
+    mttr_s: float
 
-    instance: str
+
+class LinkFaultsDict(_LinkFaultsRequired, total=False):
+    """``faults.link``: the network link (``scope`` ``"link"``, default) or each of its channels (``"channel"``) is
+    up for a drawn time of mean ``mtbf_s``, then down for one of mean ``mttr_s`` (docs: concepts/faults)."""
+
+    dist: Literal["exponential", "fixed"]
+    scope: Literal["link", "channel"]
+
+
+class _FaultEventRequired(TypedDict):
     at_s: float
     for_s: float
+
+
+class FaultEventDict(_FaultEventRequired, total=False):
+    """One scheduled outage: ``instance`` (``"decode-0"``), or ``link`` (``"kv-link"``; one ``channel`` of it, or
+    the whole link), fails at ``at_s`` and is back ``for_s`` later."""
+
+    instance: str
+    link: Literal["kv-link"]
+    channel: int
 
 
 class FaultsDict(TypedDict, total=False):
@@ -261,6 +280,7 @@ class FaultsDict(TypedDict, total=False):
     again at most ``max_retries`` times (docs: concepts/faults)."""
 
     instance: InstanceFaultsDict
+    link: LinkFaultsDict
     events: list[FaultEventDict]
     max_retries: int
     seed: int

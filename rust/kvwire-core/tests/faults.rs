@@ -462,10 +462,82 @@ fn macro_steps_equal_step_by_step_with_transfer_failures() {
     assert_eq!(step_by_step_diff(&v, &out), None);
 }
 
+/// The whole link down for a while: the transfer on it is lost and sent again when the link is back (after
+/// the transfers already waiting), no transfer runs while it is down, and every request finishes.
+#[test]
+fn a_link_outage_stops_every_transfer_and_resends_the_one_it_cut() {
+    let base = json!({"link": "eth-25g", "engine": {"timeline": true},
+                      "workload": {"requests": 300, "arrivals": {"process": "poisson", "rate_per_s": 6.0}}});
+    let plain = run(&base);
+    let p = &plain.table;
+    let at = 10.0;
+    let cut: Vec<usize> = (0..p.len()).filter(|&r| p.kv_start_s[r] <= at && p.kv_ready_s[r] > at).collect();
+    assert_eq!(cut.len(), 1, "one channel: one transfer on it");
+    let down = 3.0;
+    let out =
+        run(&with_faults(&base, json!({"events": [{"link": "kv-link", "at_s": at, "for_s": down}], "retry_s": 0.5})));
+    let x = &out.table;
+    let r = cut[0];
+    assert_eq!(x.retries[r], 1);
+    assert!((x.lost_s[r] - (at - p.kv_start_s[r])).abs() < 1e-9);
+    assert_eq!((0..x.len()).filter(|&q| x.retries[q] > 0).count(), 1);
+    let spans = &out.timeline.as_ref().unwrap().transfers[0];
+    assert!((0..spans.len()).all(|k| !(spans.start_s[k] > at && spans.start_s[k] < at + down)), "a transfer ran");
+    assert!((0..spans.len()).any(|k| spans.start_s[k] == at + down), "the link restarts when repaired");
+    assert_eq!(out.stats.completed, plain.stats.completed);
+    let f = out.stats.faults.unwrap();
+    assert_eq!((f.link_failures, f.instance_failures, f.availability), (1, 0, 1.0));
+}
+
+/// One channel of two down: transfers go on over the other; the one it carried is sent again there.
+#[test]
+fn a_channel_outage_moves_transfers_to_the_live_channel() {
+    let base = json!({"link": {"preset": "eth-25g", "channels": 2}, "engine": {"timeline": true},
+                      "workload": {"requests": 300, "arrivals": {"process": "poisson", "rate_per_s": 12.0}}});
+    let (at, down) = (10.0, 5.0);
+    let out =
+        run(&with_faults(&base, json!({"events": [{"link": "kv-link", "channel": 0, "at_s": at, "for_s": down}]})));
+    let spans = &out.timeline.as_ref().unwrap().transfers[0];
+    let during = (0..spans.len()).filter(|&k| spans.start_s[k] > at && spans.start_s[k] < at + down).count();
+    assert!(during > 10, "transfers continue on channel 1: {during}");
+    assert!(out.table.retries.iter().filter(|&&k| k > 0).count() <= 1);
+    assert_eq!(out.stats.faults.unwrap().link_failures, 1);
+}
+
+/// Random link failures, per channel and whole: deterministic, macro-steps equal step by step, and a link
+/// that never fails changes nothing.
+#[test]
+fn random_link_failures() {
+    let base = merged(&cluster(), &json!({"link": {"preset": "eth-25g", "channels": 2}}));
+    for scope in ["channel", "link"] {
+        let v = with_faults(&base, json!({"link": {"mtbf_s": 2.0, "mttr_s": 0.5, "scope": scope}, "retry_s": 0.1}));
+        let out = run(&v);
+        let f = out.stats.faults.unwrap();
+        assert!(f.link_failures > 5, "{scope}: {}", f.link_failures);
+        assert!(out.table.retries.iter().any(|&k| k > 0));
+        assert_eq!(step_by_step_diff(&v, &out), None, "{scope}");
+        assert_eq!(table_diff(&run(&v).table, &out.table), None);
+    }
+    let plain = run(&base);
+    let never = without_fault_columns(run(&with_faults(&base, json!({"link": {"mtbf_s": 3.0e16, "mttr_s": 1.0}}))));
+    assert_eq!(table_diff(&never.table, &plain.table), None);
+}
+
 #[test]
 fn refusals_name_the_field() {
     let cases = [
-        (json!({"link": {"mtbf_s": 1.0}}), "faults.link"),
+        (json!({"link": {"mtbf_s": 0.0, "mttr_s": 1.0}}), "faults.link.mtbf_s"),
+        (json!({"events": [{"link": "nvlink", "at_s": 1.0, "for_s": 1.0}]}), "faults.events[0].link"),
+        (json!({"events": [{"link": "kv-link", "channel": 1, "at_s": 1.0, "for_s": 1.0}]}), "faults.events[0].channel"),
+        (
+            json!({"events": [{"instance": "decode-0", "channel": 0, "at_s": 1.0, "for_s": 1.0}]}),
+            "faults.events[0].channel",
+        ),
+        (
+            json!({"events": [{"instance": "decode-0", "link": "kv-link", "at_s": 1.0, "for_s": 1.0}]}),
+            "faults.events[0]",
+        ),
+        (json!({"events": [{"at_s": 1.0, "for_s": 1.0}]}), "faults.events[0]"),
         (json!({"transfer_failure_p": 1.5}), "faults.transfer_failure_p"),
         (json!({"transfer_failure_p": -0.1}), "faults.transfer_failure_p"),
         (json!({"retry_s": -1.0}), "faults.retry_s"),
@@ -491,6 +563,11 @@ fn refusals_name_the_field() {
     ];
     let colocated = json!({"mode": "colocated", "faults": {"transfer_failure_p": 0.1}});
     assert!(refused(&colocated).to_string().contains("faults.transfer_failure_p"));
+    let colocated = json!({"mode": "colocated", "faults": {"link": {"mtbf_s": 1.0, "mttr_s": 1.0}}});
+    assert!(refused(&colocated).to_string().contains("faults.link"));
+    let shared =
+        json!({"link": {"preset": "ib-ndr", "model": "shared"}, "faults": {"link": {"mtbf_s": 1.0, "mttr_s": 1.0}}});
+    assert!(refused(&shared).to_string().contains("faults.link"));
     for (extra, field) in combos {
         let e = refused(&with_faults(&merged(&cluster(), &extra), json!({"events": []})));
         assert!(e.to_string().contains(field), "{extra}: {e}");

@@ -35,7 +35,7 @@ use super::{Ev, Sim};
 use crate::error::Error;
 use crate::metrics::stats::FaultStats;
 use crate::policy::router::LoadView;
-use crate::scenario::faults::{Faults, RandomFaults};
+use crate::scenario::faults::{Faults, RandomFaults, RandomLink};
 use crate::scenario::spec::FaultDist;
 
 /// A run's fault state.
@@ -64,6 +64,11 @@ pub(super) struct FaultRun {
     first_seen_later: Vec<f64>,
     /// Live instances of the pool being routed (scratch).
     live: Vec<usize>,
+    /// The network link's channels: outages covering each now (`faults.link` and link events).
+    link_down: Vec<u32>,
+    link_random: Option<RandomLink>,
+    /// Per randomly failing unit of the link (each channel, or the whole link): failures drawn so far.
+    link_drawn: Vec<u64>,
     /// `faults.transfer_failure_p` and `faults.retry_s`.
     transfer_failure_p: f64,
     retry_s: f64,
@@ -91,11 +96,14 @@ impl FaultRun {
             first_seen: vec![f64::NAN; requests],
             first_seen_later: if track_seen { vec![f64::NAN; requests] } else { Vec::new() },
             live: Vec::new(),
+            link_down: vec![0; f.channels as usize],
+            link_random: f.link.clone(),
+            link_drawn: vec![0; f.channels as usize],
             transfer_failure_p: f.transfer_failure_p,
             retry_s: f.retry_s,
             sent: if f.transfer_failure_p > 0.0 { vec![0; requests] } else { Vec::new() },
-            hop_start: if f.transfer_failure_p > 0.0 { vec![0.0; requests] } else { Vec::new() },
-            resent: if f.transfer_failure_p > 0.0 { vec![false; requests] } else { Vec::new() },
+            hop_start: if transfers_fail(f) { vec![0.0; requests] } else { Vec::new() },
+            resent: if transfers_fail(f) { vec![false; requests] } else { Vec::new() },
             stats: FaultStats::default(),
         }
     }
@@ -106,18 +114,38 @@ impl FaultRun {
 
     /// The `k`-th draw of instance `i` (`repair`: its repair time, else its up time), s.
     fn draw(&self, r: &RandomFaults, i: usize, k: u64, repair: bool) -> f64 {
-        let mean = if repair { r.mttr_s } else { r.mtbf_s };
-        match r.dist {
+        self.draw_of(if repair { r.mttr_s } else { r.mtbf_s }, r.dist, i as u64, k, repair)
+    }
+
+    /// The `k`-th draw of unit `unit` of the link (a channel, or 0 for the whole link), s.
+    fn link_draw(&self, r: &RandomLink, unit: usize, k: u64, repair: bool) -> f64 {
+        self.draw_of(if repair { r.mttr_s } else { r.mtbf_s }, r.dist, LINK_UNITS | unit as u64, k, repair)
+    }
+
+    /// The `k`-th up (or repair) time of mean `mean` of the failing unit keyed `unit`, s.
+    fn draw_of(&self, mean: f64, dist: FaultDist, unit: u64, k: u64, repair: bool) -> f64 {
+        match dist {
             FaultDist::Fixed => mean,
             FaultDist::Exponential => {
                 // u ∈ (0, 1]: 1 − m·2⁻⁵³ for the 53-bit draw m, so ln u is finite.
-                let m = splitmix(self.seed ^ 0x6A09_E667_F3BC_C909, i as u64, 2 * k + repair as u64);
+                let m = splitmix(self.seed ^ 0x6A09_E667_F3BC_C909, unit, 2 * k + repair as u64);
                 let u = 1.0 - m as f64 * (1.0 / (1u64 << 53) as f64);
                 -mean * u.ln()
             }
         }
     }
 }
+
+/// The key space of the link's failing units (instances are keyed by their index, below it).
+const LINK_UNITS: u64 = 1 << 40;
+
+/// Whether transfers can fail and be sent again (per-transfer failures, or channels that fail under them).
+fn transfers_fail(f: &Faults) -> bool {
+    f.transfer_failure_p > 0.0 || f.link.is_some() || !f.link_events.is_empty()
+}
+
+/// The unit of a link fault event that takes the whole link down.
+pub(super) const WHOLE_LINK: u32 = u32::MAX;
 
 /// A 53-bit draw keyed by (seed, a, b): SplitMix64's finaliser (Steele, Lea & Flood, OOPSLA 2014) over a
 /// mix of the three.
@@ -127,6 +155,15 @@ fn splitmix(seed: u64, a: u64, b: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
     z >> 11
+}
+
+/// The index of a link unit among the link's randomly failing units (the whole link is unit 0).
+fn unit_index(unit: u32) -> usize {
+    if unit == WHOLE_LINK {
+        0
+    } else {
+        unit as usize
+    }
 }
 
 /// A pool as the router sees it, its failed instances left out (`ids`: the live ones' indices in the pool).
@@ -165,6 +202,63 @@ impl Sim<'_> {
                     self.q.push(up, Priority::Normal, Ev::Fault { i: i as u32, fail: true, random: true });
                 }
             }
+        }
+        for &(ch, at, dur) in &f.link_events {
+            let unit = ch.unwrap_or(WHOLE_LINK);
+            self.q.push(at, Priority::Normal, Ev::LinkFault { unit, fail: true, random: false });
+            self.q.push(at + dur, Priority::Normal, Ev::LinkFault { unit, fail: false, random: false });
+        }
+        if let (Some(r), Some(fr)) = (&f.link, self.faults.as_deref()) {
+            let units: Vec<u32> = if r.per_channel { (0..f.channels).collect() } else { vec![WHOLE_LINK] };
+            for unit in units {
+                let up = fr.link_draw(r, unit_index(unit), 0, false);
+                self.q.push(up, Priority::Normal, Ev::LinkFault { unit, fail: true, random: true });
+            }
+        }
+    }
+
+    /// A fault event of the network link: channel `unit` (or [`WHOLE_LINK`]) fails (`fail`) or an outage of
+    /// it ends; `random` outages draw the next. A channel that fails loses the transfer it carried, which is
+    /// sent again `faults.retry_s` later (on a live channel, or when one is back); waiting transfers wait.
+    pub(super) fn on_link_fault(&mut self, unit: u32, fail: bool, random: bool, now: f64) {
+        let Some(f) = self.faults.as_deref_mut() else { return };
+        if let (true, Some(r)) = (random, f.link_random.clone()) {
+            let u = unit_index(unit);
+            let k = f.link_drawn[u];
+            if !fail {
+                f.link_drawn[u] += 1;
+            }
+            let dt = f.link_draw(&r, u, if fail { k } else { k + 1 }, fail);
+            self.q.push(now + dt, Priority::Normal, Ev::LinkFault { unit, fail: !fail, random: true });
+        }
+        let channels = f.link_down.len() as u32;
+        let (lo, hi) = if unit == WHOLE_LINK { (0, channels) } else { (unit, unit + 1) };
+        if fail {
+            f.stats.link_failures += 1;
+        }
+        let mut cut = Vec::new();
+        let mut repaired = false;
+        for ch in lo..hi {
+            let Some(f) = self.faults.as_deref_mut() else { return };
+            let c = ch as usize;
+            if fail {
+                f.link_down[c] += 1;
+                if f.link_down[c] == 1 {
+                    cut.extend(self.set_network_channel(c, true, now));
+                }
+            } else {
+                f.link_down[c] -= 1;
+                if f.link_down[c] == 0 {
+                    self.set_network_channel(c, false, now);
+                    repaired = true;
+                }
+            }
+        }
+        for r in cut {
+            self.transfer_lost(r, self.path_network(), now);
+        }
+        if repaired {
+            self.grant_network(now);
         }
     }
 
@@ -337,6 +431,16 @@ impl Sim<'_> {
             return false;
         }
         f.stats.transfer_failures += 1;
+        self.transfer_lost(r, stage, now);
+        true
+    }
+
+    /// Request `r`'s transfer on hop `stage` is lost now (it failed, or its channel did): its time on the hop
+    /// is lost work, and it is sent again on that hop `faults.retry_s` later (or fails past
+    /// `faults.max_retries`).
+    fn transfer_lost(&mut self, r: u32, stage: usize, now: f64) {
+        let Some(f) = self.faults.as_deref_mut() else { return };
+        let ri = r as usize;
         let lost = (now - f.hop_start[ri]).max(0.0);
         f.stats.lost_work_s += lost;
         let retry_s = f.retry_s;
@@ -347,7 +451,6 @@ impl Sim<'_> {
             }
             self.q.push(now + retry_s, Priority::Normal, Ev::Resend { stage: stage as u8, request: r });
         }
-        true
     }
 
     /// With transfer failures: request `r`'s transfer starts on a hop now; returns whether it is one sent
@@ -452,6 +555,9 @@ mod tests {
         let f = Faults {
             random: Some(random),
             events: Vec::new(),
+            link: None,
+            link_events: Vec::new(),
+            channels: 1,
             max_retries: 3,
             seed,
             transfer_failure_p: 0.0,

@@ -102,6 +102,9 @@ enum Ev {
     Fault { i: u32, fail: bool, random: bool },
     /// Request `request`'s failed transfer on hop `stage` is sent again (`faults.transfer_failure_p`).
     Resend { stage: u8, request: u32 },
+    /// Channel `unit` of the network link (`faults::WHOLE_LINK`: every channel) fails (`fail`) or an outage
+    /// of it ends; `random`: an outage of `faults.link`, which draws the next.
+    LinkFault { unit: u32, fail: bool, random: bool },
 }
 
 /// Decoding state of an instance (its decode rows and KV memory); every role has one.
@@ -567,6 +570,7 @@ impl<'c> Sim<'c> {
                 Ev::Turn(r) => self.on_turn(r, now),
                 Ev::Fault { i, fail, random } => self.on_fault(i as usize, fail, random, now),
                 Ev::Resend { stage, request } => self.enter_stage(stage as usize, request, now),
+                Ev::LinkFault { unit, fail, random } => self.on_link_fault(unit, fail, random, now),
             }
         }
         // Checked during the run every CHECK_EVERY units of work, and here exactly.

@@ -352,7 +352,39 @@ impl Sim<'_> {
         Ok(())
     }
 
+    /// The network hop's index.
+    pub(super) fn path_network(&self) -> usize {
+        self.path.network
+    }
+
+    /// Faults: take channel `ch` of the network link down (returning the request whose transfer it
+    /// carried, now lost) or bring it up again.
+    pub(super) fn set_network_channel(&mut self, ch: usize, down: bool, _now: f64) -> Option<u32> {
+        let network = self.path.network;
+        let lane = self.path.stages.get_mut(network)?.lanes.get_mut(0)?;
+        let LaneModel::Fcfs { link, busy_until, .. } = &mut lane.model else { return None };
+        let r = link.set_down(ch, down);
+        if r.is_some() {
+            // Its HopDone event is now stale: no end time matches NaN.
+            busy_until[ch] = f64::NAN;
+        }
+        r
+    }
+
+    /// Faults: start what waits for the network link on its live channels.
+    pub(super) fn grant_network(&mut self, now: f64) {
+        self.grant(self.path.network, 0, now);
+    }
+
     pub(super) fn on_hop_done(&mut self, stage: usize, lane: usize, ch: usize, now: f64) -> Result<()> {
+        if self.faults.is_some() {
+            if let LaneModel::Fcfs { busy_until, .. } = &self.path.stages[stage].lanes[lane].model {
+                if busy_until[ch] != now {
+                    // The transfer this event would end was lost with its channel (`faults.rs`).
+                    return Ok(());
+                }
+            }
+        }
         let r = match &mut self.path.stages[stage].lanes[lane].model {
             LaneModel::Fcfs { link, .. } => link.release(ch),
             LaneModel::Shared(_) => None,

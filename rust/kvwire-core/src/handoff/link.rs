@@ -8,13 +8,26 @@ use std::collections::VecDeque;
 #[derive(Clone, Debug)]
 pub struct FcfsLink {
     busy: Vec<Option<u32>>,
+    /// Channels that are down (`faults.link`): never granted while down.
+    down: Vec<bool>,
     /// (request, time it joined the queue).
     waiting: VecDeque<(u32, f64)>,
 }
 
 impl FcfsLink {
     pub fn new(channels: u32) -> Self {
-        FcfsLink { busy: vec![None; channels as usize], waiting: VecDeque::new() }
+        FcfsLink { busy: vec![None; channels as usize], down: vec![false; channels as usize], waiting: VecDeque::new() }
+    }
+
+    /// Mark `channel` down or up again; a channel taken down is freed, returning the request it carried.
+    pub fn set_down(&mut self, channel: usize, down: bool) -> Option<u32> {
+        let d = self.down.get_mut(channel)?;
+        *d = down;
+        if down {
+            self.release(channel)
+        } else {
+            None
+        }
     }
 
     /// Queue request `r` for a channel at time `now`.
@@ -28,7 +41,7 @@ impl FcfsLink {
         if self.waiting.is_empty() {
             return None;
         }
-        let ch = self.busy.iter().position(Option::is_none)?;
+        let ch = self.busy.iter().zip(&self.down).position(|(b, &d)| b.is_none() && !d)?;
         let (r, since) = self.waiting.pop_front()?;
         self.busy[ch] = Some(r);
         Some((ch, r, since))
@@ -48,6 +61,21 @@ impl FcfsLink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_down_channel_is_freed_and_never_granted() {
+        let mut l = FcfsLink::new(2);
+        for r in [1, 2, 3] {
+            l.request(r, 0.0);
+        }
+        assert_eq!(l.grant(), Some((0, 1, 0.0)));
+        assert_eq!(l.set_down(0, true), Some(1));
+        assert_eq!(l.grant(), Some((1, 2, 0.0)));
+        assert_eq!(l.grant(), None, "channel 0 is down, channel 1 busy");
+        assert_eq!(l.set_down(0, false), None);
+        assert_eq!(l.grant(), Some((0, 3, 0.0)));
+        assert_eq!(l.set_down(5, true), None, "no such channel");
+    }
 
     #[test]
     fn fcfs_over_two_channels() {

@@ -174,6 +174,9 @@ pub struct FaultStats {
     pub instance_failures: u64,
     /// Hop transfers that failed and were sent again or failed their request (`faults.transfer_failure_p`).
     pub transfer_failures: u64,
+    /// Outages of the network link begun up to the run's end: of one channel, or of the whole link (one
+    /// each).
+    pub link_failures: u64,
     /// Requests that started over at least once, and requests that failed for good.
     pub retried_requests: u64,
     pub failed_requests: u64,

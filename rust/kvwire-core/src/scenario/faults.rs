@@ -2,8 +2,8 @@
 //! their up times and repairs are drawn, the scheduled outages by instance index, the retry limit and the
 //! seed. What the engine does with them is in `engine/faults.rs`.
 
-use super::spec::{FaultDist, FaultsSpec, InstanceFaultsSpec};
-use super::{Topology, Workload};
+use super::spec::{FaultDist, FaultsSpec, InstanceFaultsSpec, LinkFaultScope};
+use super::{Link, LinkModel, Topology, Workload};
 use crate::error::{Error, Result};
 
 /// Resolved `faults`.
@@ -14,6 +14,12 @@ pub struct Faults {
     /// Scheduled outages: (instance index in the engine's order — the front pool, then the decode pool —,
     /// failure time, down time), in the order given.
     pub events: Vec<(usize, f64, f64)>,
+    /// Random failures of the network link (`faults.link`; `None`: none).
+    pub link: Option<RandomLink>,
+    /// Scheduled outages of the network link: (channel, `None` for the whole link; failure time, down time).
+    pub link_events: Vec<(Option<u32>, f64, f64)>,
+    /// The network link's channels.
+    pub channels: u32,
     pub max_retries: u32,
     pub seed: u64,
     /// `faults.transfer_failure_p` and `faults.retry_s`.
@@ -21,6 +27,16 @@ pub struct Faults {
     pub retry_s: f64,
     /// The section as given with its defaults filled in (for the echo).
     pub spec: FaultsSpec,
+}
+
+/// `faults.link`, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RandomLink {
+    pub mtbf_s: f64,
+    pub mttr_s: f64,
+    pub dist: FaultDist,
+    /// Each channel on its own (`scope = "channel"`), else the whole link.
+    pub per_channel: bool,
 }
 
 /// `faults.instance`, resolved.
@@ -98,21 +114,39 @@ fn instance_index(name: &str, path: &str, topology: &Topology) -> Result<usize> 
 pub(super) fn resolve(
     spec: &FaultsSpec,
     topology: &Topology,
+    link: &Link,
     workload: &Workload,
     refused: &[(&str, bool, &str)],
 ) -> Result<Faults> {
-    if spec.link.is_some() {
-        return Err(Error::field(
-            "faults.link",
-            "link failures are not modelled yet: instances fail (faults.instance, faults.events) and transfers \
-             (faults.transfer_failure_p)",
-        ));
-    }
+    let colocated = matches!(topology, Topology::Colocated { .. });
+    // Link failures need a link, whose channels are FCFS servers (a processor-sharing link has no channels
+    // to fail one by one).
+    let link_check = |path: &str| -> Result<()> {
+        if colocated {
+            return Err(Error::field(path, "a colocated scenario has no link to fail"));
+        }
+        if link.model == LinkModel::Shared {
+            return Err(Error::field(path, "link failures need FCFS channels: link.model \"fcfs\" or \"host_staged\""));
+        }
+        Ok(())
+    };
+    let random_link = match &spec.link {
+        None => None,
+        Some(l) => {
+            link_check("faults.link")?;
+            Some(RandomLink {
+                mtbf_s: finite_positive("faults.link.mtbf_s", l.mtbf_s)?,
+                mttr_s: finite_positive("faults.link.mttr_s", l.mttr_s)?,
+                dist: l.dist,
+                per_channel: l.scope == LinkFaultScope::Channel,
+            })
+        }
+    };
     let p = spec.transfer_failure_p;
     if !(0.0..=1.0).contains(&p) {
         return Err(Error::field("faults.transfer_failure_p", format!("must be a probability in [0, 1], got {p}")));
     }
-    if p > 0.0 && matches!(topology, Topology::Colocated { .. }) {
+    if p > 0.0 && colocated {
         return Err(Error::field("faults.transfer_failure_p", "a colocated scenario has no hand-off to fail"));
     }
     if !(spec.retry_s.is_finite() && spec.retry_s >= 0.0) {
@@ -124,15 +158,44 @@ pub(super) fn resolve(
         }
     }
     let random = spec.instance.as_ref().map(|r| random(r, topology)).transpose()?;
-    let mut events = Vec::with_capacity(spec.events.len());
+    let (mut events, mut link_events) = (Vec::new(), Vec::new());
     for (k, e) in spec.events.iter().enumerate() {
         let at = format!("faults.events[{k}]");
-        let i = instance_index(&e.instance, &format!("{at}.instance"), topology)?;
         if !(e.at_s.is_finite() && e.at_s >= 0.0) {
             return Err(Error::field(format!("{at}.at_s"), format!("must be a finite time ≥ 0 s, got {}", e.at_s)));
         }
         let for_s = finite_positive(&format!("{at}.for_s"), e.for_s)?;
-        events.push((i, e.at_s, for_s));
+        match (&e.instance, &e.link) {
+            (Some(name), None) => {
+                if e.channel.is_some() {
+                    return Err(Error::field(format!("{at}.channel"), "only for a link's outage (link: \"kv-link\")"));
+                }
+                events.push((instance_index(name, &format!("{at}.instance"), topology)?, e.at_s, for_s));
+            }
+            (None, Some(name)) => {
+                link_check(&format!("{at}.link"))?;
+                if name != "kv-link" {
+                    return Err(Error::field(
+                        format!("{at}.link"),
+                        format!("no link {name:?}: the network link, the one that fails, is \"kv-link\""),
+                    ));
+                }
+                if let Some(c) = e.channel.filter(|&c| c >= link.channels) {
+                    return Err(Error::field(
+                        format!("{at}.channel"),
+                        format!("no channel {c}: the link has {} (0 to {})", link.channels, link.channels - 1),
+                    ));
+                }
+                link_events.push((e.channel, e.at_s, for_s));
+            }
+            _ => {
+                return Err(Error::field(
+                    &at,
+                    "name what fails: an instance (\"instance\": \"decode-0\") or the link (\"link\": \"kv-link\"), \
+                     not both",
+                ))
+            }
+        }
     }
     let seed = spec.seed.unwrap_or(match workload {
         Workload::Generated { seed, .. } => *seed,
@@ -144,6 +207,9 @@ pub(super) fn resolve(
     Ok(Faults {
         random,
         events,
+        link: random_link,
+        link_events,
+        channels: link.channels,
         max_retries: spec.max_retries,
         seed,
         transfer_failure_p: p,

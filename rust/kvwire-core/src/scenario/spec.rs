@@ -70,9 +70,9 @@ pub struct FaultsSpec {
     /// Seed of the random failures (default: the workload's seed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
-    /// Link failures: not modelled yet (refused by name).
+    /// Random failures of the network link (`kv-link`): its channels one by one, or the whole link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub link: Option<Value>,
+    pub link: Option<LinkFaultsSpec>,
     /// Probability that a transfer on a hop of the hand-off path fails when it completes (then it is sent
     /// again on that hop), in [0, 1].
     #[serde(default)]
@@ -105,6 +105,30 @@ pub struct InstanceFaultsSpec {
     pub pools: Option<Vec<String>>,
 }
 
+/// `faults.link`: the network link's channels (`scope = "channel"`, each on its own) or the whole link
+/// (`"link"`) alternate up times and repairs, drawn from `dist`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkFaultsSpec {
+    pub mtbf_s: f64,
+    pub mttr_s: f64,
+    #[serde(default)]
+    pub dist: FaultDist,
+    #[serde(default)]
+    pub scope: LinkFaultScope,
+}
+
+/// What fails in `faults.link`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkFaultScope {
+    /// The whole link: every channel at once.
+    #[default]
+    Link,
+    /// Each channel on its own.
+    Channel,
+}
+
 /// How up times and repairs are drawn.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -116,12 +140,17 @@ pub enum FaultDist {
     Fixed,
 }
 
-/// One scheduled outage: `instance` (`"decode-0"`, `"prefill-1"`, `"colocated-0"`) fails at `at_s` and is
-/// back `for_s` later.
+/// One scheduled outage: `instance` (`"decode-0"`, `"prefill-1"`, `"colocated-0"`) or `link` (`"kv-link"`,
+/// one `channel` of it or the whole link) fails at `at_s` and is back `for_s` later.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultEventSpec {
-    pub instance: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<u32>,
     pub at_s: f64,
     pub for_s: f64,
 }

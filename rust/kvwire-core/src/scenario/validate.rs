@@ -307,7 +307,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
                 ),
                 ("speculative", speculative.is_some(), "a lost sequence's drafts are not modelled"),
             ];
-            Some(super::faults::resolve(f, &topology, &workload, &refused)?)
+            Some(super::faults::resolve(f, &topology, &link, &workload, &refused)?)
         }
     };
     let mut topology = topology;

@@ -332,6 +332,43 @@ fn only_the_named_pools_fail() {
         let hit: std::collections::HashSet<u32> = outages.iter().map(|o| o.0).collect();
         assert_eq!(hit.len(), if front { 2 } else { 3 }, "every instance of the pool fails over the run");
         assert_eq!(out.stats.faults.unwrap().instance_failures, outages.len() as u64);
+        // Each instance's up times (to its first failure, then from each repair to the next failure) are
+        // draws of their own: no two equal.
+        for i in hit {
+            let mine: Vec<(f64, f64)> = outages.iter().filter(|o| o.0 == i).map(|o| (o.1, o.2)).collect();
+            let mut ups: Vec<u64> = mine
+                .iter()
+                .enumerate()
+                .map(|(k, o)| {
+                    let since = if k == 0 { 0.0 } else { mine[k - 1].1 };
+                    (o.0 - since).to_bits()
+                })
+                .collect();
+            let n = ups.len();
+            ups.sort_unstable();
+            ups.dedup();
+            assert_eq!(ups.len(), n, "instance {i}: an up time drawn twice");
+        }
+    }
+}
+
+/// A request lost twice keeps the first token of its first attempt (the one the user saw), not its second's.
+#[test]
+fn a_request_lost_twice_keeps_its_first_token() {
+    let base = json!({"workload": {"requests": 40, "arrivals": {"process": "poisson", "rate_per_s": 4.0},
+                                   "output_tokens": {"dist": "fixed", "value": 3000}}});
+    let plain = run(&base);
+    let events = json!([{"instance": "decode-0", "at_s": 5.0, "for_s": 1.0},
+                        {"instance": "decode-0", "at_s": 15.0, "for_s": 1.0}]);
+    let out = run(&with_faults(&base, json!({"events": events})));
+    let (p, x) = (&plain.table, &out.table);
+    let twice: Vec<usize> = (0..x.len()).filter(|&r| x.retries[r] == 2).collect();
+    assert!(twice.len() >= 3, "{twice:?}");
+    for &r in &twice {
+        assert_eq!(x.first_token_s[r], p.first_token_s[r], "row {r}");
+        if p.first_token_seen_s[r] <= 5.0 {
+            assert_eq!(x.first_token_seen_s[r], p.first_token_seen_s[r], "row {r}");
+        }
     }
 }
 

@@ -159,3 +159,15 @@ def test_failed_transfers_are_counted() -> None:
     assert f["transfer_failures"] == retries > 20
     assert f["retried_requests"] == res.requests.filter(pl.col("retries") > 0).height
     assert res.summary["link"]["transfers"] == 400 + retries
+
+
+def test_the_report_says_what_faults_cost() -> None:
+    """``kvwire run``'s report has a faults line with the summary's figures; a run without faults has none."""
+    from kvwire.results.report import render
+
+    res = kvwire.simulate(with_faults({"events": [{"instance": "decode-1", "at_s": 15.0, "for_s": 10.0}]}))
+    f = res.summary["faults"]
+    line = next(x for x in render(res).splitlines() if x.startswith("faults: "))
+    assert line.startswith("faults: 1 instance, 0 link and 0 transfer failures")
+    assert f"{f['retried_requests']:,} requests tried again, 0 failed" in line
+    assert not any(x.startswith("faults: ") for x in render(kvwire.simulate(CLUSTER)).splitlines())

@@ -202,7 +202,8 @@ def _timing(t: dict[str, Any]) -> str:
 
 def _levers(s: dict[str, Any], sc: dict[str, Any]) -> list[str]:
     """The serving levers' lines, each only when its lever is on: the prefix cache's hits and what it kept off
-    the link, paged KV's preemptions, and (paged KV, disaggregated) hand-offs that waited for decode room."""
+    the link, paged KV's preemptions, (paged KV, disaggregated) hand-offs that waited for decode room, and
+    what faults cost."""
     lines = []
     px = s.get("prefix_cache")
     if px and sc.get("prefix_cache", {}).get("enabled"):
@@ -225,6 +226,13 @@ def _levers(s: dict[str, Any], sc: dict[str, Any]) -> list[str]:
                 f"kv holding: {kh['waited']:,} of {kh['handoffs']:,} hand-offs waited for decode room (mean "
                 f"{_ms(kh['wait_s_mean'])} ms over all, max {_ms(kh['wait_s_max'])} ms)"
             )
+    f = s.get("faults")
+    if f:
+        lines.append(
+            f"faults: {f['instance_failures']:,} instance, {f['link_failures']:,} link and {f['transfer_failures']:,} "
+            f"transfer failures; availability {f['availability']:.4%}; {f['retried_requests']:,} requests tried "
+            f"again, {f['failed_requests']:,} failed; {f['lost_work_s']:,.1f} s of work lost"
+        )
     return lines
 
 

@@ -1,6 +1,7 @@
-//! Faults (`faults`): instances fail and are repaired; what a failed instance held is lost.
+//! Faults (`faults`): instances and the network link fail and are repaired, and single transfers fail;
+//! what fails loses what it held, and the requests concerned try again.
 //!
-//! What happens, in the order the engine does it at the failure's time:
+//! What an instance's failure does, in the order the engine does it at the failure's time:
 //! 1. The instance's step in flight never ends (its kernel event or calendar slot is dropped; the step was
 //!    already counted in the instance's busy time, energy and timeline when it started).
 //! 2. Its work is lost: the prompts of its prefill (or chunked) step in flight and its unfinished chunked
@@ -22,10 +23,18 @@
 //! A request keeps the first token the user saw: its TTFT is that of the attempt that first delivered one;
 //! its inter-token gaps are those of the attempts as they ran.
 //!
-//! Random failures (`faults.instance`): each instance of the named pools is up for a drawn time, then down
-//! for a drawn repair time, and so on; the draws are keyed by (seed, instance, failure number) (SplitMix64,
-//! as the speculative acceptance draws), so they do not depend on what else the run does. Scheduled outages
-//! (`faults.events`) overlay them: an instance is down while any outage covers it.
+//! The network link (`faults.link`, link events): a channel that fails frees the transfer it carried, which
+//! is lost and sent again `faults.retry_s` later (its `HopDone` event is stale: the channel's end time is
+//! NaN); no transfer is granted a channel while it is down, and the link's queue is served again when one is
+//! repaired. A single transfer (`faults.transfer_failure_p`) fails when it completes on its hop, and is sent
+//! again on that hop `faults.retry_s` later. Either counts as a try again (`retries`) and its time on the hop
+//! as lost work; past `faults.max_retries` the request fails.
+//!
+//! Random failures (`faults.instance`, `faults.link`): each instance of the named pools (each channel, or
+//! the whole link) is up for a drawn time, then down for a drawn repair time, and so on; the draws are keyed
+//! by (seed, instance or link unit, failure number), and a transfer's by (seed, request, its hop transfers
+//! so far) (SplitMix64, as the speculative acceptance draws), so they do not depend on what else the run
+//! does. Scheduled outages (`faults.events`) overlay them: a unit is down while any outage covers it.
 
 use std::collections::VecDeque;
 
@@ -244,12 +253,12 @@ impl Sim<'_> {
             if fail {
                 f.link_down[c] += 1;
                 if f.link_down[c] == 1 {
-                    cut.extend(self.set_network_channel(c, true, now));
+                    cut.extend(self.set_network_channel(c, true));
                 }
             } else {
                 f.link_down[c] -= 1;
                 if f.link_down[c] == 0 {
-                    self.set_network_channel(c, false, now);
+                    self.set_network_channel(c, false);
                     repaired = true;
                 }
             }

@@ -359,7 +359,7 @@ impl Sim<'_> {
 
     /// Faults: take channel `ch` of the network link down (returning the request whose transfer it
     /// carried, now lost) or bring it up again.
-    pub(super) fn set_network_channel(&mut self, ch: usize, down: bool, _now: f64) -> Option<u32> {
+    pub(super) fn set_network_channel(&mut self, ch: usize, down: bool) -> Option<u32> {
         let network = self.path.network;
         let lane = self.path.stages.get_mut(network)?.lanes.get_mut(0)?;
         let LaneModel::Fcfs { link, busy_until, .. } = &mut lane.model else { return None };

@@ -46,7 +46,8 @@ fn faults_that_never_fire_change_nothing() {
                            "workload": {"requests": 300, "arrivals": {"process": "poisson", "rate_per_s": 10.0}}});
     let chunked = merged(&cluster(), &json!({"scheduler": {"policy": "chunked"}}));
     let round_robin = merged(&cluster(), &json!({"router": {"prefill": "round_robin", "decode": "round_robin"}}));
-    for base in [cluster(), colocated, chunked, round_robin] {
+    let mtp = merged(&cluster(), &json!({"speculative": {"method": "mtp", "tokens": 3, "acceptance": 0.7}}));
+    for base in [cluster(), colocated, chunked, round_robin, mtp] {
         for macro_steps in [true, false] {
             let base = merged(&base, &json!({"engine": {"macro_steps": macro_steps}}));
             let plain = run(&base);
@@ -304,7 +305,9 @@ fn macro_steps_equal_step_by_step_under_faults() {
     let colocated = json!({"mode": "colocated", "colocated": {"device": "h100", "instances": 2},
                            "workload": {"requests": 300, "arrivals": {"process": "poisson", "rate_per_s": 9.0}}});
     let chunked = merged(&cluster(), &json!({"scheduler": {"policy": "chunked"}}));
-    for base in [cluster(), colocated, chunked] {
+    let mtp = merged(&cluster(), &json!({"speculative": {"method": "mtp", "tokens": 3, "acceptance": 0.7}}));
+    let mtp_chunked = merged(&mtp, &json!({"scheduler": {"policy": "chunked"}}));
+    for base in [cluster(), colocated, chunked, mtp, mtp_chunked] {
         for faults in [
             json!({"instance": {"mtbf_s": 8.0, "mttr_s": 2.0}, "seed": 3}),
             json!({"instance": {"mtbf_s": 5.0, "mttr_s": 0.5, "dist": "fixed"}}),
@@ -596,7 +599,6 @@ fn refusals_name_the_field() {
         (json!({"kv": {"policy": "paged"}}), "kv.policy"),
         (json!({"prefix_cache": {"enabled": true}}), "prefix_cache.enabled"),
         (json!({"handoff": {"streaming": "layer"}}), "handoff.streaming"),
-        (json!({"speculative": {"method": "mtp", "tokens": 2, "acceptance": 0.7}}), "speculative"),
     ];
     let colocated = json!({"mode": "colocated", "faults": {"transfer_failure_p": 0.1}});
     assert!(refused(&colocated).to_string().contains("faults.transfer_failure_p"));

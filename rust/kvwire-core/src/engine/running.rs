@@ -534,11 +534,11 @@ impl RunningSet {
     }
 
     /// Empty the set, as when its instance fails: the requests it held, in ascending row order (the same for
-    /// either representation). `None` for the paged and fast speculative sets, which faults do not run with
-    /// (refused at validation).
+    /// either representation). `None` for the paged sets, which faults do not run with (refused at
+    /// validation).
     pub fn drain_requests(&mut self) -> Option<Vec<u32>> {
         let mut out: Vec<u32> = match &mut self.repr {
-            Repr::Plain { seqs, block: 0, ctx, needing } if self.spec.is_none() => {
+            Repr::Plain { seqs, block: 0, ctx, needing } => {
                 (*ctx, *needing) = (0, 0);
                 seqs.drain(..).map(|s| s.req).collect()
             }
@@ -546,6 +546,13 @@ impl RunningSet {
                 (*ctx_tokens, *measured_running, *measured_newly) = (0, 0, 0);
                 newly.clear();
                 finish_at.drain().map(|Reverse((_, r))| r).collect()
+            }
+            Repr::FastSpec(f) => {
+                (f.ctx, f.measured_running, f.measured_newly) = (0, 0, 0);
+                f.newly.clear();
+                // Every gain still ahead belonged to a sequence now gone.
+                f.ahead.clear();
+                f.finish_at.drain().map(|Reverse((_, r, _))| r).collect()
             }
             _ => return None,
         };

@@ -305,7 +305,6 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
                     matches!(disaggregate, Disaggregate::Conditional { .. }),
                     "conditional disaggregation's local decodes are not modelled",
                 ),
-                ("speculative", speculative.is_some(), "a lost sequence's drafts are not modelled"),
             ];
             Some(super::faults::resolve(f, &topology, &link, &workload, &refused)?)
         }

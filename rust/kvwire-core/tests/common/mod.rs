@@ -102,6 +102,7 @@ pub fn table_diff(a: &RequestTable, b: &RequestTable) -> Option<String> {
         .or_else(|| first("cached_tokens", &a.cached_tokens, &b.cached_tokens))
         .or_else(|| first("session", &a.session, &b.session))
         .or_else(|| first("turn", &a.turn, &b.turn))
+        .or_else(|| first("accepted_tokens", &a.accepted_tokens, &b.accepted_tokens))
         .or_else(|| first("retries", &a.retries, &b.retries))
         .or_else(|| first("failed", &a.failed, &b.failed))
         .or_else(|| floats.iter().find_map(|(name, x, y)| first(name, &bits(x), &bits(y))))

@@ -171,3 +171,17 @@ def test_the_report_says_what_faults_cost() -> None:
     assert line.startswith("faults: 1 instance, 0 link and 0 transfer failures")
     assert f"{f['retried_requests']:,} requests tried again, 0 failed" in line
     assert not any(x.startswith("faults: ") for x in render(kvwire.simulate(CLUSTER)).splitlines())
+
+
+def test_a_sweep_over_fault_rates_is_the_same_on_one_thread_and_two() -> None:
+    """Faults are deterministic across threads: a sweep over MTBFs gives the same table on one worker and on
+    two (each point its own keyed draws), and more failures as the MTBF shrinks."""
+    base = with_faults({"instance": {"mtbf_s": 10.0, "mttr_s": 1.0}, "max_retries": 20})
+    grid = {"faults.instance.mtbf_s": [5.0, 20.0, 80.0]}
+    one = kvwire.sweep(base, grid, workers=1)
+    two = kvwire.sweep(base, grid, workers=2)
+    drop = [c for c in one.columns if "wall" in c]
+    assert one.drop(drop).equals(two.drop(drop))
+    assert "faults.instance_failures" in one.columns
+    failures = one["faults.instance_failures"].to_list()
+    assert failures[0] > failures[1] > failures[2]

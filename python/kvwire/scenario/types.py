@@ -270,7 +270,7 @@ class FaultEventDict(_FaultEventRequired, total=False):
     the whole link), fails at ``at_s`` and is back ``for_s`` later."""
 
     instance: str
-    link: Literal["kv-link"]
+    link: str
     channel: int
 
 

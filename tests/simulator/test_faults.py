@@ -185,3 +185,18 @@ def test_a_sweep_over_fault_rates_is_the_same_on_one_thread_and_two() -> None:
     assert "faults.instance_failures" in one.columns
     failures = one["faults.instance_failures"].to_list()
     assert failures[0] > failures[1] > failures[2]
+
+
+def test_the_timeline_shows_link_outages() -> None:
+    """A link channel's outage is a ``channel <k> down`` event on the ``kv-link`` thread of the hand-off."""
+    sc = {
+        **with_faults({"events": [{"link": "kv-link", "at_s": 6.0, "for_s": 2.0}]}),
+        "engine": {"timeline": True},
+    }
+    trace = kvwire.simulate(sc).timeline()
+    assert isinstance(trace, dict)
+    ev = trace["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+    down = [e for e in ev if e.get("name") == "channel 0 down"]
+    assert len(down) == 1 and names[down[0]["pid"], down[0]["tid"]] == "kv-link"
+    assert down[0]["ts"] == pytest.approx(6e6) and down[0]["dur"] == pytest.approx(2e6)

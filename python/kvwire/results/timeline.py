@@ -20,7 +20,8 @@ https://ui.perfetto.dev load: ``{"traceEvents": [...], "displayTimeUnit": "ms"}`
   ``{"request", "bytes", "handoff_bytes"}`` (bytes on this hop's wire, and the KV handed off before
   compression);
 * with ``faults``, each outage of an instance as a complete event ``outage`` (``"cat": "fault"``) on its thread,
-  from its failure to its repair (or the run's end); the step it cut short keeps its whole span;
+  from its failure to its repair (or the run's end); the step it cut short keeps its whole span; each outage
+  of a channel of the network link as ``channel <k> down`` on the ``kv-link`` thread;
 * metadata events (``"ph": "M"``) naming every process and thread.
 """
 
@@ -142,6 +143,19 @@ def trace_events(spans: Mapping[str, Any], stats: Mapping[str, Any]) -> Iterator
             "tid": i,
             "args": {"down_s": b - a},
         }
+    lo = _outages(spans, "link_outages")
+    for k in range(len(lo["channel"])):
+        a, b = float(lo["start_s"][k]), float(lo["end_s"][k])
+        yield {
+            "name": f"channel {int(lo['channel'][k])} down",
+            "cat": "fault",
+            "ph": "X",
+            "ts": a * US_PER_S,
+            "dur": (b - a) * US_PER_S,
+            "pid": link_pid,
+            "tid": 0,
+            "args": {"channel": int(lo["channel"][k]), "down_s": b - a},
+        }
     request, wire, handoff = np.asarray(x["request"]), np.asarray(x["wire_bytes"]), np.asarray(x["handoff_bytes"])
     for k in range(len(lane)):
         r = int(request[k])
@@ -169,9 +183,11 @@ def _comm(steps: Mapping[str, Any]) -> np.ndarray:
     return np.zeros(len(steps["instance"]))
 
 
-def _outages(spans: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The outages' columns (empty for a timeline recorded without them)."""
-    return spans.get("outages") or {"instance": [], "start_s": [], "end_s": []}
+def _outages(spans: Mapping[str, Any], key: str = "outages") -> Mapping[str, Any]:
+    """The instances' (``outages``) or the link channels' (``link_outages``) outage columns (empty for a
+    timeline recorded without them)."""
+    who = "instance" if key == "outages" else "channel"
+    return spans.get(key) or {who: [], "start_s": [], "end_s": []}
 
 
 def span_count(spans: Mapping[str, Any]) -> int:
@@ -179,7 +195,8 @@ def span_count(spans: Mapping[str, Any]) -> int:
     recorded."""
     steps = spans["steps"]
     comm = int(np.count_nonzero(_comm(steps) > 0.0))
-    return len(steps["instance"]) + comm + len(spans["transfers"]["request"]) + len(_outages(spans)["instance"])
+    outages = len(_outages(spans)["instance"]) + len(_outages(spans, "link_outages")["channel"])
+    return len(steps["instance"]) + comm + len(spans["transfers"]["request"]) + outages
 
 
 def trace_dict(spans: Mapping[str, Any], stats: Mapping[str, Any], available: int | None = None) -> dict[str, Any]:

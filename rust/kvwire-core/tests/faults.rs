@@ -557,6 +557,20 @@ fn random_link_failures() {
         assert!(out.table.retries.iter().any(|&k| k > 0));
         assert_eq!(step_by_step_diff(&v, &out), None, "{scope}");
         assert_eq!(table_diff(&run(&v).table, &out.table), None);
+        // The timeline's link outages: per channel, each channel's own (never the other's times); for the
+        // whole link, both channels together. One outage per failure (a run's last may still be open).
+        let t = run(&merged(&v, &json!({"engine": {"timeline": true}}))).timeline.unwrap();
+        let of =
+            |c: u32| -> Vec<(f64, f64)> { t.link_outages.iter().filter(|o| o.0 == c).map(|o| (o.1, o.2)).collect() };
+        let (a, b) = (of(0), of(1));
+        assert!(!a.is_empty() && !b.is_empty());
+        if scope == "channel" {
+            assert!(a.iter().all(|x| !b.contains(x)), "channels fail on their own: {a:?} {b:?}");
+            assert_eq!(t.link_outages.len() as u64, f.link_failures);
+        } else {
+            assert_eq!(a, b);
+            assert_eq!(a.len() as u64, f.link_failures);
+        }
     }
     let plain = run(&base);
     let never = without_fault_columns(run(&with_faults(&base, json!({"link": {"mtbf_s": 3.0e16, "mttr_s": 1.0}}))));

@@ -196,10 +196,15 @@ pub fn timeline_columns(py: Python<'_>, t: Option<Timeline>) -> PyResult<Option<
     outages.set_item("instance", t.outages.iter().map(|o| o.0).collect::<Vec<u32>>().into_pyarray(py))?;
     outages.set_item("start_s", t.outages.iter().map(|o| o.1).collect::<Vec<f64>>().into_pyarray(py))?;
     outages.set_item("end_s", t.outages.iter().map(|o| o.2).collect::<Vec<f64>>().into_pyarray(py))?;
+    let link_outages = PyDict::new(py);
+    link_outages.set_item("channel", t.link_outages.iter().map(|o| o.0).collect::<Vec<u32>>().into_pyarray(py))?;
+    link_outages.set_item("start_s", t.link_outages.iter().map(|o| o.1).collect::<Vec<f64>>().into_pyarray(py))?;
+    link_outages.set_item("end_s", t.link_outages.iter().map(|o| o.2).collect::<Vec<f64>>().into_pyarray(py))?;
     let out = PyDict::new(py);
     out.set_item("steps", steps)?;
     out.set_item("transfers", transfers)?;
     out.set_item("outages", outages)?;
+    out.set_item("link_outages", link_outages)?;
     out.set_item("kinds", KIND_NAMES.to_vec())?;
     Ok(Some(out))
 }

@@ -78,6 +78,9 @@ pub(super) struct FaultRun {
     link_random: Option<RandomLink>,
     /// Per randomly failing unit of the link (each channel, or the whole link): failures drawn so far.
     link_drawn: Vec<u64>,
+    /// Per channel of the link: when its current outage began, and its closed outages (start, end).
+    link_since: Vec<f64>,
+    link_outages: Vec<Vec<(f64, f64)>>,
     /// `faults.transfer_failure_p` and `faults.retry_s`.
     transfer_failure_p: f64,
     retry_s: f64,
@@ -108,6 +111,8 @@ impl FaultRun {
             link_down: vec![0; f.channels as usize],
             link_random: f.link.clone(),
             link_drawn: vec![0; f.channels as usize],
+            link_since: vec![0.0; f.channels as usize],
+            link_outages: vec![Vec::new(); f.channels as usize],
             transfer_failure_p: f.transfer_failure_p,
             retry_s: f.retry_s,
             sent: if f.transfer_failure_p > 0.0 { vec![0; requests] } else { Vec::new() },
@@ -253,11 +258,13 @@ impl Sim<'_> {
             if fail {
                 f.link_down[c] += 1;
                 if f.link_down[c] == 1 {
+                    f.link_since[c] = now;
                     cut.extend(self.set_network_channel(c, true));
                 }
             } else {
                 f.link_down[c] -= 1;
                 if f.link_down[c] == 0 {
+                    f.link_outages[c].push((f.link_since[c], now));
                     self.set_network_channel(c, false);
                     repaired = true;
                 }
@@ -517,14 +524,16 @@ impl Sim<'_> {
     }
 
     /// Every outage up to the run's end (`horizon`) as (instance, start, end), by instance then start; one in
-    /// progress at the end ends there.
-    pub(super) fn outages(&self) -> Vec<(u32, f64, f64)> {
+    /// progress at the end ends there. With `link`, the network link's channels' instead (by channel).
+    pub(super) fn outages(&self, link: bool) -> Vec<(u32, f64, f64)> {
         let Some(f) = self.faults.as_deref() else { return Vec::new() };
         let end = self.horizon;
+        let (closed, down, since) =
+            if link { (&f.link_outages, &f.link_down, &f.link_since) } else { (&f.outages, &f.down, &f.down_since) };
         let mut out = Vec::new();
-        for i in 0..self.insts.len() {
-            let open = (f.down[i] > 0).then_some((f.down_since[i], end));
-            for (a, b) in f.outages[i].iter().copied().chain(open) {
+        for i in 0..closed.len() {
+            let open = (down[i] > 0).then_some((since[i], end));
+            for (a, b) in closed[i].iter().copied().chain(open) {
                 if a < end {
                     out.push((i as u32, a, b.min(end)));
                 }
@@ -577,19 +586,23 @@ mod tests {
     }
 
     /// Up and repair times are separate draws: no repair time is an up time of the same instance rescaled
-    /// (the keys of the k-th repair and of every up time differ), and instances draw apart.
+    /// (the keys of the k-th repair and of every up time differ), and instances and link channels draw
+    /// apart.
     #[test]
     fn up_and_repair_draws_are_distinct() {
         let f = run_of(7, FaultDist::Exponential);
         let r = f.random.clone().unwrap();
+        let link = RandomLink { mtbf_s: r.mtbf_s, mttr_s: r.mttr_s, dist: r.dist, per_channel: true };
         let mut seen = std::collections::HashSet::new();
         for i in 0..4 {
             for k in 0..200 {
                 for repair in [false, true] {
                     let mean = if repair { r.mttr_s } else { r.mtbf_s };
-                    let u = f.draw(&r, i, k, repair) / mean;
-                    assert!(u.is_finite() && u > 0.0);
-                    assert!(seen.insert(u.to_bits()), "instance {i}, draw {k}, repair {repair}: {u} drawn twice");
+                    // Instance i and the link's channel i draw apart too.
+                    for u in [f.draw(&r, i, k, repair) / mean, f.link_draw(&link, i, k, repair) / mean] {
+                        assert!(u.is_finite() && u > 0.0);
+                        assert!(seen.insert(u.to_bits()), "unit {i}, draw {k}, repair {repair}: {u} drawn twice");
+                    }
                 }
             }
         }

@@ -722,8 +722,9 @@ impl<'c> Sim<'c> {
 
     fn finish(self, ceilings: Ceilings) -> SimOutput {
         let faults = self.fault_stats();
-        let outages = if self.timeline_max_spans.is_some() { self.outages() } else { Vec::new() };
         let recorded = self.timeline_max_spans.is_some();
+        let (outages, link_outages) =
+            if recorded { (self.outages(false), self.outages(true)) } else { (Vec::new(), Vec::new()) };
         let mut instances = Vec::new();
         let (mut preemptions, mut recompute_tokens, mut swap_bytes) = (0, 0, 0.0);
         let mut kv_hold = crate::metrics::stats::KvHoldStats::default();
@@ -750,6 +751,7 @@ impl<'c> Sim<'c> {
             steps: instances.iter_mut().map(|s| s.spans.take().map(|b| *b).unwrap_or_default()).collect(),
             transfers: links.iter_mut().map(|l| l.spans.take().map(|b| *b).unwrap_or_default()).collect(),
             outages,
+            link_outages,
         });
         let static_j = instances.iter().map(|s| s.idle_w * self.horizon).sum();
         let table_rows_peak = self.t.len() as u64;

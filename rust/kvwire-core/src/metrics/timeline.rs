@@ -76,6 +76,9 @@ pub struct Timeline {
     /// Faults (`faults`): every outage up to the run's end as (instance index, start, end), by instance then
     /// start (empty without faults).
     pub outages: Vec<(u32, f64, f64)>,
+    /// Faults: every outage of a channel of the network link (`kv-link`) up to the run's end as (channel,
+    /// start, end), by channel then start (empty without link faults).
+    pub link_outages: Vec<(u32, f64, f64)>,
 }
 
 impl Timeline {

@@ -29,6 +29,13 @@ fn refused(v: &Value) -> Error {
     }
 }
 
+/// Whether no two of `xs` are equal up to the rounding of the times they were measured from (1e-9 relative).
+fn all_apart(xs: &[f64]) -> bool {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.windows(2).all(|w| w[1] - w[0] > 1e-9 * w[1].abs())
+}
+
 /// The run of `v` with its fault columns and totals set aside: what must equal a run without faults.
 fn without_fault_columns(mut out: SimOutput) -> SimOutput {
     out.table.retries.clear();
@@ -339,18 +346,9 @@ fn only_the_named_pools_fail() {
         // draws of their own: no two equal.
         for i in hit {
             let mine: Vec<(f64, f64)> = outages.iter().filter(|o| o.0 == i).map(|o| (o.1, o.2)).collect();
-            let mut ups: Vec<u64> = mine
-                .iter()
-                .enumerate()
-                .map(|(k, o)| {
-                    let since = if k == 0 { 0.0 } else { mine[k - 1].1 };
-                    (o.0 - since).to_bits()
-                })
-                .collect();
-            let n = ups.len();
-            ups.sort_unstable();
-            ups.dedup();
-            assert_eq!(ups.len(), n, "instance {i}: an up time drawn twice");
+            let ups: Vec<f64> =
+                mine.iter().enumerate().map(|(k, o)| o.0 - if k == 0 { 0.0 } else { mine[k - 1].1 }).collect();
+            assert!(all_apart(&ups), "instance {i}: an up time drawn twice: {ups:?}");
         }
     }
 }
@@ -564,6 +562,9 @@ fn random_link_failures() {
             |c: u32| -> Vec<(f64, f64)> { t.link_outages.iter().filter(|o| o.0 == c).map(|o| (o.1, o.2)).collect() };
         let (a, b) = (of(0), of(1));
         assert!(!a.is_empty() && !b.is_empty());
+        // Each up time (to the first failure, then from each repair to the next) is a draw of its own.
+        let ups: Vec<f64> = a.iter().enumerate().map(|(k, o)| o.0 - if k == 0 { 0.0 } else { a[k - 1].1 }).collect();
+        assert!(all_apart(&ups), "{scope}: an up time drawn twice: {ups:?}");
         if scope == "channel" {
             assert!(a.iter().all(|x| !b.contains(x)), "channels fail on their own: {a:?} {b:?}");
             assert_eq!(t.link_outages.len() as u64, f.link_failures);

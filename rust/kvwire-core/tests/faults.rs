@@ -6,6 +6,7 @@
 mod common;
 
 use common::{merged, run, step_by_step_diff, table_diff};
+use kvwire_core::metrics::table::RequestTable;
 use kvwire_core::{Error, Scenario, SimOutput};
 use serde_json::{json, Value};
 
@@ -27,6 +28,11 @@ fn refused(v: &Value) -> Error {
         Ok(_) => panic!("accepted: {v}"),
         Err(e) => e,
     }
+}
+
+/// The rows that tried again at least once.
+fn retried(t: &RequestTable) -> Vec<usize> {
+    (0..t.len()).filter(|&r| t.retries[r] > 0).collect()
 }
 
 /// Whether no two of `xs` are equal up to the rounding of the times they were measured from (1e-9 relative).
@@ -100,7 +106,7 @@ fn a_decode_failure_re_prefills_exactly_what_it_held() {
             json!({"events": [{"instance": format!("decode-{d}"), "at_s": at, "for_s": 15.0}]}),
         ));
         let x = &out.table;
-        let retried: Vec<usize> = (0..x.len()).filter(|&r| x.retries[r] > 0).collect();
+        let retried = retried(x);
         assert_eq!(retried, held, "decode-{d} at {at}");
         assert!(retried.iter().all(|&r| x.retries[r] == 1));
         for &r in &held {
@@ -150,7 +156,7 @@ fn with_no_decode_instance_up_hand_offs_wait() {
     assert!(lost.len() >= 3);
     let out = run(&with_faults(&base, json!({"events": [{"instance": "decode-0", "at_s": at, "for_s": down}]})));
     let x = &out.table;
-    let retried: Vec<usize> = (0..x.len()).filter(|&r| x.retries[r] > 0).collect();
+    let retried = retried(x);
     assert_eq!(retried, lost);
     assert!(x.failed.iter().all(|&f| !f));
     assert_eq!(out.stats.completed, plain.stats.completed);
@@ -219,7 +225,7 @@ fn a_hand_off_landing_on_a_failed_instance_starts_over() {
     expected.sort_unstable();
     let out = run(&with_faults(&base, json!({"events": [{"instance": "decode-1", "at_s": at, "for_s": down}]})));
     let x = &out.table;
-    let retried: Vec<usize> = (0..x.len()).filter(|&r| x.retries[r] > 0).collect();
+    let retried = retried(x);
     assert_eq!(retried, expected);
     assert!(retried.contains(&r0));
     for r in 0..x.len() {
@@ -246,7 +252,7 @@ fn a_prefill_failure_restarts_its_batch_and_re_routes_its_queue() {
     assert!(!in_flight.is_empty() && !queued.is_empty(), "{} in flight, {} queued", in_flight.len(), queued.len());
     let out = run(&with_faults(&base, json!({"events": [{"instance": "prefill-1", "at_s": at, "for_s": 5.0}]})));
     let x = &out.table;
-    let retried: Vec<usize> = (0..x.len()).filter(|&r| x.retries[r] > 0).collect();
+    let retried = retried(x);
     assert_eq!(retried, in_flight);
     for &r in &queued {
         assert_eq!((x.retries[r], x.lost_s[r]), (0, 0.0));
@@ -434,7 +440,7 @@ fn a_colocated_failure_loses_what_it_ran() {
         .collect();
     assert!(held.len() > 3);
     let out = run(&with_faults(&base, json!({"events": [{"instance": "colocated-0", "at_s": at, "for_s": 3.0}]})));
-    let retried: Vec<usize> = (0..out.table.len()).filter(|&r| out.table.retries[r] > 0).collect();
+    let retried = retried(&out.table);
     assert_eq!(retried, held);
     assert_eq!(out.stats.completed, plain.stats.completed);
 }

@@ -40,6 +40,7 @@ use std::collections::VecDeque;
 
 use super::instance::{Pool, Role, StepKind};
 use super::kernel::Priority;
+use super::running::mix53;
 use super::{Ev, Sim};
 use crate::error::Error;
 use crate::metrics::stats::FaultStats;
@@ -47,18 +48,80 @@ use crate::policy::router::LoadView;
 use crate::scenario::faults::{Faults, RandomFaults, RandomLink};
 use crate::scenario::spec::FaultDist;
 
+/// The outages of a set of failing units (the instances, or the network link's channels): per unit, how
+/// many outages cover it now (a random and a scheduled one may overlap), when its current one began, and its
+/// closed ones.
+struct Outages {
+    covering: Vec<u32>,
+    since: Vec<f64>,
+    closed: Vec<Vec<(f64, f64)>>,
+}
+
+impl Outages {
+    fn new(units: usize) -> Self {
+        Outages { covering: vec![0; units], since: vec![0.0; units], closed: vec![Vec::new(); units] }
+    }
+
+    fn is_down(&self, u: usize) -> bool {
+        self.covering[u] > 0
+    }
+
+    /// An outage of unit `u` begins now; whether the unit was up (it goes down with this one).
+    fn begin(&mut self, u: usize, now: f64) -> bool {
+        self.covering[u] += 1;
+        if self.covering[u] == 1 {
+            self.since[u] = now;
+        }
+        self.covering[u] == 1
+    }
+
+    /// An outage of unit `u` ends now; whether the unit is up again (no other outage covers it).
+    fn end(&mut self, u: usize, now: f64) -> bool {
+        self.covering[u] -= 1;
+        if self.covering[u] == 0 {
+            self.closed[u].push((self.since[u], now));
+        }
+        self.covering[u] == 0
+    }
+
+    /// Every outage up to `end` as (unit, start, end), by unit then start; one in progress at `end` ends there.
+    fn clipped(&self, end: f64) -> Vec<(u32, f64, f64)> {
+        let mut out = Vec::new();
+        for (u, closed) in self.closed.iter().enumerate() {
+            let open = self.is_down(u).then_some((self.since[u], end));
+            for (a, b) in closed.iter().copied().chain(open) {
+                if a < end {
+                    out.push((u as u32, a, b.min(end)));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The index of a randomly failing unit's next draw, `drawn` its failures drawn so far (counted here): after
+/// a failure, its repair (the same index as the up time that ended in it); after a repair, the next up time.
+fn next_draw(drawn: &mut u64, fail: bool) -> u64 {
+    if fail {
+        *drawn
+    } else {
+        *drawn += 1;
+        *drawn
+    }
+}
+
 /// A run's fault state.
 pub(super) struct FaultRun {
-    /// Per instance: outages covering it now (a random and a scheduled one may overlap).
-    down: Vec<u32>,
-    /// Per instance: when its current outage began.
-    down_since: Vec<f64>,
-    /// Per instance: its closed outages, (start, end) — clipped to the run's end in [`Sim::fault_stats`].
-    outages: Vec<Vec<(f64, f64)>>,
+    /// The instances' outages.
+    instances: Outages,
     /// Step by step (no macro-steps): the end of each instance's step in flight; a `StepDone` at any other
     /// time belongs to a step a failure cut short.
     pub due: Vec<f64>,
     random: Option<RandomFaults>,
+    /// The scheduled outages of instances and of the link (`Faults::events`, `Faults::link_events`), until
+    /// the run's first events are put in the kernel.
+    events: Vec<(usize, f64, f64)>,
+    link_events: Vec<(Option<u32>, f64, f64)>,
     /// Per instance: random failures drawn so far.
     drawn: Vec<u64>,
     seed: u64,
@@ -73,14 +136,11 @@ pub(super) struct FaultRun {
     first_seen_later: Vec<f64>,
     /// Live instances of the pool being routed (scratch).
     live: Vec<usize>,
-    /// The network link's channels: outages covering each now (`faults.link` and link events).
-    link_down: Vec<u32>,
+    /// The network link's channels' outages (`faults.link` and link events).
+    channels: Outages,
     link_random: Option<RandomLink>,
     /// Per randomly failing unit of the link (each channel, or the whole link): failures drawn so far.
     link_drawn: Vec<u64>,
-    /// Per channel of the link: when its current outage began, and its closed outages (start, end).
-    link_since: Vec<f64>,
-    link_outages: Vec<Vec<(f64, f64)>>,
     /// `faults.transfer_failure_p` and `faults.retry_s`.
     transfer_failure_p: f64,
     retry_s: f64,
@@ -95,11 +155,11 @@ pub(super) struct FaultRun {
 impl FaultRun {
     pub fn new(f: &Faults, instances: usize, requests: usize, track_seen: bool) -> Self {
         FaultRun {
-            down: vec![0; instances],
-            down_since: vec![0.0; instances],
-            outages: vec![Vec::new(); instances],
+            instances: Outages::new(instances),
             due: vec![f64::NAN; instances],
             random: f.random.clone(),
+            events: f.events.clone(),
+            link_events: f.link_events.clone(),
             drawn: vec![0; instances],
             seed: f.seed,
             max_retries: f.max_retries,
@@ -108,11 +168,9 @@ impl FaultRun {
             first_seen: vec![f64::NAN; requests],
             first_seen_later: if track_seen { vec![f64::NAN; requests] } else { Vec::new() },
             live: Vec::new(),
-            link_down: vec![0; f.channels as usize],
+            channels: Outages::new(f.channels as usize),
             link_random: f.link.clone(),
             link_drawn: vec![0; f.channels as usize],
-            link_since: vec![0.0; f.channels as usize],
-            link_outages: vec![Vec::new(); f.channels as usize],
             transfer_failure_p: f.transfer_failure_p,
             retry_s: f.retry_s,
             sent: if f.transfer_failure_p > 0.0 { vec![0; requests] } else { Vec::new() },
@@ -123,7 +181,7 @@ impl FaultRun {
     }
 
     pub fn is_down(&self, i: usize) -> bool {
-        self.down[i] > 0
+        self.instances.is_down(i)
     }
 
     /// The `k`-th draw of instance `i` (`repair`: its repair time, else its up time), s.
@@ -161,14 +219,10 @@ fn transfers_fail(f: &Faults) -> bool {
 /// The unit of a link fault event that takes the whole link down.
 pub(super) const WHOLE_LINK: u32 = u32::MAX;
 
-/// A 53-bit draw keyed by (seed, a, b): SplitMix64's finaliser (Steele, Lea & Flood, OOPSLA 2014) over a
-/// mix of the three.
+/// A 53-bit draw keyed by (seed, a, b): SplitMix64's finaliser over a mix of the three (as the speculative
+/// acceptance draws, [`mix53`]).
 fn splitmix(seed: u64, a: u64, b: u64) -> u64 {
-    let mut z = seed ^ (a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F)).rotate_left(17);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    z >> 11
+    mix53(seed ^ (a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F)).rotate_left(17))
 }
 
 /// The index of a link unit among the link's randomly failing units (the whole link is unit 0).
@@ -203,13 +257,16 @@ impl LoadView for Live<'_> {
 
 impl Sim<'_> {
     /// Put the run's first fault events in the kernel: every scheduled outage, and each randomly failing
-    /// instance's first failure.
-    pub(super) fn start_faults(&mut self, f: &Faults) {
-        for &(i, at, dur) in &f.events {
+    /// instance's and link unit's first failure.
+    pub(super) fn start_faults(&mut self) {
+        let Some(fr) = self.faults.as_deref_mut() else { return };
+        let (events, link_events) = (std::mem::take(&mut fr.events), std::mem::take(&mut fr.link_events));
+        let Some(fr) = self.faults.as_deref() else { return };
+        for &(i, at, dur) in &events {
             self.q.push(at, Priority::Normal, Ev::Fault { i: i as u32, fail: true, random: false });
             self.q.push(at + dur, Priority::Normal, Ev::Fault { i: i as u32, fail: false, random: false });
         }
-        if let (Some(r), Some(fr)) = (&f.random, self.faults.as_deref()) {
+        if let Some(r) = &fr.random {
             for i in 0..self.insts.len() {
                 if (i < self.n_front && r.front) || (i >= self.n_front && r.back) {
                     let up = fr.draw(r, i, 0, false);
@@ -217,13 +274,14 @@ impl Sim<'_> {
                 }
             }
         }
-        for &(ch, at, dur) in &f.link_events {
+        for &(ch, at, dur) in &link_events {
             let unit = ch.unwrap_or(WHOLE_LINK);
             self.q.push(at, Priority::Normal, Ev::LinkFault { unit, fail: true, random: false });
             self.q.push(at + dur, Priority::Normal, Ev::LinkFault { unit, fail: false, random: false });
         }
-        if let (Some(r), Some(fr)) = (&f.link, self.faults.as_deref()) {
-            let units: Vec<u32> = if r.per_channel { (0..f.channels).collect() } else { vec![WHOLE_LINK] };
+        if let Some(r) = &fr.link_random {
+            let channels = fr.channels.covering.len() as u32;
+            let units: Vec<u32> = if r.per_channel { (0..channels).collect() } else { vec![WHOLE_LINK] };
             for unit in units {
                 let up = fr.link_draw(r, unit_index(unit), 0, false);
                 self.q.push(up, Priority::Normal, Ev::LinkFault { unit, fail: true, random: true });
@@ -238,14 +296,11 @@ impl Sim<'_> {
         let Some(f) = self.faults.as_deref_mut() else { return };
         if let (true, Some(r)) = (random, f.link_random.clone()) {
             let u = unit_index(unit);
-            let k = f.link_drawn[u];
-            if !fail {
-                f.link_drawn[u] += 1;
-            }
-            let dt = f.link_draw(&r, u, if fail { k } else { k + 1 }, fail);
+            let k = next_draw(&mut f.link_drawn[u], fail);
+            let dt = f.link_draw(&r, u, k, fail);
             self.q.push(now + dt, Priority::Normal, Ev::LinkFault { unit, fail: !fail, random: true });
         }
-        let channels = f.link_down.len() as u32;
+        let channels = f.channels.covering.len() as u32;
         let (lo, hi) = if unit == WHOLE_LINK { (0, channels) } else { (unit, unit + 1) };
         if fail {
             f.stats.link_failures += 1;
@@ -256,18 +311,12 @@ impl Sim<'_> {
             let Some(f) = self.faults.as_deref_mut() else { return };
             let c = ch as usize;
             if fail {
-                f.link_down[c] += 1;
-                if f.link_down[c] == 1 {
-                    f.link_since[c] = now;
+                if f.channels.begin(c, now) {
                     cut.extend(self.set_network_channel(c, true));
                 }
-            } else {
-                f.link_down[c] -= 1;
-                if f.link_down[c] == 0 {
-                    f.link_outages[c].push((f.link_since[c], now));
-                    self.set_network_channel(c, false);
-                    repaired = true;
-                }
+            } else if f.channels.end(c, now) {
+                self.set_network_channel(c, false);
+                repaired = true;
             }
         }
         for r in cut {
@@ -281,32 +330,18 @@ impl Sim<'_> {
     /// A fault event of instance `i`: it fails (`fail`) or an outage ends; `random` outages draw the next.
     pub(super) fn on_fault(&mut self, i: usize, fail: bool, random: bool, now: f64) {
         let Some(f) = self.faults.as_deref_mut() else { return };
-        if random {
-            if let Some(r) = f.random.clone() {
-                let k = f.drawn[i];
-                let next = if fail {
-                    Ev::Fault { i: i as u32, fail: false, random: true }
-                } else {
-                    f.drawn[i] += 1;
-                    Ev::Fault { i: i as u32, fail: true, random: true }
-                };
-                let dt = f.draw(&r, i, if fail { k } else { k + 1 }, fail);
-                self.q.push(now + dt, Priority::Normal, next);
-            }
+        if let (true, Some(r)) = (random, f.random.clone()) {
+            let k = next_draw(&mut f.drawn[i], fail);
+            let dt = f.draw(&r, i, k, fail);
+            self.q.push(now + dt, Priority::Normal, Ev::Fault { i: i as u32, fail: !fail, random: true });
         }
         if fail {
             f.stats.instance_failures += 1;
-            f.down[i] += 1;
-            if f.down[i] == 1 {
-                f.down_since[i] = now;
+            if f.instances.begin(i, now) {
                 self.take_down(i, now);
             }
-        } else {
-            f.down[i] -= 1;
-            if f.down[i] == 0 {
-                f.outages[i].push((f.down_since[i], now));
-                self.bring_up(i, now);
-            }
+        } else if f.instances.end(i, now) {
+            self.bring_up(i, now);
         }
     }
 
@@ -377,7 +412,7 @@ impl Sim<'_> {
     /// its KV on its prefill instance, and starts when one is repaired.
     pub(super) fn park_for_decode(&mut self, r: u32) -> bool {
         let Some(f) = self.faults.as_deref_mut() else { return false };
-        if (self.n_front..self.insts.len()).any(|i| f.down[i] == 0) {
+        if (self.n_front..self.insts.len()).any(|i| !f.instances.is_down(i)) {
             return false;
         }
         f.parked_back.push_back(r);
@@ -500,7 +535,7 @@ impl Sim<'_> {
     pub(super) fn pick_live_front(&mut self, r: u32) -> Option<usize> {
         let f = self.faults.as_deref_mut()?;
         f.live.clear();
-        f.live.extend((0..self.n_front).filter(|&i| f.down[i] == 0));
+        f.live.extend((0..self.n_front).filter(|&i| !f.instances.is_down(i)));
         if f.live.is_empty() {
             f.parked.push_back(r);
             return None;
@@ -515,7 +550,7 @@ impl Sim<'_> {
         let back = &self.insts[self.n_front..];
         let Some(f) = self.faults.as_deref_mut() else { return self.back_router.pick(&Pool(back)) };
         f.live.clear();
-        f.live.extend((0..back.len()).filter(|&d| f.down[self.n_front + d] == 0));
+        f.live.extend((0..back.len()).filter(|&d| !f.instances.is_down(self.n_front + d)));
         if f.live.is_empty() {
             return self.back_router.pick(&Pool(back));
         }
@@ -527,19 +562,7 @@ impl Sim<'_> {
     /// progress at the end ends there. With `link`, the network link's channels' instead (by channel).
     pub(super) fn outages(&self, link: bool) -> Vec<(u32, f64, f64)> {
         let Some(f) = self.faults.as_deref() else { return Vec::new() };
-        let end = self.horizon;
-        let (closed, down, since) =
-            if link { (&f.link_outages, &f.link_down, &f.link_since) } else { (&f.outages, &f.down, &f.down_since) };
-        let mut out = Vec::new();
-        for i in 0..closed.len() {
-            let open = (down[i] > 0).then_some((since[i], end));
-            for (a, b) in closed[i].iter().copied().chain(open) {
-                if a < end {
-                    out.push((i as u32, a, b.min(end)));
-                }
-            }
-        }
-        out
+        if link { &f.channels } else { &f.instances }.clipped(self.horizon)
     }
 
     /// The run's fault totals, outages clipped to its end (`horizon`).
@@ -547,15 +570,7 @@ impl Sim<'_> {
         let f = self.faults.as_deref()?;
         let mut s = f.stats;
         let end = self.horizon;
-        let mut down = 0.0;
-        for i in 0..self.insts.len() {
-            for &(a, b) in &f.outages[i] {
-                down += (b.min(end) - a.min(end)).max(0.0);
-            }
-            if f.down[i] > 0 {
-                down += (end - f.down_since[i].min(end)).max(0.0);
-            }
-        }
+        let down = f.instances.clipped(end).iter().fold(0.0, |sum, &(_, a, b)| sum + (b - a));
         s.downtime_s = down;
         let capacity = self.insts.len() as f64 * end;
         s.availability = if capacity > 0.0 { 1.0 - down / capacity } else { 1.0 };

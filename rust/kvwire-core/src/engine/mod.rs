@@ -228,8 +228,6 @@ struct Sim<'c> {
     sessions: Option<Box<sessions::SessionRun>>,
     /// Faults (`faults`; `None`: nothing fails).
     faults: Option<Box<faults::FaultRun>>,
-    /// The scenario's `faults`, for the run's first events.
-    fault_plan: Option<crate::scenario::faults::Faults>,
 }
 
 /// Run a validated scenario to completion.
@@ -491,7 +489,6 @@ impl<'c> Sim<'c> {
             prefix: None,
             sessions: None,
             faults: None,
-            fault_plan: sc.faults.clone(),
         };
         if let Some(f) = &sc.faults {
             let track = !sim.t.first_token_seen_s.is_empty();
@@ -526,8 +523,8 @@ impl<'c> Sim<'c> {
         if let Some(a) = first {
             self.q.push(a, Priority::Normal, Ev::Arrival);
         }
-        if let Some(f) = self.fault_plan.take() {
-            self.start_faults(&f);
+        if self.faults.is_some() {
+            self.start_faults();
         }
         while self.remaining > 0 {
             if let Some(e) = self.stop.take() {

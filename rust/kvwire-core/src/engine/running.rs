@@ -327,12 +327,19 @@ impl Speculation {
 const TWO_53: f64 = (1u64 << 53) as f64;
 
 /// The draw for (seed, request, tokens) as a 53-bit integer m, the uniform draw in [0, 1) being m · 2⁻⁵³:
-/// SplitMix64's finaliser over a mix of the three (Steele, Lea & Flood, "Fast splittable pseudorandom number
-/// generators", OOPSLA 2014).
+/// SplitMix64's finaliser over a mix of the three ([`mix53`]).
 #[inline]
 fn draw(seed: u64, req: u32, tokens_out: u32) -> u64 {
-    let mut z =
-        (seed ^ 0xD1B5_4A32_D192_ED03) ^ (((req as u64) << 32) | tokens_out as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    mix53(
+        (seed ^ 0xD1B5_4A32_D192_ED03) ^ (((req as u64) << 32) | tokens_out as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    )
+}
+
+/// SplitMix64's finaliser (Steele, Lea & Flood, "Fast splittable pseudorandom number generators", OOPSLA
+/// 2014) of `z`, its top 53 bits: the engine's keyed draws (speculative acceptance, faults) mix their keys
+/// into `z` and take this.
+#[inline]
+pub(super) fn mix53(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;

@@ -165,6 +165,10 @@ FAULTS = {"instance": {"mtbf_s": 50.0, "mttr_s": 5.0, "dist": "fixed", "pools": 
           "link": {"mtbf_s": 60.0, "mttr_s": 2.0, "dist": "fixed", "scope": "channel"}}  # fmt: skip
 FAULTS["events"].append({"link": "kv-link", "channel": 0, "at_s": 3.0, "for_s": 1.0})
 
+#: KV tiers with every field set (tests/simulator/test_prefix_cache.py): a host tier with its link, an SSD.
+KV_TIERS = [{"kind": "host", "capacity_gb": 4.0, "link": "pcie4"},
+            {"kind": "ssd", "capacity_gb": 40.0, "gb_per_s": 7.0, "latency_us": 80.0}]  # fmt: skip
+
 #: A parallel layout with every field set (tests/simulator/test_parallel.py, rust/kvwire-core/tests/parallel.rs).
 PARALLEL = {"tp": 2, "pp": 1, "micro_batches": 1, "ep": 2, "dp": 1, "expert_imbalance": 1.2, "scale_out": "ib-ndr"}
 
@@ -182,6 +186,8 @@ def example_for(path: str) -> dict[str, Any]:
         return {"speculative": SPECULATIVE}
     if path.startswith("faults"):
         return {"faults": FAULTS}
+    if path.startswith("kv_tiers"):
+        return {"prefix_cache": {"enabled": True}, "kv_tiers": KV_TIERS}
     if path == "prefill.kv_format":  # a prefill pool keeps KV only for requests it decodes itself
         return {"prefill": {**POOL, "kv_format": "fp8_e4m3"}, "router": CONDITIONAL}
     if path.endswith(".kv_format"):
@@ -309,9 +315,11 @@ def test_default_scenario_conforms_to_scenario_dict() -> None:
 
 def test_every_top_level_section_is_in_the_default() -> None:
     """Every ScenarioDict section except the mode-specific ``colocated``, ``speculative`` (off by default, and
-    its method, tokens and acceptance have no defaults) and ``faults`` (off by default: nothing fails) is written
-    out by default_scenario() (so ``kvwire scenario`` shows every section a user can edit)."""
-    missing = set(hints(ks.ScenarioDict)) - set(kvwire.default_scenario()) - {"colocated", "speculative", "faults"}
+    its method, tokens and acceptance have no defaults), ``faults`` (off by default: nothing fails) and ``kv_tiers``
+    (off by default: the GPU cache only; a tier's kind and capacity have no defaults) is written out by
+    default_scenario() (so ``kvwire scenario`` shows every section a user can edit)."""
+    optional = {"colocated", "speculative", "faults", "kv_tiers"}
+    missing = set(hints(ks.ScenarioDict)) - set(kvwire.default_scenario()) - optional
     assert not missing
 
 
@@ -417,6 +425,7 @@ LOCATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "InstanceFaultsDict": ("faults.instance", {"faults": {"instance": {"mtbf_s": 1.0, "mttr_s": 1.0}}}),
     "LinkFaultsDict": ("faults.link", {"faults": {"link": {"mtbf_s": 1.0, "mttr_s": 1.0}}}),
     "FaultEventDict": ("faults.events[0]", {"faults": {"events": [{"instance": "decode-0", "at_s": 1, "for_s": 1}]}}),
+    "KvTierDict": ("kv_tiers[0]", {"prefix_cache": {"enabled": True}, "kv_tiers": KV_TIERS[:1]}),
 }
 #: Keys the core takes outside serde's field list (the link object's preset and channels are read first).
 EXTRA_CORE_KEYS = {"LinkDict": {"preset", "channels", "model", "host_link"}}
@@ -449,6 +458,8 @@ def test_typed_dict_keys_equal_core_keys(name: str) -> None:
     bogus = "zz_not_a_field"
     if where == "faults.events[0]":  # inside a list: the bogus key goes in its one element
         sc = {"faults": {"events": [{**base["faults"]["events"][0], bogus: 1}]}}
+    elif where == "kv_tiers[0]":
+        sc = {**base, "kv_tiers": [{**base["kv_tiers"][0], bogus: 1}]}
     else:
         sc = merge(base, nest(f"{where}.{bogus}" if where else bogus, 1))
     with pytest.raises(kvwire.ScenarioError) as info:
@@ -534,7 +545,8 @@ def test_typeddicts_are_total_false_except_trace() -> None:
     """Every field is optional (interface.md: every omitted field has a default) except the three trace
     columns, which must come together, a sessions workload's count and turns (no sessions by default), and
     speculative decoding's method, tokens and acceptance (none by default), and random faults' mtbf_s and mttr_s
-    and a scheduled outage's at_s and for_s (no faults by default)."""
+    and a scheduled outage's at_s and for_s (no faults by default), and a KV tier's kind and capacity_gb (no
+    tiers by default)."""
     for name, td in all_typed_dicts().items():
         if name == "TraceDict":
             assert set(td.__required_keys__) == {"arrival_s", "prompt_tokens", "output_tokens"}
@@ -546,6 +558,8 @@ def test_typeddicts_are_total_false_except_trace() -> None:
             assert set(td.__required_keys__) == {"mtbf_s", "mttr_s"}
         elif name == "FaultEventDict":
             assert set(td.__required_keys__) == {"at_s", "for_s"}
+        elif name == "KvTierDict":
+            assert set(td.__required_keys__) == {"kind", "capacity_gb"}
         else:
             assert not td.__required_keys__, name
 

@@ -15,6 +15,8 @@ import kvwire
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kvwire import _core
 from kvwire.errors import ScenarioError, TraceError
 from shared_paths import DATA
@@ -328,3 +330,183 @@ def test_sessions_turns_hit_the_previous_turns_full_blocks() -> None:
             checked += c > 0
         prev[s] = p
     assert checked > 10
+
+
+# KV tiers (issue 28 item 2): the prefix cache spills to host memory and SSD below GPU memory.
+
+HOST_PCIE5 = {"bytes_per_s": 64e9, "latency_s": 5e-6}  # the pcie5 link preset: 64 GB/s, 5 µs
+SSD = {"kind": "ssd", "capacity_gb": 10**6, "gb_per_s": 7.0, "latency_us": 80.0}
+
+
+def kv_bytes_per_token(res: kvwire.SimResult) -> float:
+    """K and V of every layer of one token, from the echoed model: 2 x layers x kv_heads x head_dim x bytes."""
+    m = res.scenario["model"]
+    return 2.0 * m["layers"] * m["kv_heads"] * m["head_dim"] * m["kv_bytes_per_value"]
+
+
+def test_tiers_that_never_receive_a_block_change_nothing(conversation: pl.DataFrame) -> None:
+    """With a GPU cache that never evicts, a host tier receives nothing and loads nothing: the per-request table
+    and every summary figure but the new ``kv_tiers`` equal the run without tiers, bit for bit."""
+    base: dict[str, Any] = {"prefix_cache": {"enabled": True, "capacity_tokens": 10**15}}
+    without = run(base, conversation)
+    tiers = run({**base, "kv_tiers": [{"kind": "host", "capacity_gb": 100}]}, conversation)
+    assert tiers.requests.equals(without.requests, null_equal=True)
+    a, b = dict(without.summary), dict(tiers.summary)
+    for s in (a, b):
+        s["run"] = {k: v for k, v in s["run"].items() if k != "wall_s"}
+    (t,) = b.pop("kv_tiers")
+    assert a == b
+    assert "kv_tiers" not in without.summary
+    assert (t["hit_tokens"], t["written_bytes"], t["load_s"], t["peak_bytes"]) == (0, 0.0, 0.0, 0.0)
+    assert t["kind"] == "host" and t["capacity_bytes"] == 100e9
+
+
+def test_an_unbounded_host_tier_hits_every_block_seen_before(conversation: pl.DataFrame) -> None:
+    """A GPU cache that holds nothing (``capacity_tokens = 0``) spills every block to an unbounded host tier:
+    every request's ``cached_tokens`` equals the oracle of blocks seen before (as with an unbounded GPU cache),
+    all of them loaded from the host tier: its hit tokens are the run's cached tokens, its bytes read those
+    tokens x the model's KV bytes per token, its requests those with a hit, and its load time one load per
+    request of latency + bytes / 64 GB/s (pcie5)."""
+    res = run(
+        {"prefix_cache": {"enabled": True, "capacity_tokens": 0}, "kv_tiers": [{"kind": "host", "capacity_gb": 10**6}]},
+        conversation,
+    )
+    req = res.requests
+    rejected = req["rejected"].to_list()
+    assert sum(rejected) < ROWS // 100
+    want = oracle_cached_tokens(conversation, rejected)
+    assert req["cached_tokens"].to_list() == want
+    (t,) = res.summary["kv_tiers"]
+    hits = [w for w in want if w > 0]
+    assert t["hit_tokens"] == sum(want) == res.summary["prefix_cache"]["cached_tokens"] > 0
+    assert t["hit_requests"] == len(hits)
+    kvb = kv_bytes_per_token(res)
+    assert t["read_bytes"] == pytest.approx(sum(want) * kvb, rel=1e-12)
+    load_s = sum(HOST_PCIE5["latency_s"] + w * kvb / HOST_PCIE5["bytes_per_s"] for w in hits)
+    assert t["load_s"] == pytest.approx(load_s, rel=1e-9)
+    assert 0 < t["peak_bytes"] <= t["capacity_bytes"]
+
+
+@pytest.mark.parametrize(
+    ("tiers", "cost"),
+    [
+        ([{"kind": "host", "capacity_gb": 100}], HOST_PCIE5),
+        (
+            [
+                {
+                    "kind": "host",
+                    "capacity_gb": 100,
+                    "link": {"preset": "pcie4", "bandwidth_gb_per_s": 10.0, "latency_us": 50.0},
+                }
+            ],
+            {"bytes_per_s": 10e9, "latency_s": 50e-6},
+        ),
+        # A host tier of no capacity passes every block on to the SSD, which serves the hit.
+        ([{"kind": "host", "capacity_gb": 0}, SSD], {"bytes_per_s": 7e9, "latency_s": 80e-6}),
+    ],
+)
+def test_a_tier_hit_adds_its_load_to_the_prefill(tiers: list[dict[str, Any]], cost: dict[str, float]) -> None:
+    """Two requests sharing their first block, far apart on an idle cluster: the second's prefill with the block
+    loaded from a tier takes exactly as long as with the block in GPU memory plus one load (latency + 512 tokens
+    x KV bytes per token / the tier's rate), from the tier that holds it."""
+    reqs = table([(0.0, 1024, 2, [7, 100]), (100.0, 1024, 2, [7, 200])])
+    gpu = run({"prefix_cache": {"enabled": True, "capacity_tokens": 10**9}}, reqs)
+    tier = run({"prefix_cache": {"enabled": True, "capacity_tokens": 0}, "kv_tiers": tiers}, reqs)
+
+    def prefill_s(res: kvwire.SimResult) -> float:
+        r = res.requests.row(1, named=True)
+        assert r["cached_tokens"] == BLOCK
+        return float(r["first_token_s"] - r["prefill_start_s"])
+
+    load_s = cost["latency_s"] + BLOCK * kv_bytes_per_token(gpu) / cost["bytes_per_s"]
+    assert prefill_s(tier) - prefill_s(gpu) == pytest.approx(load_s, rel=1e-9)
+    serving = [t for t in tier.summary["kv_tiers"] if t["hit_tokens"] > 0]
+    assert len(serving) == 1 and serving[0]["kind"] == tiers[-1]["kind"]
+    assert serving[0]["load_s"] == pytest.approx(load_s, rel=1e-12)
+    assert serving[0]["hit_tokens"] == BLOCK and serving[0]["hit_requests"] == 1
+
+
+@settings(max_examples=12)
+@given(
+    host_gb=st.floats(0.0, 40.0),
+    ssd_gb=st.floats(0.0, 200.0),
+    gpu_tokens=st.sampled_from([0, 2048, 20_000, None]),
+    chunked=st.booleans(),
+    start=st.integers(0, 2000),
+)
+def test_tier_capacities_are_never_exceeded(
+    conversation: pl.DataFrame, host_gb: float, ssd_gb: float, gpu_tokens: int | None, chunked: bool, start: int
+) -> None:
+    """Whatever the sizes, no instance's tier ever holds more than its capacity (its peak after every spill),
+    a tier of less than one block holds and serves nothing, the tiers' hits are part of the cached tokens, and
+    every byte read is a hit token's KV."""
+    sc: dict[str, Any] = {
+        "prefix_cache": {"enabled": True, "capacity_tokens": gpu_tokens},
+        "prefill": {"instances": 2},
+        "kv_tiers": [{"kind": "host", "capacity_gb": host_gb}, {**SSD, "capacity_gb": ssd_gb}],
+    }
+    if chunked:
+        sc["scheduler"] = {"policy": "chunked"}
+    res = run(sc, conversation.slice(start, 400))
+    kvb = kv_bytes_per_token(res)
+    for t in res.summary["kv_tiers"]:
+        assert t["peak_bytes"] <= t["capacity_bytes"]
+        if t["capacity_bytes"] < BLOCK * kvb:
+            assert t["peak_bytes"] == t["hit_tokens"] == t["written_bytes"] == 0
+        assert t["read_bytes"] == pytest.approx(t["hit_tokens"] * kvb, rel=1e-12)
+    assert sum(t["hit_tokens"] for t in res.summary["kv_tiers"]) <= res.summary["prefix_cache"]["cached_tokens"]
+
+
+def test_tiers_are_deterministic_and_echoed_in_full(conversation: pl.DataFrame) -> None:
+    """The same scenario gives the same table and tier totals; the echo writes the host tier's link out in full
+    (its preset's fields), and running the echo gives the same results."""
+    sc: dict[str, Any] = {
+        "prefix_cache": {"enabled": True, "capacity_tokens": 4096},
+        "kv_tiers": [{"kind": "host", "capacity_gb": 2}, SSD],
+    }
+    a, b = run(sc, conversation.head(800)), run(sc, conversation.head(800))
+    assert a.requests.equals(b.requests, null_equal=True)
+    assert a.summary["kv_tiers"] == b.summary["kv_tiers"]
+    host, ssd = a.scenario["kv_tiers"]
+    assert host["link"]["preset"] == "pcie5" and host["link"]["bandwidth_gb_per_s"] == 64.0
+    assert ssd == SSD | {"capacity_gb": float(SSD["capacity_gb"])}
+    again = kvwire.simulate(a.scenario, requests=conversation.head(800))
+    assert again.requests.equals(a.requests, null_equal=True)
+    assert again.summary["kv_tiers"] == a.summary["kv_tiers"]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "path"),
+    [
+        ({"kv_tiers": [{"kind": "host", "capacity_gb": 1}]}, "kv_tiers"),
+        ({"prefix_cache": {"enabled": True}, "kv_tiers": []}, "kv_tiers"),
+        ({"prefix_cache": {"enabled": True}, "kv_tiers": [{"kind": "tape", "capacity_gb": 1}]}, "kv_tiers[0].kind"),
+        ({"prefix_cache": {"enabled": True}, "kv_tiers": [{"kind": "host"}]}, "kv_tiers[0]"),
+        (
+            {"prefix_cache": {"enabled": True}, "kv_tiers": [{"kind": "host", "capacity_gb": -1}]},
+            "kv_tiers[0].capacity_gb",
+        ),
+        (
+            {"prefix_cache": {"enabled": True}, "kv_tiers": [{"kind": "host", "capacity_gb": 1, "gb_per_s": 5}]},
+            "kv_tiers[0].gb_per_s",
+        ),
+        (
+            {"prefix_cache": {"enabled": True}, "kv_tiers": [{"kind": "host", "capacity_gb": 1, "link": "pcie9"}]},
+            "kv_tiers[0].link",
+        ),
+        (
+            {"prefix_cache": {"enabled": True}, "kv_tiers": [{"kind": "ssd", "capacity_gb": 1, "latency_us": 80}]},
+            "kv_tiers[0].gb_per_s",
+        ),
+        ({"prefix_cache": {"enabled": True}, "kv_tiers": [{**SSD, "gb_per_s": 0}]}, "kv_tiers[0].gb_per_s"),
+        ({"prefix_cache": {"enabled": True}, "kv_tiers": [{**SSD, "link": "pcie5"}]}, "kv_tiers[0].link"),
+        ({"prefix_cache": {"enabled": True}, "kv_tiers": [{**SSD, "size": 1}]}, "kv_tiers[0]"),
+        ({"prefix_cache": {"enabled": True}, "kv_tiers": [SSD] * 5}, "kv_tiers"),
+        ({"prefix_cache": {"enabled": True}, "kv_tiers": [[SSD]]}, "kv_tiers[0]"),
+    ],
+)
+def test_bad_tiers_name_the_field(scenario: dict[str, Any], path: str) -> None:
+    """Bad ``kv_tiers`` raise ScenarioError naming the field (and the tier's index)."""
+    with pytest.raises(ScenarioError) as e:
+        kvwire.simulate({"workload": {"requests": 5}, **scenario})
+    assert e.value.path.startswith(path), (e.value.path, str(e.value))

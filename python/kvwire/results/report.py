@@ -201,9 +201,9 @@ def _timing(t: dict[str, Any]) -> str:
 
 
 def _levers(s: dict[str, Any], sc: dict[str, Any]) -> list[str]:
-    """The serving levers' lines, each only when its lever is on: the prefix cache's hits and what it kept off
-    the link, paged KV's preemptions, (paged KV, disaggregated) hand-offs that waited for decode room, and
-    what faults cost."""
+    """The serving levers' lines, each only when its lever is on: the prefix cache's hits, what it kept off the
+    link and its tiers' loads, paged KV's preemptions, (paged KV, disaggregated) hand-offs that waited for decode
+    room, and what faults cost."""
     lines = []
     px = s.get("prefix_cache")
     if px and sc.get("prefix_cache", {}).get("enabled"):
@@ -214,6 +214,12 @@ def _levers(s: dict[str, Any], sc: dict[str, Any]) -> list[str]:
         if sc.get("handoff", {}).get("skip_cached_prefix"):
             line += f"; {px['link_tokens_skipped']:,} tokens, {px['link_bytes_saved'] / 1e9:,.1f} GB left off the link"
         lines.append(line)
+        for t in s.get("kv_tiers") or []:
+            lines.append(
+                f"  {t['kind']} tier: {t['hit_tokens']:,} tokens loaded ({t['hit_requests']:,} requests, "
+                f"{t['read_bytes'] / 1e9:,.1f} GB read, {t['written_bytes'] / 1e9:,.1f} GB spilled in), "
+                f"{t['load_s']:,.2f} s of loads on the critical path"
+            )
     if sc.get("kv", {}).get("policy") == "paged":
         pe = s["preemptions"]
         lines.append(

@@ -327,6 +327,20 @@ def _prefix_cache(p: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _kv_tier(t: dict[str, Any]) -> dict[str, Any]:
+    """One entry of the summary's ``kv_tiers`` from the core's totals of that tier."""
+    return {
+        "kind": str(t["kind"]),
+        "capacity_bytes": float(t["capacity_bytes"]),
+        "hit_tokens": int(t["hit_tokens"]),
+        "hit_requests": int(t["hit_requests"]),
+        "read_bytes": float(t["read_bytes"]),
+        "written_bytes": float(t["written_bytes"]),
+        "load_s": float(t["load_s"]),
+        "peak_bytes": float(t["peak_bytes"]),
+    }
+
+
 def _stage_means(m: Columns) -> tuple[dict[str, float | None], dict[str, float | None]]:
     """Mean of each stage over the (measured) rows of ``m``: counting a skipped stage as 0 (the reference's
     rule, so the six means sum to the mean E2E: no hand-off or decode for outputs of 0-1 tokens, no link when
@@ -640,6 +654,9 @@ def summarise(
             "downtime_s": float(faults["downtime_s"]),
             "availability": float(faults["availability"]),
         }
+    tiers = stats.get("kv_tiers") or []
+    if tiers:
+        summary["kv_tiers"] = [_kv_tier(t) for t in tiers]
     # Ratios of finite figures can still overflow (an offered rate over a subnormal arrival window).
     out: dict[str, Any] = finite(summary)
     return out

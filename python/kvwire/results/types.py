@@ -294,6 +294,22 @@ class FaultsResultDict(TypedDict):
     availability: float
 
 
+class KvTierResultDict(TypedDict):
+    """One tier of ``kv_tiers`` (``docs/concepts/prefix-caching.md``, "KV tiers"), summed over the prefilling
+    instances, each of which has its own tier of ``capacity_bytes``: the prompt tokens loaded from it instead of
+    prefilled and the requests that loaded any, the bytes loaded from it and spilled into it, the load time
+    added to prefill steps (s, on the critical path) and the most bytes one instance's tier held."""
+
+    kind: str
+    capacity_bytes: float
+    hit_tokens: int
+    hit_requests: int
+    read_bytes: float
+    written_bytes: float
+    load_s: float
+    peak_bytes: float
+
+
 class SummaryDict(TypedDict):
     """The summary of one run (``docs/reference/summary.md``); JSON-serialisable, ``None`` where a figure does not
     exist. ``utilisation`` and ``instances`` are keyed by resource (``prefill-0``, ``decode-0``, ``kv-link``,
@@ -321,6 +337,7 @@ class SummaryDict(TypedDict):
     sessions: NotRequired[SessionsResultDict]
     speculative: NotRequired[SpeculativeResultDict]
     faults: NotRequired[FaultsResultDict]
+    kv_tiers: NotRequired[list[KvTierResultDict]]
 
 
 class PercentileRowDict(LatencyStatsDict):

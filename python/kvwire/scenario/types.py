@@ -288,6 +288,21 @@ class FaultsDict(TypedDict, total=False):
     retry_s: float
 
 
+class _KvTierRequired(TypedDict):
+    kind: Literal["host", "ssd"]
+    capacity_gb: float
+
+
+class KvTierDict(_KvTierRequired, total=False):
+    """One tier of ``kv_tiers`` below each prefilling instance's GPU memory (docs: concepts/prefix-caching):
+    ``host`` memory behind ``link`` (a link preset name or object, default ``"pcie5"``), or a local ``ssd``
+    read at ``gb_per_s`` after ``latency_us`` per load (both required)."""
+
+    link: str | LinkDict
+    gb_per_s: float
+    latency_us: float
+
+
 class ScenarioDict(TypedDict, total=False):
     """A kvwire scenario. Every key is optional; omitted keys take the documented defaults."""
 
@@ -309,3 +324,4 @@ class ScenarioDict(TypedDict, total=False):
     prefix_cache: PrefixCacheDict
     speculative: SpeculativeDict
     faults: FaultsDict
+    kv_tiers: list[KvTierDict]

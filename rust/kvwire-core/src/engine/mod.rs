@@ -500,7 +500,7 @@ impl<'c> Sim<'c> {
         if sc.prefix_cache.enabled {
             let front_kv = capacity(sc, front_pool, &front_model)?;
             let rule = if colocated { sc.colocated_routing } else { sc.prefill_routing };
-            sim.init_prefix(sc.prefix_cache, hashes, front_kv, rule);
+            sim.init_prefix(sc.prefix_cache, hashes, front_kv, rule, &sc.kv_tiers);
         }
         if sim.timeline_max_spans.is_some() {
             for inst in &mut sim.insts {
@@ -743,6 +743,7 @@ impl<'c> Sim<'c> {
             instances.push(s);
         }
         let prefix = self.prefix.as_ref().map_or_else(Default::default, |p| p.stats);
+        let kv_tiers = self.prefix.as_ref().map_or_else(Vec::new, |p| p.tier_stats());
         let mut links = self.path.into_stats();
         let timeline = recorded.then(|| Timeline {
             steps: instances.iter_mut().map(|s| s.spans.take().map(|b| *b).unwrap_or_default()).collect(),
@@ -785,6 +786,7 @@ impl<'c> Sim<'c> {
                 kv_hold,
                 prefix,
                 faults,
+                kv_tiers,
             },
         }
     }

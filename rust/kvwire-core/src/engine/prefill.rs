@@ -111,6 +111,8 @@ impl Sim<'_> {
             model.prefill(tokens, n as u64, attention)
         };
         let mut timing = inst.timer.step(work, Shape::prefill(n as u64, computed, cached));
+        // `kv_tiers`: the cached prefixes loaded from below GPU memory before the step computes.
+        timing.time_s += self.prefix.as_deref_mut().map_or(0.0, |p| p.take_load_s());
         if pass.bytes > 0.0 {
             // Compression and/or layout conversion on the sender: an element-wise pass after the prefill's
             // matmuls (no overhead, no power roof; its energy is charged to this instance).
@@ -245,6 +247,8 @@ impl Sim<'_> {
             shape,
         );
         timing.time_s += swap_s;
+        // `kv_tiers`: the new prompts' cached prefixes loaded from below GPU memory.
+        timing.time_s += self.prefix.as_deref_mut().map_or(0.0, |p| p.take_load_s());
         if pass.bytes > 0.0 {
             inst.timer.add_pass(pass, &mut step, &mut timing);
         }

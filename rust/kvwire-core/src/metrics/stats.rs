@@ -167,6 +167,41 @@ pub struct PrefixStats {
     pub link_bytes_saved: f64,
 }
 
+/// One tier of `kv_tiers`, summed over the front instances (each holds its own tier of this capacity).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct KvTierStats {
+    /// `host` or `ssd`.
+    pub kind: &'static str,
+    /// Capacity per instance, bytes.
+    pub capacity_bytes: f64,
+    /// Prompt tokens loaded from this tier instead of prefilled, and the requests that loaded any.
+    pub hit_tokens: u64,
+    pub hit_requests: u64,
+    /// Bytes loaded from this tier (hit tokens × KV bytes per token), and bytes spilled into it (whole
+    /// blocks it did not hold).
+    pub read_bytes: f64,
+    pub written_bytes: f64,
+    /// Σ load time added to prefill steps, s (the critical path).
+    pub load_s: f64,
+    /// Most bytes any one instance's tier held after a spill.
+    pub peak_bytes: f64,
+}
+
+impl Default for KvTierStats {
+    fn default() -> Self {
+        KvTierStats {
+            kind: "host",
+            capacity_bytes: 0.0,
+            hit_tokens: 0,
+            hit_requests: 0,
+            read_bytes: 0.0,
+            written_bytes: 0.0,
+            load_s: 0.0,
+            peak_bytes: 0.0,
+        }
+    }
+}
+
 /// Faults (`faults`): what failed and what it cost.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct FaultStats {
@@ -223,6 +258,8 @@ pub struct RunStats {
     pub prefix: PrefixStats,
     /// Faults (`faults`; `None` without).
     pub faults: Option<FaultStats>,
+    /// The prefix cache's tiers (`kv_tiers`; empty without), nearest first.
+    pub kv_tiers: Vec<KvTierStats>,
 }
 
 /// KV holding (paged KV, disaggregated): a prefill instance holds each handed-off prompt's blocks until its
@@ -289,6 +326,7 @@ impl RunStats {
             },
             "prefix_cache": self.prefix,
             "faults": self.faults,
+            "kv_tiers": self.kv_tiers,
         })
     }
 }

@@ -23,7 +23,7 @@ use crate::workload::{Arrivals, LengthDist};
 
 /// A preset reference written out in full: `{"preset": key, every field}` (no `preset` for an inline
 /// `"custom"` object).
-fn expanded<T: Serialize>(named: &Named<T>) -> Value {
+pub(super) fn expanded<T: Serialize>(named: &Named<T>) -> Value {
     let mut obj = Map::new();
     if named.key != "custom" {
         obj.insert("preset".into(), Value::String(named.key.clone()));
@@ -187,6 +187,7 @@ impl Scenario {
             prefix_cache,
             speculative,
             faults,
+            kv_tiers,
             timing,
         } = self;
         let (mode, prefill, decode, colocated, link_value) = match topology {
@@ -298,6 +299,7 @@ impl Scenario {
                 draft_model: (sp.method == SpeculativeMethod::Draft).then(|| expanded(&sp.draft)),
             }),
             faults: faults.as_ref().map(|f| f.spec.clone()),
+            kv_tiers: (!kv_tiers.is_empty()).then(|| kv_tiers.iter().map(|t| t.spec.clone()).collect()),
         }
     }
 

@@ -8,6 +8,7 @@ pub mod parallel;
 pub mod prefix;
 pub mod spec;
 pub mod speculative;
+pub mod tiers;
 mod timing;
 mod validate;
 
@@ -204,6 +205,8 @@ pub struct Scenario {
     pub speculative: Option<speculative::Speculative>,
     /// `faults` (`None`: nothing fails).
     pub faults: Option<faults::Faults>,
+    /// `kv_tiers`: the prefix cache's tiers below GPU memory, nearest first (empty: none).
+    pub kv_tiers: Vec<tiers::KvTier>,
     /// `cost.timing` as the echo shows it (without its tables, which the pools hold); `None`: the roofline.
     pub timing: Option<spec::TimingSpec>,
 }
@@ -318,7 +321,7 @@ const LIST_FIELDS: [&str; 5] = [
 ];
 
 /// Lists of objects, whose objects are walked like the rest (no list inside them, and none as an element).
-const OBJECT_LIST_FIELDS: [&str; 1] = ["faults.events"];
+const OBJECT_LIST_FIELDS: [&str; 2] = ["faults.events", "kv_tiers"];
 
 /// Walk the JSON text once and refuse a list anywhere but [`LIST_FIELDS`], naming its path. Other errors
 /// (syntax, depth) are left to the typed parse, which reports them with their path.
@@ -331,7 +334,7 @@ fn no_lists(json: &str) -> Result<()> {
         Some(p) => Err(Error::field(
             if p.is_empty() { "scenario".to_string() } else { p },
             "expected an object or a value, got a list (lists are only the columns of workload.trace, \
-             speculative.acceptance, faults.events, faults.instance.pools and the grids of cost.timing.tables)",
+             speculative.acceptance, faults.events, faults.instance.pools, kv_tiers and the grids of cost.timing.tables)",
         )),
         None => Ok(()),
     }

@@ -51,6 +51,46 @@ pub struct ScenarioSpec {
     /// Instance failures and repairs (`None`: nothing fails).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faults: Option<FaultsSpec>,
+    /// Tiers below each prefilling instance's GPU memory that its prefix cache spills to, first the nearest
+    /// (`None`: the GPU cache only). Needs `prefix_cache.enabled`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_tiers: Option<Vec<KvTierSpec>>,
+}
+
+/// One tier of `kv_tiers`: host memory behind a link, or a local SSD.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KvTierSpec {
+    pub kind: KvTierKind,
+    /// Capacity per instance, GB (10⁹ bytes).
+    pub capacity_gb: f64,
+    /// `host`: the link between GPU and host memory, a link preset name or object (default `"pcie5"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<Value>,
+    /// `ssd`: read bandwidth, GB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gb_per_s: Option<f64>,
+    /// `ssd`: latency of one load, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<f64>,
+}
+
+/// What a KV tier is.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum KvTierKind {
+    Host,
+    Ssd,
+}
+
+impl KvTierKind {
+    /// The kind as the scenario writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvTierKind::Host => "host",
+            KvTierKind::Ssd => "ssd",
+        }
+    }
 }
 
 /// `faults`: instances that fail and are repaired — at random (`instance`), at given times (`events`), or

@@ -1,12 +1,14 @@
 //! [`ScenarioSpec`] → [`Scenario`]: defaults, preset resolution, range checks. Every error names its field.
 
+use super::tiers::{KvTier, DEFAULT_HOST_TIER_LINK, MAX_KV_TIERS};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::spec::{
-    ArrivalSpec, BatchPolicy, ConvertSpec, DisaggregatePolicy, DistSpec, KvPolicy, LengthSpec, LmHeadSpec,
-    LoadRouterSpec, ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec, SessionsSpec,
+    ArrivalSpec, BatchPolicy, ConvertSpec, DisaggregatePolicy, DistSpec, KvPolicy, KvTierKind, KvTierSpec, LengthSpec,
+    LmHeadSpec, LoadRouterSpec, ModeSpec, OverContext, PoolSpec, PrefillRouterSpec, ProcessSpec, ScenarioSpec,
+    SessionsSpec,
 };
 use super::{serde_error, Disaggregate, Link, LinkModel, Named, Pool, Rule, Scenario, Topology, Workload};
 use super::{DEFAULT_HOST_CONVERT_GB_PER_S, DEFAULT_HOST_W_PER_THREAD};
@@ -309,6 +311,10 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
             Some(super::faults::resolve(f, &topology, &link, &workload, &refused)?)
         }
     };
+    let kv_tiers = match &s.kv_tiers {
+        None => Vec::new(),
+        Some(t) => kv_tiers(t, prefix_cache.enabled)?,
+    };
     let mut topology = topology;
     let timing = super::timing::resolve(s.cost.timing, &mut topology, speculative.is_some())?;
     Ok(Scenario {
@@ -353,6 +359,7 @@ pub(super) fn validate(s: ScenarioSpec, requests: Option<Trace>) -> Result<Scena
         prefix_cache,
         speculative,
         faults,
+        kv_tiers,
         timing,
     })
 }
@@ -1161,4 +1168,68 @@ fn in_range(path: &str, v: f64, lo: f64, hi: f64, lo_closed: bool, hi_closed: bo
         let h = if hi_closed { ']' } else { ')' };
         Err(Error::field(path, format!("must be in {l}{lo}, {hi}{h}, got {v}")))
     }
+}
+
+/// Check `kv_tiers` (with `prefix_cache.enabled` known) and resolve each tier.
+fn kv_tiers(tiers: &[KvTierSpec], prefix_cache: bool) -> Result<Vec<KvTier>> {
+    if !prefix_cache {
+        return Err(Error::field(
+            "kv_tiers",
+            "tiers hold the prefix cache's spilled blocks: needs prefix_cache.enabled = true",
+        ));
+    }
+    if tiers.is_empty() || tiers.len() > MAX_KV_TIERS {
+        return Err(Error::field(
+            "kv_tiers",
+            format!("expected 1 to {MAX_KV_TIERS} tiers, got {} (leave kv_tiers out for none)", tiers.len()),
+        ));
+    }
+    tiers.iter().enumerate().map(|(k, t)| kv_tier(t, &format!("kv_tiers[{k}]"))).collect()
+}
+
+fn kv_tier(t: &KvTierSpec, at: &str) -> Result<KvTier> {
+    positive(&format!("{at}.capacity_gb"), t.capacity_gb, true)?;
+    let mut spec = t.clone();
+    let (bytes_per_s, latency_s) = match t.kind {
+        KvTierKind::Host => {
+            for (name, given) in [("gb_per_s", t.gb_per_s.is_some()), ("latency_us", t.latency_us.is_some())] {
+                if given {
+                    return Err(Error::field(
+                        format!("{at}.{name}"),
+                        "a host tier is priced by its link: give link (a preset name or an object with \
+                         bandwidth_gb_per_s and latency_us)",
+                    ));
+                }
+            }
+            let v = t.link.clone().unwrap_or_else(|| Value::String(DEFAULT_HOST_TIER_LINK.into()));
+            let path = format!("{at}.link");
+            let mut link = resolve_preset(&v, &path, "link", &link_presets())?;
+            check_link(&mut link.spec, &path)?;
+            spec.link = Some(super::echo::expanded(&link));
+            (link.spec.bandwidth_gb_per_s * 1e9, link.spec.latency_us * 1e-6)
+        }
+        KvTierKind::Ssd => {
+            if t.link.is_some() {
+                return Err(Error::field(
+                    format!("{at}.link"),
+                    "an SSD tier is priced by gb_per_s and latency_us, not by a link",
+                ));
+            }
+            let need = |v: Option<f64>, name: &str| {
+                v.ok_or_else(|| {
+                    Error::field(
+                        format!("{at}.{name}"),
+                        "an SSD tier needs gb_per_s (read bandwidth, GB/s) and latency_us (per load); there is \
+                         no default (drives differ by an order of magnitude)",
+                    )
+                })
+            };
+            let gb_per_s = need(t.gb_per_s, "gb_per_s")?;
+            let latency_us = need(t.latency_us, "latency_us")?;
+            rate(&format!("{at}.gb_per_s"), gb_per_s)?;
+            positive(&format!("{at}.latency_us"), latency_us, true)?;
+            (gb_per_s * 1e9, latency_us * 1e-6)
+        }
+    };
+    Ok(KvTier { kind: t.kind, capacity_bytes: t.capacity_gb * 1e9, bytes_per_s, latency_s, spec })
 }
